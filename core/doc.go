@@ -1,0 +1,27 @@
+// Package core is lockkit's distributed lock on Redis.
+//
+// A Client takes named locks with a TTL on one Redis server (plain, Sentinel or Cluster client) or,
+// (see NewRedlock) on a quorum of independent servers:
+//
+//   - Acquire waits for the lock without polling: the holder's release wakes the next waiter through
+//     one shared pub/sub subscription; TryAcquire tries once. Both cost one round trip when the lock
+//     is free.
+//   - A held Lock carries a fencing token (Fence) that strictly increases with every acquisition,
+//     and a context (Context) that is cancelled when the lock is released or lost.
+//   - A watchdog renews every held lock at a third of its TTL, in pipelined batches. If Redis says
+//     the lock is not ours any more, or renewals fail until the local validity deadline (the send
+//     time plus TTL minus drift), the lock's context is cancelled before Redis can give the lock to
+//     anyone else.
+//   - Locks are reentrant: acquiring with a lock's context, or WithOwner and its token, re-enters it.
+//   - Release is an owner-checked Lua script; it never deletes somebody else's lock.
+//
+// Keys (prefix "lockkit:" by default; every key of a lock shares the {name} hash tag):
+//
+//	lockkit:{NAME}                 hash: owner token -> hold count, with the lock's TTL
+//	lockkit:{NAME}:fence           fencing counter, never expires
+//	lockkit:{NAME}:released        release channel (SPUBLISH on a cluster)
+//	lockkit:{NAME}:queue           fair-mode waiter queue (list) and
+//	lockkit:{NAME}:queue:deadlines its waiters' deadlines (hash)
+//
+// Instrumentation plugs in through Hook; package otel provides OpenTelemetry tracing and metrics.
+package core

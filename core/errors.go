@@ -1,0 +1,159 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Error is the type of the package's sentinel errors. Match them with errors.Is; ErrorType gives a
+// short, stable label for logs, metrics and traces.
+type Error struct {
+	msg string
+	typ string
+}
+
+// Error returns the message, prefixed "lockkit: ".
+func (e *Error) Error() string { return e.msg }
+
+// ErrorType returns a short stable label such as "not_acquired" or "lost".
+func (e *Error) ErrorType() string { return e.typ }
+
+// Sentinel errors. Errors returned by this package match one of them with errors.Is, except errors
+// of the context (which are joined in where the context ended a wait) and errors of fn in Do.
+var (
+	// ErrNotAcquired means the lock is held by another owner: a try failed, or a wait ran out of its
+	// WithWait limit or its context. The error is a *NotAcquiredError carrying the holder's remaining TTL.
+	ErrNotAcquired = &Error{"lockkit: lock not acquired", "not_acquired"}
+	// ErrLost means a lock was taken away while held: it expired before it could be renewed, or Redis
+	// said it belongs to someone else. A lock's context is cancelled with a *LostError cause.
+	ErrLost = &Error{"lockkit: lock lost", "lost"}
+	// ErrNotHeld means the caller does not hold the lock (any more): Release, Extend or TTL after the
+	// lock was lost or expired. Nothing in Redis was changed.
+	ErrNotHeld = &Error{"lockkit: lock not held", "not_held"}
+	// ErrReleased is the cause of a lock's context after Release.
+	ErrReleased = &Error{"lockkit: lock released", "released"}
+	// ErrClosed means the Client was closed.
+	ErrClosed = &Error{"lockkit: client closed", "closed"}
+	// ErrInvalid means an argument was rejected before anything was sent to Redis.
+	ErrInvalid = &Error{"lockkit: invalid argument", "invalid_argument"}
+	// ErrGuarded means the guard key of WithGuard exists: the work the lock protects was done
+	// already. The error is a *GuardedError carrying the key's value.
+	ErrGuarded = &Error{"lockkit: guard key exists", "guarded"}
+	// ErrUnavailable means Redis could not be reached or answered with an error. The underlying
+	// error is wrapped too.
+	ErrUnavailable = &Error{"lockkit: redis unavailable", "unavailable"}
+)
+
+// NotAcquiredError is returned when the lock is held by someone else. It matches ErrNotAcquired.
+type NotAcquiredError struct {
+	// Name is the lock name.
+	Name string
+	// RetryAfter is the holder's remaining TTL as Redis reported it at the last attempt: a sensible
+	// delay before trying again. Zero when unknown.
+	RetryAfter time.Duration
+	// Attempts is the number of acquire attempts made.
+	Attempts int
+	// Waited is how long the call waited; zero for TryAcquire.
+	Waited time.Duration
+}
+
+// Error describes the failure.
+func (e *NotAcquiredError) Error() string {
+	return fmt.Sprintf("lockkit: lock %q not acquired after %d attempt(s) (held for %v more)", e.Name, e.Attempts, e.RetryAfter)
+}
+
+// Is reports whether target is ErrNotAcquired.
+func (e *NotAcquiredError) Is(target error) bool { return target == ErrNotAcquired }
+
+// ErrorType returns "not_acquired".
+func (e *NotAcquiredError) ErrorType() string { return ErrNotAcquired.typ }
+
+// GuardedError is returned when the guard key of WithGuard exists. It matches ErrGuarded.
+type GuardedError struct {
+	// Name is the lock name and Key the guard key.
+	Name, Key string
+	// Value is the guard key's value.
+	Value string
+}
+
+// Error describes the condition.
+func (e *GuardedError) Error() string {
+	return fmt.Sprintf("lockkit: lock %q not taken: guard key exists", e.Name)
+}
+
+// Is reports whether target is ErrGuarded.
+func (e *GuardedError) Is(target error) bool { return target == ErrGuarded }
+
+// ErrorType returns "guarded".
+func (e *GuardedError) ErrorType() string { return ErrGuarded.typ }
+
+// LostError is the cause of a lost lock's context and is returned by Do when the lock was lost while
+// fn ran. It matches ErrLost.
+type LostError struct {
+	// Name is the lock name.
+	Name string
+	// Reason is "not_owner" when Redis said the lock belongs to someone else (or to nobody), or
+	// "expired" when it could not be renewed before its local validity deadline.
+	Reason string
+	// Err is the last renewal error, if any.
+	Err error
+}
+
+// Error describes the loss.
+func (e *LostError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("lockkit: lock %q lost (%s): %v", e.Name, e.Reason, e.Err)
+	}
+	return fmt.Sprintf("lockkit: lock %q lost (%s)", e.Name, e.Reason)
+}
+
+// Is reports whether target is ErrLost.
+func (e *LostError) Is(target error) bool { return target == ErrLost }
+
+// Unwrap returns the last renewal error.
+func (e *LostError) Unwrap() error { return e.Err }
+
+// ErrorType returns "lost".
+func (e *LostError) ErrorType() string { return ErrLost.typ }
+
+// redisError wraps an error from Redis; it matches ErrUnavailable and the wrapped error.
+type redisError struct {
+	op  string
+	err error
+}
+
+func (e *redisError) Error() string          { return "lockkit: redis " + e.op + ": " + e.err.Error() }
+func (e *redisError) Unwrap() error          { return e.err }
+func (e *redisError) Is(target error) bool   { return target == ErrUnavailable }
+func (e *redisError) ErrorType() string      { return ErrUnavailable.typ }
+func unavailable(op string, err error) error { return &redisError{op: op, err: err} }
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+}
+
+// Outcome classifies the result of an acquire call for instrumentation: "acquired"; "contended"
+// (TryAcquire found the lock taken); "timeout" (the WithWait limit or the context's deadline passed);
+// "cancelled" (the context was cancelled); "guarded" (the WithGuard key exists); or "error".
+func Outcome(err error) string {
+	var na *NotAcquiredError
+	switch {
+	case err == nil:
+		return "acquired"
+	case errors.Is(err, context.Canceled):
+		return "cancelled"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.Is(err, ErrGuarded):
+		return "guarded"
+	case errors.As(err, &na):
+		if na.Waited > 0 {
+			return "timeout"
+		}
+		return "contended"
+	default:
+		return "error"
+	}
+}

@@ -1,0 +1,43 @@
+package core
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+)
+
+// keys holds the Redis names of one lock. All are substrings of one string, so computing them costs
+// a single allocation, and the key lists passed to scripts are slices of arr, so they cost none.
+// Every key carries the {name} hash tag, so on a cluster they share a slot.
+type keys struct {
+	name    string
+	channel string    // prefix{name}:released
+	arr     [4]string // prefix{name}, prefix{name}:fence, prefix{name}:queue, prefix{name}:queue:deadlines
+}
+
+func (k *keys) lock() string { return k.arr[0] }
+
+// both is the lock hash and its fence counter.
+func (k *keys) both() []string { return k.arr[:2] }
+
+// fair adds the waiter queue and the waiters' deadlines.
+func (k *keys) fair() []string { return k.arr[:4] }
+
+func (k *keys) init(prefix, name string) {
+	lock := prefix + "{" + name + "}"
+	n := len(lock)
+	s := lock + ":fence" + lock + ":released" + lock + ":queue:deadlines"
+	ch := n + len(":fence")
+	q := ch + n + len(":released")
+	k.name = name
+	k.channel = s[ch:q]
+	k.arr = [4]string{s[:n], s[:ch], s[q : q+n+len(":queue")], s[q:]}
+}
+
+// newToken returns 128 random bits, hex encoded.
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	var h [32]byte
+	hex.Encode(h[:], b[:])
+	return string(h[:])
+}

@@ -1,0 +1,236 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+)
+
+const (
+	stateHeld = iota
+	stateReleased
+	stateLost
+)
+
+// Lock is a held lock. Its methods are safe for concurrent use. Work done under the lock should use
+// Context, which is cancelled the moment the lock is released or lost.
+type Lock struct {
+	c        *Client
+	k        keys
+	token    string
+	tok      any // token, boxed once for the scripts
+	ttl      time.Duration
+	fence    int64
+	holds    int64
+	fair     bool
+	req      acquireReq
+	acquired time.Time
+	outer    *Lock  // the lock held by the context this one was acquired with
+	e        *entry // shared by the reentrant Locks of one owner in this Client
+	own      entry  // e, when this acquisition created it
+	vctx     valueCtx
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+
+	mu    sync.Mutex
+	state int
+	cause error
+}
+
+type heldKey struct{}
+
+// valueCtx carries the Lock in its context (context.WithValue without an allocation of its own).
+type valueCtx struct {
+	context.Context
+	l *Lock
+}
+
+func (c *valueCtx) Value(key any) any {
+	if _, ok := key.(heldKey); ok {
+		return c.l
+	}
+	return c.Context.Value(key)
+}
+
+// heldIn returns the lock on key held by c that ctx carries, if any.
+func heldIn(ctx context.Context, c *Client, key string) *Lock {
+	l, _ := ctx.Value(heldKey{}).(*Lock)
+	for ; l != nil; l = l.outer {
+		if l.c == c && l.k.lock() == key {
+			return l
+		}
+	}
+	return nil
+}
+
+// FromContext returns the innermost Lock whose context ctx is, or derives from.
+func FromContext(ctx context.Context) (*Lock, bool) {
+	l, ok := ctx.Value(heldKey{}).(*Lock)
+	return l, ok && l != nil
+}
+
+// Name returns the lock name.
+func (l *Lock) Name() string { return l.k.name }
+
+// Key returns the Redis key of the lock.
+func (l *Lock) Key() string { return l.k.lock() }
+
+// Token returns the owner token. Hand it to WithOwner to re-enter the lock from elsewhere; keep it
+// out of logs (whoever knows it can release the lock).
+func (l *Lock) Token() string { return l.token }
+
+// Fence returns the fencing token: a number that strictly increases with every fresh acquisition of
+// the name. Pass it to the resource the lock protects and have the resource reject writes carrying
+// a smaller fence than one it has seen. Re-entering keeps the fence.
+func (l *Lock) Fence() int64 { return l.fence }
+
+// Holds returns the owner's hold count right after this acquisition: 1 for a fresh acquisition,
+// more when re-entered.
+func (l *Lock) Holds() int64 { return l.holds }
+
+// Reentrant reports whether this acquisition re-entered a lock the owner already held.
+func (l *Lock) Reentrant() bool { return l.holds > 1 }
+
+// Context returns a context derived from the one passed to Acquire (with its values and its
+// cancellation) that is also cancelled when the lock is released (cause ErrReleased), lost (cause a
+// *LostError) or its Client closed (cause ErrClosed). Read the reason with context.Cause.
+func (l *Lock) Context() context.Context { return l.ctx }
+
+// TTL asks Redis for the lock's remaining time to live, checking that it is still ours. It returns
+// ErrNotHeld when it is not.
+func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
+	if err := l.heldErr(); err != nil {
+		return 0, err
+	}
+	d, ok, err := l.c.st.pttl(ctx, &l.k, l.tok)
+	if err != nil {
+		return 0, unavailable("pttl", err)
+	}
+	if !ok {
+		return 0, ErrNotHeld
+	}
+	return d, nil
+}
+
+// Extend sets the lock's TTL to ttl (10ms to 24h) now, if it is still ours; the watchdog renews with
+// the new TTL from then on. It returns ErrNotHeld when the lock is not ours any more; the lock is
+// then treated as lost.
+func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
+	if err := validTTL(ttl); err != nil {
+		return err
+	}
+	if err := l.heldErr(); err != nil {
+		return err
+	}
+	sent := time.Now()
+	ok, err := l.c.st.extend(ctx, &l.k, l.tok, ttl)
+	if err != nil {
+		return unavailable("extend", err)
+	}
+	if !ok {
+		l.c.wd.mu.Lock()
+		locks := l.c.wd.lose(l.e)
+		l.c.wd.mu.Unlock()
+		l.c.lost(locks, "not_owner", nil)
+		return ErrNotHeld
+	}
+	l.c.wd.extended(l.e, sent, ttl)
+	return nil
+}
+
+// Release gives up this hold. On the owner's last hold the lock is deleted and the next waiter
+// woken. The lock's context is cancelled (cause ErrReleased) before the request is sent, so nothing
+// works under the lock once someone else can hold it. Release is idempotent: after a successful
+// release it returns nil and sends nothing. After the lock was lost it returns an error matching
+// ErrNotHeld (and ErrLost) and sends nothing. If Redis cannot be reached the error matches
+// ErrUnavailable, the lock is no longer renewed, and Release may be called again.
+func (l *Lock) Release(ctx context.Context) error {
+	return l.release(ctx, func() (int64, error) { return l.c.st.release(ctx, &l.k, l.tok, l.fair) })
+}
+
+func (l *Lock) release(ctx context.Context, send func() (int64, error)) error {
+	if err := l.heldErr(); err != nil {
+		if l.released() {
+			return nil
+		}
+		return err
+	}
+	l.cancel(ErrReleased)
+	l.c.wd.detach(l)
+	n, err := send()
+	if err != nil {
+		err = unavailable("release", err)
+	} else if n < 0 {
+		l.setLost(&LostError{Name: l.k.name, Reason: "not_owner"})
+		err = ErrNotHeld
+	} else {
+		l.setState(stateReleased)
+	}
+	if h := l.c.hook; h != nil && h.Released != nil {
+		h.Released(l.ctx, HookInfo{Name: l.k.name, Key: l.k.lock(), Fence: l.fence, Holds: max(n, 0),
+			Duration: time.Since(l.acquired), Err: err})
+	}
+	return err
+}
+
+// ReleaseSet is Release that also sets key to value for ttl, in the same round trip and only if the
+// lock is still ours: a result or completion marker is never written by a holder that lost the
+// lock. key must contain the lock's hash tag "{name}" (see WithGuard). Errors as for Release; after
+// a successful ReleaseSet, Release returns nil.
+func (l *Lock) ReleaseSet(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+	if !strings.Contains(key, "{"+l.k.name+"}") {
+		return invalid("key %q must contain the lock's hash tag {%s}", key, l.k.name)
+	}
+	if ttl < time.Millisecond {
+		return invalid("TTL %v below 1ms", ttl)
+	}
+	return l.release(ctx, func() (int64, error) {
+		return l.c.st.releaseSet(ctx, &l.k, l.tok, key, value, ttl)
+	})
+}
+
+func (l *Lock) heldErr() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch l.state {
+	case stateReleased:
+		return ErrNotHeld
+	case stateLost:
+		return errors.Join(ErrNotHeld, l.cause)
+	}
+	return nil
+}
+
+func (l *Lock) released() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.state == stateReleased
+}
+
+func (l *Lock) setState(s int) {
+	l.mu.Lock()
+	l.state = s
+	l.mu.Unlock()
+}
+
+// setLost marks a held lock lost; it reports false if it was not held.
+func (l *Lock) setLost(cause error) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.state != stateHeld {
+		return false
+	}
+	l.state, l.cause = stateLost, cause
+	return true
+}
+
+func (l *Lock) lostCause() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.state == stateLost {
+		return l.cause
+	}
+	return nil
+}

@@ -1,0 +1,327 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockkit/lockkit/core"
+)
+
+func TestAcquire_release_roundTrips(t *testing.T) {
+	srv, rdb, c := setup(t)
+	ctx := context.Background()
+	l, err := c.Acquire(ctx, "orders", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Fence() != 1 || l.Holds() != 1 || l.Reentrant() {
+		t.Fatalf("fence %d holds %d reentrant %v, want 1 1 false", l.Fence(), l.Holds(), l.Reentrant())
+	}
+	if l.Key() != "lockkit:{orders}" || l.Name() != "orders" || len(l.Token()) != 32 {
+		t.Fatalf("key %q name %q token %q", l.Key(), l.Name(), l.Token())
+	}
+	if got := rdb.HGet(ctx, "lockkit:{orders}", l.Token()).Val(); got != "1" {
+		t.Fatalf("hold count in redis = %q, want 1", got)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := rdb.Exists(ctx, "lockkit:{orders}").Val(); n != 0 {
+		t.Fatal("lock key still exists after release")
+	}
+	if cause := context.Cause(l.Context()); !errors.Is(cause, core.ErrReleased) {
+		t.Fatalf("cause = %v, want ErrReleased", cause)
+	}
+	// Warm now (scripts cached): a lock+unlock costs exactly 2 commands.
+	srv.ResetStats(t)
+	l, err = c.Acquire(ctx, "orders", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Fence() != 2 {
+		t.Fatalf("second fence = %d, want 2", l.Fence())
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st := srv.CommandStats(t)
+	if st["evalsha"] != 2 || st["eval"] != 0 {
+		t.Fatalf("commands for lock+unlock: %v, want exactly 2 EVALSHA", st)
+	}
+	// Idempotent release: nil, nothing sent.
+	srv.ResetStats(t)
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("second release: %v", err)
+	}
+	if st := srv.CommandStats(t); st["evalsha"] != 0 {
+		t.Fatalf("second release sent commands: %v", st)
+	}
+}
+
+func TestTryAcquire_contended_oneRoundTrip(t *testing.T) {
+	srv, _, c := setup(t)
+	ctx := context.Background()
+	l, err := c.Acquire(ctx, "k", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	srv.ResetStats(t)
+	_, err = c.TryAcquire(ctx, "k", time.Second)
+	var na *core.NotAcquiredError
+	if !errors.Is(err, core.ErrNotAcquired) || !errors.As(err, &na) {
+		t.Fatalf("err = %v, want NotAcquiredError", err)
+	}
+	if na.RetryAfter <= 4*time.Second || na.RetryAfter > 5*time.Second || na.Attempts != 1 {
+		t.Fatalf("RetryAfter %v attempts %d", na.RetryAfter, na.Attempts)
+	}
+	if core.Outcome(err) != "contended" {
+		t.Fatalf("outcome %q", core.Outcome(err))
+	}
+	if st := srv.CommandStats(t); st["evalsha"] != 1 || st["eval"] != 0 || st["hset"] != 0 || st["incr"] != 0 {
+		t.Fatalf("failed try: %v, want one EVALSHA that changed nothing", st)
+	}
+}
+
+func TestAcquire_waitLimitAndContext(t *testing.T) {
+	_, _, c := setup(t)
+	ctx := context.Background()
+	l, err := c.Acquire(ctx, "k", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+
+	_, err = c.Acquire(ctx, "k", time.Second, core.WithWait(50*time.Millisecond))
+	if !errors.Is(err, core.ErrNotAcquired) || core.Outcome(err) != "timeout" {
+		t.Fatalf("WithWait: err = %v outcome %q", err, core.Outcome(err))
+	}
+	dctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	_, err = c.Acquire(dctx, "k", time.Second)
+	if !errors.Is(err, core.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("deadline: err = %v", err)
+	}
+	cctx, cancel2 := context.WithCancel(ctx)
+	cancel2()
+	_, err = c.Acquire(cctx, "k", time.Second)
+	if !errors.Is(err, context.Canceled) || core.Outcome(err) != "cancelled" {
+		t.Fatalf("cancelled: err = %v", err)
+	}
+}
+
+func TestReentrancy_context_and_owner(t *testing.T) {
+	_, rdb, c := setup(t)
+	ctx := context.Background()
+	outer, err := c.Acquire(ctx, "doc", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, err := c.TryAcquire(outer.Context(), "doc", time.Second)
+	if err != nil {
+		t.Fatalf("re-enter with the lock's context: %v", err)
+	}
+	if !inner.Reentrant() || inner.Holds() != 2 || inner.Fence() != outer.Fence() {
+		t.Fatalf("inner holds %d fence %d (outer %d)", inner.Holds(), inner.Fence(), outer.Fence())
+	}
+	// Another process (another client) re-enters with the explicit token.
+	other := newClient(t, rdb)
+	third, err := other.TryAcquire(ctx, "doc", time.Second, core.WithOwner(outer.Token()))
+	if err != nil || third.Holds() != 3 {
+		t.Fatalf("re-enter with WithOwner: %v", err)
+	}
+	// A stranger cannot.
+	if _, err := other.TryAcquire(ctx, "doc", time.Second); !errors.Is(err, core.ErrNotAcquired) {
+		t.Fatalf("stranger: %v", err)
+	}
+	for _, l := range []*core.Lock{third, inner} {
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if rdb.Exists(ctx, "lockkit:{doc}").Val() != 1 {
+			t.Fatal("lock freed before the last hold was released")
+		}
+	}
+	if err := outer.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if rdb.Exists(ctx, "lockkit:{doc}").Val() != 0 {
+		t.Fatal("lock not freed after the last hold")
+	}
+}
+
+func TestRelease_afterLoss_touchesNothing(t *testing.T) {
+	srv, rdb, c := setup(t)
+	ctx := context.Background()
+	l, err := c.Acquire(ctx, "k", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb.Del(ctx, l.Key())
+	other, err := c.TryAcquire(ctx, "k", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = l.Release(ctx)
+	if !errors.Is(err, core.ErrNotHeld) {
+		t.Fatalf("release after loss: %v", err)
+	}
+	if err := l.Release(ctx); !errors.Is(err, core.ErrNotHeld) {
+		t.Fatalf("second release after loss: %v", err)
+	}
+	srv.ResetStats(t)
+	if err := l.Release(ctx); !errors.Is(err, core.ErrNotHeld) {
+		t.Fatal(err)
+	}
+	if st := srv.CommandStats(t); st["evalsha"]+st["eval"]+st["del"]+st["hget"] != 0 {
+		t.Fatalf("release of a lost lock sent %v", st)
+	}
+	if _, err := l.TTL(ctx); !errors.Is(err, core.ErrNotHeld) {
+		t.Fatalf("TTL of lost lock: %v", err)
+	}
+	if d, err := other.TTL(ctx); err != nil || d <= 0 || d > time.Second {
+		t.Fatalf("TTL = %v, %v", d, err)
+	}
+	if err := other.Extend(ctx, 3*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := other.TTL(ctx); d <= 2*time.Second {
+		t.Fatalf("TTL after Extend(3s) = %v", d)
+	}
+	_ = other.Release(ctx)
+}
+
+func TestValidation_nothingSent(t *testing.T) {
+	srv, _, c := setup(t)
+	ctx := context.Background()
+	srv.ResetStats(t)
+	cases := []struct {
+		name string
+		ttl  time.Duration
+		opts []core.AcquireOption
+	}{
+		{"", time.Second, nil},
+		{strings.Repeat("x", 1025), time.Second, nil},
+		{"}x", time.Second, nil},
+		{"ok", 9 * time.Millisecond, nil},
+		{"ok", 25 * time.Hour, nil},
+		{"ok", time.Second, []core.AcquireOption{core.WithWait(-1)}},
+		{"ok", time.Second, []core.AcquireOption{core.WithOwner(strings.Repeat("t", 129))}},
+	}
+	for _, tc := range cases {
+		_, err := c.Acquire(ctx, tc.name, tc.ttl, tc.opts...)
+		if !errors.Is(err, core.ErrInvalid) {
+			t.Errorf("Acquire(%.10q, %v) = %v, want ErrInvalid", tc.name, tc.ttl, err)
+		}
+	}
+	if _, err := c.Acquire(ctx, strings.Repeat("x", 1024), time.Second); err != nil {
+		t.Errorf("1024-byte name rejected: %v", err)
+	}
+	if _, err := core.New(nil); !errors.Is(err, core.ErrInvalid) {
+		t.Errorf("New(nil) = %v", err)
+	}
+	if _, err := core.New(srv.Client(t), core.WithPrefix("a{b")); !errors.Is(err, core.ErrInvalid) {
+		t.Errorf("prefix with brace = %v", err)
+	}
+	var et interface{ ErrorType() string }
+	_, err := c.Acquire(ctx, "", time.Second)
+	if !errors.As(err, &et) || et.ErrorType() != "invalid_argument" {
+		t.Errorf("ErrorType of %v", err)
+	}
+	if st := srv.CommandStats(t); st["evalsha"]+st["eval"] != 2 {
+		// only the valid 1024-byte acquire (EVALSHA, then EVAL on NOSCRIPT)
+		t.Errorf("commands sent: %v", st)
+	}
+}
+
+func TestClose_releasesAndCancels(t *testing.T) {
+	_, rdb, c := setup(t)
+	ctx := context.Background()
+	l, err := c.Acquire(ctx, "k", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := newClient(t, rdb)
+	waitErr := make(chan error, 1)
+	go func() {
+		_, err := c.Acquire(ctx, "k", time.Second)
+		waitErr <- err
+	}()
+	_ = other
+	if err := c.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(context.Cause(l.Context()), core.ErrClosed) {
+		t.Fatalf("cause after Close: %v", context.Cause(l.Context()))
+	}
+	if rdb.Exists(ctx, l.Key()).Val() != 0 {
+		t.Fatal("Close left the lock in Redis")
+	}
+	if err := <-waitErr; !errors.Is(err, core.ErrClosed) && err != nil {
+		t.Fatalf("parked waiter got %v", err)
+	}
+	if _, err := c.Acquire(ctx, "k", time.Second); !errors.Is(err, core.ErrClosed) {
+		t.Fatalf("after Close: %v", err)
+	}
+}
+
+func TestGuard_replayAndReleaseSet(t *testing.T) {
+	srv, rdb, c := setup(t)
+	ctx := context.Background()
+	guard := "lockkit:idem:{req-1}"
+	l, err := c.TryAcquire(ctx, "req-1", time.Second, core.WithGuard(guard))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A concurrent duplicate is contended, not guarded.
+	if _, err := c.TryAcquire(ctx, "req-1", time.Second, core.WithGuard(guard)); !errors.Is(err, core.ErrNotAcquired) {
+		t.Fatalf("duplicate in flight: %v", err)
+	}
+	// A waiting duplicate gets the stored value as soon as the first one stores it.
+	got := make(chan error, 1)
+	go func() {
+		_, err := c.Acquire(ctx, "req-1", time.Second, core.WithGuard(guard))
+		got <- err
+	}()
+	eventually(t, 5*time.Second, "duplicate waiting", func() bool { return core.WaitersParked(c) == 1 })
+	if err := l.ReleaseSet(ctx, guard, []byte("result"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	var ge *core.GuardedError
+	if err := <-got; !errors.As(err, &ge) || ge.Value != "result" || core.Outcome(err) != "guarded" {
+		t.Fatalf("waiting duplicate: %v", err)
+	}
+	if rdb.Exists(ctx, l.Key()).Val() != 0 {
+		t.Fatal("lock not released by ReleaseSet")
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("Release after ReleaseSet: %v", err)
+	}
+	srv.ResetStats(t)
+	if _, err := c.TryAcquire(ctx, "req-1", time.Second, core.WithGuard(guard)); !errors.As(err, &ge) || ge.Value != "result" {
+		t.Fatalf("replay: %v", err)
+	}
+	if st := srv.CommandStats(t); st["evalsha"] != 1 {
+		t.Fatalf("replay cost %v, want one round trip", st)
+	}
+	// A holder that lost the lock writes nothing.
+	l2, err := c.TryAcquire(ctx, "req-2", time.Second, core.WithGuard("lockkit:idem:{req-2}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb.Del(ctx, l2.Key())
+	if err := l2.ReleaseSet(ctx, "lockkit:idem:{req-2}", []byte("x"), time.Minute); !errors.Is(err, core.ErrNotHeld) {
+		t.Fatalf("ReleaseSet after loss: %v", err)
+	}
+	if rdb.Exists(ctx, "lockkit:idem:{req-2}").Val() != 0 {
+		t.Fatal("lost holder stored a result")
+	}
+	for _, bad := range []string{"lockkit:idem:req-3", "lockkit:idem:{req-33}"} {
+		if _, err := c.TryAcquire(ctx, "req-3", time.Second, core.WithGuard(bad)); !errors.Is(err, core.ErrInvalid) {
+			t.Fatalf("guard %q outside the slot: %v", bad, err)
+		}
+	}
+}

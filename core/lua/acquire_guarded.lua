@@ -1,0 +1,24 @@
+-- acquire.lua behind a guard: if the guard key exists (a stored result, a completion marker), return
+-- its value and take nothing. Same slot as the lock: the guard key carries the lock's hash tag.
+-- KEYS[1] lock hash, KEYS[2] fence counter, KEYS[3] guard key
+-- ARGV[1] owner token, ARGV[2] TTL in milliseconds
+-- Returns as acquire.lua, or {'guarded', value} when the guard key exists.
+local g = redis.call('GET', KEYS[3])
+if g then
+  return {'guarded', g}
+end
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('HSET', KEYS[1], ARGV[1], 1)
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return redis.call('INCR', KEYS[2])
+end
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
+  local holds = redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
+  if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  end
+  return {tonumber(redis.call('GET', KEYS[2]) or '0'), holds}
+end
+local pttl = redis.call('PTTL', KEYS[1])
+if pttl < 0 then pttl = 0 end
+return -1 - pttl

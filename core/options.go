@@ -1,0 +1,130 @@
+package core
+
+import (
+	"strings"
+	"time"
+)
+
+// Option configures a Client.
+type Option func(*options)
+
+type options struct {
+	prefix      string
+	hooks       []Hook
+	renewRatio  float64
+	backoffMin  time.Duration
+	backoffMax  time.Duration
+	waiterTTL   time.Duration
+	batchSize   int
+	nodeTimeout time.Duration // Redlock only; 0 = TTL * 0.05
+}
+
+func defaultOptions() options {
+	return options{
+		prefix:     "lockkit:",
+		renewRatio: 1.0 / 3,
+		backoffMin: 20 * time.Millisecond,
+		backoffMax: 1 * time.Second,
+		waiterTTL:  5 * time.Second,
+		batchSize:  1000,
+	}
+}
+
+func (o *options) validate() error {
+	if strings.ContainsAny(o.prefix, "{}") {
+		return invalid("prefix %q must not contain '{' or '}' (they mark the hash tag)", o.prefix)
+	}
+	if !(o.renewRatio >= 0.05 && o.renewRatio <= 0.8) {
+		return invalid("renew ratio %v outside [0.05, 0.8]", o.renewRatio)
+	}
+	if o.backoffMin <= 0 || o.backoffMax < o.backoffMin {
+		return invalid("retry backoff [%v, %v] must satisfy 0 < min <= max", o.backoffMin, o.backoffMax)
+	}
+	if o.waiterTTL < 100*time.Millisecond {
+		return invalid("fair waiter timeout %v below 100ms", o.waiterTTL)
+	}
+	if o.batchSize < 1 {
+		return invalid("renew batch size %d below 1", o.batchSize)
+	}
+	return nil
+}
+
+// WithPrefix sets the prefix of every Redis key and channel (default "lockkit:"). It must not contain
+// '{' or '}'.
+func WithPrefix(prefix string) Option { return func(o *options) { o.prefix = prefix } }
+
+// WithHook adds an instrumentation hook. Hooks run in the order they were added; each receives the
+// context returned by the one before.
+func WithHook(h Hook) Option { return func(o *options) { o.hooks = append(o.hooks, h) } }
+
+// WithRenewRatio sets when the watchdog renews a held lock, as a fraction of its TTL since the last
+// successful acquire or renewal (default 1/3, allowed 0.05 to 0.8).
+func WithRenewRatio(r float64) Option { return func(o *options) { o.renewRatio = r } }
+
+// WithRetryBackoff sets the fallback wait of a waiting Acquire: it retries after a jittered delay that
+// starts at min and doubles up to max (defaults 20ms and 1s), never longer than the holder's remaining
+// TTL. Waiters are normally woken at once by the holder's release; the backoff only covers expiries
+// and missed release messages.
+func WithRetryBackoff(min, max time.Duration) Option {
+	return func(o *options) { o.backoffMin, o.backoffMax = min, max }
+}
+
+// WithFairWaiterTimeout sets how long a fair waiter keeps its place in the Redis-side queue without
+// refreshing it (default 5s). A waiter that dies is skipped after this long.
+func WithFairWaiterTimeout(d time.Duration) Option { return func(o *options) { o.waiterTTL = d } }
+
+// AcquireOption configures one Acquire, TryAcquire or Do call.
+type AcquireOption func(*acquireOptions)
+
+type acquireOptions struct {
+	maxWait time.Duration
+	owner   string
+	fair    bool
+	guard   string
+}
+
+// WithWait bounds how long Acquire waits (default: until the context ends). When it passes, Acquire
+// returns a *NotAcquiredError.
+func WithWait(d time.Duration) AcquireOption { return func(o *acquireOptions) { o.maxWait = d } }
+
+// WithOwner acquires as the given owner token, usually the Token of a lock held elsewhere (another
+// goroutine without the lock's context, or another process): if that owner holds the lock, the call
+// re-enters it. The token must be 1 to 128 bytes.
+func WithOwner(token string) AcquireOption { return func(o *acquireOptions) { o.owner = token } }
+
+// Fair makes a waiting Acquire take its turn in a FIFO queue kept in Redis, so that waiters in every
+// process are served in arrival order. All acquirers of a name should use it for the order to hold.
+func Fair() AcquireOption { return func(o *acquireOptions) { o.fair = true } }
+
+// WithGuard makes the acquisition conditional on a guard key, checked in the same round trip: if the
+// key exists (a stored result, a completion marker), nothing is taken and the call returns a
+// *GuardedError with the key's value; a waiting Acquire returns it as soon as the key appears. The
+// key must contain the lock's hash tag "{name}" so that it lives in the lock's cluster slot; pair it
+// with Lock.ReleaseSet, which writes it atomically with the release. Not combinable with Fair.
+func WithGuard(key string) AcquireOption { return func(o *acquireOptions) { o.guard = key } }
+
+const (
+	minTTL     = 10 * time.Millisecond
+	maxTTL     = 24 * time.Hour
+	maxNameLen = 1024
+	maxToken   = 128
+)
+
+func validate(name string, ttl time.Duration) error {
+	switch {
+	case name == "":
+		return invalid("lock name is empty")
+	case len(name) > maxNameLen:
+		return invalid("lock name is %d bytes, longer than %d", len(name), maxNameLen)
+	case name[0] == '}':
+		return invalid("lock name must not start with '}' (it would empty the hash tag)")
+	}
+	return validTTL(ttl)
+}
+
+func validTTL(ttl time.Duration) error {
+	if ttl < minTTL || ttl > maxTTL {
+		return invalid("TTL %v outside [%v, %v]", ttl, minTTL, maxTTL)
+	}
+	return nil
+}

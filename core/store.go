@@ -1,0 +1,227 @@
+package core
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed lua/*.lua
+var luaFiles embed.FS
+
+func mustScript(name string) *redis.Script {
+	b, err := luaFiles.ReadFile("lua/" + name)
+	if err != nil {
+		panic(err)
+	}
+	return redis.NewScript(string(b))
+}
+
+// scripts are loaded once per process; they are never modified after init.
+type scripts struct {
+	acquire, acquireFair, acquireGuarded, release, releaseFair, releaseSet, renew, pttl, dequeue *redis.Script
+}
+
+func loadScripts() scripts {
+	return scripts{
+		acquire:        mustScript("acquire.lua"),
+		acquireFair:    mustScript("acquire_fair.lua"),
+		acquireGuarded: mustScript("acquire_guarded.lua"),
+		release:        mustScript("release.lua"),
+		releaseFair:    mustScript("release_fair.lua"),
+		releaseSet:     mustScript("release_set.lua"),
+		renew:          mustScript("renew.lua"),
+		pttl:           mustScript("pttl.lua"),
+		dequeue:        mustScript("dequeue.lua"),
+	}
+}
+
+type acquireResult struct {
+	ok         bool
+	fence      int64
+	holds      int64
+	retryAfter time.Duration
+	guarded    bool   // the guard key exists; nothing was taken
+	value      string // the guard key's value
+}
+
+// acquireReq is one acquire attempt.
+type acquireReq struct {
+	token     any
+	ttl       time.Duration
+	fair      bool
+	waiterTTL time.Duration // fair only: 0 tries without queueing
+	guard     []string      // lock, fence, guard key; nil without a guard
+}
+
+type renewItem struct {
+	keys  []string
+	token any
+	ttl   time.Duration
+	ok    bool
+	err   error
+}
+
+// store is the seam between the lock logic and Redis: one implementation talks to a single client
+// (standalone, Sentinel or Cluster), another fans out to independent nodes (Redlock).
+type store interface {
+	acquire(ctx context.Context, k *keys, r *acquireReq) (acquireResult, error)
+	// release returns the holds left for token, or -1 when token does not hold the lock. fair
+	// names the next waiter of the Redis-side queue in the release message.
+	release(ctx context.Context, k *keys, token any, fair bool) (int64, error)
+	// releaseSet releases and, if token held the lock, sets key to value for ttl.
+	releaseSet(ctx context.Context, k *keys, token any, key string, value []byte, ttl time.Duration) (int64, error)
+	// renew fills in ok/err of every item; it returns an error when the whole batch failed.
+	renew(ctx context.Context, items []renewItem) error
+	// pttl returns the remaining TTL, or ok=false when token does not hold the lock.
+	pttl(ctx context.Context, k *keys, token any) (time.Duration, bool, error)
+	extend(ctx context.Context, k *keys, token any, ttl time.Duration) (bool, error)
+	dequeue(ctx context.Context, k *keys, token any) error
+	// pubsub returns a new subscription for release channels (nil channels) and the command that
+	// subscribes: plain or sharded pub/sub.
+	pubsub(ctx context.Context) *redis.PubSub
+	sharded() bool
+}
+
+// node is the store over one go-redis client.
+type node struct {
+	rdb     redis.UniversalClient
+	s       *scripts
+	pubCmd  any // "PUBLISH" or "SPUBLISH", boxed once
+	cluster bool
+}
+
+func newNode(rdb redis.UniversalClient, s *scripts) *node {
+	n := &node{rdb: rdb, s: s, pubCmd: any("PUBLISH")}
+	if _, ok := rdb.(*redis.ClusterClient); ok {
+		n.cluster = true
+		n.pubCmd = any("SPUBLISH")
+	}
+	return n
+}
+
+func ms(d time.Duration) int64 { return int64(d / time.Millisecond) }
+
+func (n *node) acquire(ctx context.Context, k *keys, r *acquireReq) (acquireResult, error) {
+	var v any
+	var err error
+	switch {
+	case r.fair:
+		v, err = n.s.acquireFair.Run(ctx, n.rdb, k.fair(), r.token, ms(r.ttl), ms(r.waiterTTL)).Result()
+	case r.guard != nil:
+		v, err = n.s.acquireGuarded.Run(ctx, n.rdb, r.guard, r.token, ms(r.ttl)).Result()
+	default:
+		v, err = n.s.acquire.Run(ctx, n.rdb, k.both(), r.token, ms(r.ttl)).Result()
+	}
+	if err != nil {
+		return acquireResult{}, err
+	}
+	return parseAcquire(v)
+}
+
+func parseAcquire(v any) (acquireResult, error) {
+	switch x := v.(type) {
+	case int64:
+		if x > 0 {
+			return acquireResult{ok: true, fence: x, holds: 1}, nil
+		}
+		return acquireResult{retryAfter: time.Duration(-1-x) * time.Millisecond}, nil
+	case []any:
+		if len(x) == 2 && x[0] == "guarded" {
+			val, _ := x[1].(string)
+			return acquireResult{guarded: true, value: val}, nil
+		}
+		if len(x) == 2 {
+			f, ok1 := x[0].(int64)
+			h, ok2 := x[1].(int64)
+			if ok1 && ok2 {
+				return acquireResult{ok: true, fence: f, holds: h}, nil
+			}
+		}
+	}
+	return acquireResult{}, errors.New("unexpected acquire reply")
+}
+
+func (n *node) release(ctx context.Context, k *keys, token any, fair bool) (int64, error) {
+	if fair {
+		return n.s.releaseFair.Run(ctx, n.rdb, k.fair(), token, n.pubCmd).Int64()
+	}
+	return n.s.release.Run(ctx, n.rdb, k.arr[:1], token, n.pubCmd).Int64()
+}
+
+func (n *node) releaseSet(ctx context.Context, k *keys, token any, key string, value []byte, ttl time.Duration) (int64, error) {
+	return n.s.releaseSet.Run(ctx, n.rdb, []string{k.lock(), key}, token, n.pubCmd, value, ms(ttl)).Int64()
+}
+
+func (n *node) renew(ctx context.Context, items []renewItem) error {
+	err := n.renewOnce(ctx, items)
+	if err != nil && isNoScript(err) {
+		if lerr := n.s.renew.Load(ctx, n.rdb).Err(); lerr != nil {
+			return lerr
+		}
+		err = n.renewOnce(ctx, items)
+	}
+	return err
+}
+
+func (n *node) renewOnce(ctx context.Context, items []renewItem) error {
+	pipe := n.rdb.Pipeline()
+	cmds := make([]*redis.Cmd, len(items))
+	sha := n.s.renew.Hash()
+	for i := range items {
+		cmds[i] = pipe.EvalSha(ctx, sha, items[i].keys, items[i].token, ms(items[i].ttl))
+	}
+	_, err := pipe.Exec(ctx)
+	failed := 0
+	for i, c := range cmds {
+		v, cerr := c.Int64()
+		items[i].ok, items[i].err = v == 1, cerr
+		if cerr != nil {
+			failed++
+			if isNoScript(cerr) {
+				return cerr
+			}
+		}
+	}
+	if failed < len(items) {
+		return nil
+	}
+	return err
+}
+
+func isNoScript(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
+}
+
+func (n *node) pttl(ctx context.Context, k *keys, token any) (time.Duration, bool, error) {
+	v, err := n.s.pttl.Run(ctx, n.rdb, k.arr[:1], token).Int64()
+	if err != nil || v == -3 {
+		return 0, false, err
+	}
+	if v < 0 {
+		v = 0
+	}
+	return time.Duration(v) * time.Millisecond, true, nil
+}
+
+func (n *node) extend(ctx context.Context, k *keys, token any, ttl time.Duration) (bool, error) {
+	v, err := n.s.renew.Run(ctx, n.rdb, k.arr[:1], token, ms(ttl)).Int64()
+	return v == 1, err
+}
+
+func (n *node) dequeue(ctx context.Context, k *keys, token any) error {
+	return n.s.dequeue.Run(ctx, n.rdb, k.fair(), token, n.pubCmd).Err()
+}
+
+func (n *node) pubsub(ctx context.Context) *redis.PubSub {
+	if n.cluster {
+		return n.rdb.SSubscribe(ctx)
+	}
+	return n.rdb.Subscribe(ctx)
+}
+
+func (n *node) sharded() bool { return n.cluster }

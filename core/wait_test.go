@@ -1,0 +1,229 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/redistest"
+)
+
+// With a fallback backoff of 5-10 s, a waiter that acquires quickly after the release can only
+// have been woken by the release message.
+func TestWait_wokenByRelease(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	holder := newClient(t, srv.Client(t))
+	waiter := newClient(t, srv.Client(t), core.WithRetryBackoff(5*time.Second, 10*time.Second))
+	ctx := context.Background()
+	l, err := holder.Acquire(ctx, "k", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *core.Lock, 1)
+	go func() {
+		w, err := waiter.Acquire(ctx, "k", time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- w
+	}()
+	eventually(t, 5*time.Second, "waiter subscribed", func() bool { return subscribers(t, rdb, "k") == 1 })
+	released := time.Now()
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case w := <-got:
+		took := time.Since(released)
+		if took > 500*time.Millisecond {
+			t.Fatalf("waiter acquired %v after release; the fallback is 5s, so it was not woken", took)
+		}
+		t.Logf("handoff took %v", took)
+		if w != nil {
+			_ = w.Release(ctx)
+		}
+	case <-time.After(4 * time.Second):
+		t.Fatal("waiter not woken by the release")
+	}
+}
+
+// Each release wakes one local waiter, not all of them, and local waiters are served FIFO.
+func TestWait_wakesOneFIFO(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	var woken atomic.Int64
+	hook := core.Hook{Attempt: func(_ context.Context, in core.HookInfo) {
+		if in.Woken {
+			woken.Add(1)
+		}
+	}}
+	holder := newClient(t, srv.Client(t))
+	c := newClient(t, srv.Client(t), core.WithHook(hook), core.WithRetryBackoff(5*time.Second, 10*time.Second))
+	ctx := context.Background()
+	l, err := holder.Acquire(ctx, "k", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 5
+	var (
+		mu    sync.Mutex
+		order []int
+		wg    sync.WaitGroup
+		locks = make(chan *core.Lock, n)
+	)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w, err := c.Acquire(ctx, "k", 30*time.Second)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			locks <- w
+		}()
+		// Queue them in a known order: wait until this one made its attempt and parked.
+		eventually(t, 5*time.Second, "waiter parked", func() bool {
+			return subscribers(t, rdb, "k") == 1 && core.WaitersParked(c) >= i+1
+		})
+	}
+	_ = l.Release(ctx)
+	for i := range n {
+		w := <-locks
+		if got := woken.Load(); got != int64(i+1) {
+			t.Fatalf("after %d releases, %d woken attempts: a release woke more than one waiter", i+1, got)
+		}
+		_ = w.Release(ctx)
+	}
+	wg.Wait()
+	for i, v := range order {
+		if v != i {
+			t.Fatalf("served in order %v, want FIFO", order)
+		}
+	}
+}
+
+// Fair mode serves waiters of two processes in the order they queued in Redis.
+func TestWait_fairAcrossClients(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	holder := newClient(t, srv.Client(t))
+	a := newClient(t, srv.Client(t), core.WithRetryBackoff(time.Second, 2*time.Second))
+	b := newClient(t, srv.Client(t), core.WithRetryBackoff(time.Second, 2*time.Second))
+	ctx := context.Background()
+	l, err := holder.Acquire(ctx, "k", 30*time.Second, core.Fair())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 6
+	var (
+		mu    sync.Mutex
+		order []int
+		locks = make(chan *core.Lock, n)
+	)
+	for i := range n {
+		c := a
+		if i%2 == 1 {
+			c = b
+		}
+		go func() {
+			w, err := c.Acquire(ctx, "k", 30*time.Second, core.Fair())
+			if err != nil {
+				t.Error(err)
+				locks <- nil
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			locks <- w
+		}()
+		eventually(t, 5*time.Second, "waiter queued in redis", func() bool {
+			return rdb.LLen(ctx, "lockkit:{k}:queue").Val() == int64(i+1)
+		})
+	}
+	_ = l.Release(ctx)
+	for range n {
+		if w := <-locks; w != nil {
+			_ = w.Release(ctx)
+		}
+	}
+	for i, v := range order {
+		if v != i {
+			t.Fatalf("served in order %v, want queue order", order)
+		}
+	}
+	if n := rdb.LLen(ctx, "lockkit:{k}:queue").Val(); n != 0 {
+		t.Fatalf("queue left with %d entries", n)
+	}
+}
+
+// A fair waiter that gives up leaves the queue, and a dead one is skipped after its timeout.
+func TestWait_fairWaiterLeavesQueue(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	c := newClient(t, rdb, core.WithFairWaiterTimeout(200*time.Millisecond))
+	ctx := context.Background()
+	l, err := c.Acquire(ctx, "k", 30*time.Second, core.Fair())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = newClient(t, srv.Client(t)).Acquire(ctx, "k", time.Second, core.Fair(), core.WithWait(50*time.Millisecond))
+	if !errors.Is(err, core.ErrNotAcquired) {
+		t.Fatal(err)
+	}
+	if n := rdb.LLen(ctx, "lockkit:{k}:queue").Val(); n != 0 {
+		t.Fatalf("a waiter that gave up is still queued (%d)", n)
+	}
+	// A dead waiter: queued by hand with a deadline in the past is skipped.
+	rdb.RPush(ctx, "lockkit:{k}:queue", "dead")
+	rdb.HSet(ctx, "lockkit:{k}:queue:deadlines", "dead", 1)
+	_ = l.Release(ctx)
+	l2, err := c.TryAcquire(ctx, "k", time.Second, core.Fair())
+	if err != nil {
+		t.Fatalf("dead waiter not skipped: %v", err)
+	}
+	_ = l2.Release(ctx)
+}
+
+func TestClose_wakesParkedWaiters(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	holder := newClient(t, srv.Client(t))
+	c, err := core.New(srv.Client(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	l, err := holder.Acquire(ctx, "k", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	errs := make(chan error, 10)
+	for range 10 {
+		go func() {
+			_, err := c.Acquire(ctx, "k", time.Second)
+			errs <- err
+		}()
+	}
+	eventually(t, 5*time.Second, "waiters parked", func() bool {
+		return subscribers(t, rdb, "k") == 1 && core.WaitersParked(c) == 10
+	})
+	if err := c.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		if err := <-errs; !errors.Is(err, core.ErrClosed) {
+			t.Fatalf("parked waiter got %v, want ErrClosed", err)
+		}
+	}
+}

@@ -1,0 +1,331 @@
+package core
+
+import (
+	"container/heap"
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// drift is the clock drift allowance of Redlock: TTL·0.01 + 2ms.
+func drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
+
+// entry is one held lock (key + owner token) as the watchdog sees it. Reentrant Locks of the same
+// owner in this client share it.
+type entry struct {
+	k        *keys
+	tok      any // owner token
+	ttl      time.Duration
+	valid    time.Time // local validity deadline: last successful send + ttl − drift
+	next     time.Time // next renewal
+	idx      int       // heap index, -1 when not scheduled
+	inflight bool
+	gone     bool
+	lastErr  error
+	one      [1]*Lock
+	locks    []*Lock
+}
+
+func (e *entry) due() time.Time {
+	if e.inflight || e.valid.Before(e.next) {
+		return e.valid
+	}
+	return e.next
+}
+
+type entryHeap []*entry
+
+func (h entryHeap) Len() int           { return len(h) }
+func (h entryHeap) Less(i, j int) bool { return h[i].due().Before(h[j].due()) }
+func (h entryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i]; h[i].idx = i; h[j].idx = j }
+func (h *entryHeap) Push(x any)        { e := x.(*entry); e.idx = len(*h); *h = append(*h, e) }
+func (h *entryHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	e.idx = -1
+	return e
+}
+
+// watchdog is the one renewal scheduler of a Client: a heap of held locks ordered by their next
+// deadline, served by one goroutine that sends due renewals in pipelined batches.
+type watchdog struct {
+	c       *Client
+	mu      sync.Mutex
+	held    map[string]*entry // by lock key
+	h       entryHeap
+	kick    chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
+	batches sync.WaitGroup
+	// pipelines and scripts count renewal round trips and the scripts they carried.
+	pipelines, scripts atomic.Int64
+	started            bool
+	stopped            bool
+	wakeAt             time.Time // when the scheduler's timer fires next
+}
+
+func newWatchdog(c *Client) *watchdog {
+	return &watchdog{c: c, held: make(map[string]*entry), kick: make(chan struct{}, 1),
+		stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+func (w *watchdog) interval(ttl time.Duration) time.Duration {
+	return time.Duration(float64(ttl) * w.c.opt.renewRatio)
+}
+
+// add registers a freshly acquired Lock, sent being when its acquire request was sent.
+func (w *watchdog) add(l *Lock, sent time.Time) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return false
+	}
+	e := w.held[l.k.lock()]
+	if e == nil || e.tok != l.tok || e.gone {
+		e = &l.own
+		*e = entry{k: &l.k, tok: l.tok, idx: -1}
+		e.locks = e.one[:0]
+		w.held[l.k.lock()] = e
+	}
+	e.locks = append(e.locks, l)
+	l.e = e
+	if l.ttl > e.ttl {
+		e.ttl = l.ttl
+	}
+	if v := sent.Add(l.ttl - drift(l.ttl)); v.After(e.valid) {
+		e.valid = v
+	}
+	e.next = sent.Add(w.interval(e.ttl))
+	w.schedule(e)
+	if !w.started {
+		w.started = true
+		w.wakeAt = time.Now() // the first collect sets the timer
+		go w.run()
+	}
+	return true
+}
+
+// schedule (re)places e in the heap; the caller holds w.mu. The scheduler is woken only when e is
+// due before its timer fires: a timer that fires early finds nothing to do and sleeps again.
+func (w *watchdog) schedule(e *entry) {
+	if e.idx < 0 {
+		heap.Push(&w.h, e)
+	} else {
+		heap.Fix(&w.h, e.idx)
+	}
+	if e.due().Before(w.wakeAt) {
+		w.wakeAt = e.due()
+		select {
+		case w.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// unschedule removes e; the caller holds w.mu.
+func (w *watchdog) unschedule(e *entry) {
+	e.gone = true
+	if e.idx >= 0 {
+		heap.Remove(&w.h, e.idx)
+	}
+	if w.held[e.k.lock()] == e {
+		delete(w.held, e.k.lock())
+	}
+}
+
+// detach removes l from its entry and stops renewing when no local holder is left.
+func (w *watchdog) detach(l *Lock) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e := l.e
+	if e == nil {
+		return
+	}
+	for i, x := range e.locks {
+		if x == l {
+			e.locks = append(e.locks[:i], e.locks[i+1:]...)
+			break
+		}
+	}
+	if len(e.locks) == 0 && !e.gone {
+		w.unschedule(e)
+	}
+}
+
+// extended records a successful Extend sent at sent.
+func (w *watchdog) extended(e *entry, sent time.Time, ttl time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if e.gone {
+		return
+	}
+	e.ttl = ttl
+	e.valid = sent.Add(ttl - drift(ttl))
+	e.next = sent.Add(w.interval(ttl))
+	w.schedule(e)
+}
+
+// lose removes e and returns its locks; the caller holds w.mu.
+func (w *watchdog) lose(e *entry) []*Lock {
+	w.unschedule(e)
+	ls := append([]*Lock(nil), e.locks...)
+	e.locks = e.locks[:0]
+	return ls
+}
+
+type lostSet struct {
+	e     *entry
+	locks []*Lock
+	why   string
+	err   error
+}
+
+func (w *watchdog) run() {
+	defer close(w.done)
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		batch, items, lost, wait := w.collect(time.Now())
+		for _, ls := range lost {
+			w.c.lost(ls.locks, ls.why, ls.err)
+		}
+		for len(batch) > 0 {
+			n := min(len(batch), w.c.opt.batchSize)
+			w.batches.Add(1)
+			go w.renew(batch[:n:n], items[:n:n])
+			batch, items = batch[n:], items[n:]
+		}
+		t.Reset(wait)
+		select {
+		case <-t.C:
+		case <-w.kick:
+			if !t.Stop() {
+				select {
+				case <-t.C:
+				default:
+				}
+			}
+		case <-w.stop:
+			w.batches.Wait()
+			return
+		}
+	}
+}
+
+// collect takes the entries due now (and those due within a quarter of their interval, so that
+// renewals travel in large batches), and the entries whose validity deadline passed.
+func (w *watchdog) collect(now time.Time) (batch []*entry, items []renewItem, lost []lostSet, wait time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for len(w.h) > 0 {
+		e := w.h[0]
+		if !now.Before(e.valid) {
+			err := e.lastErr
+			lost = append(lost, lostSet{e: e, locks: w.lose(e), why: "expired", err: err})
+			continue
+		}
+		if e.inflight || e.next.After(now.Add(w.interval(e.ttl)/4)) {
+			break
+		}
+		e.inflight = true
+		heap.Fix(&w.h, 0)
+		batch = append(batch, e)
+		items = append(items, renewItem{keys: e.k.arr[:1], token: e.tok, ttl: e.ttl})
+	}
+	wait = time.Hour
+	if len(w.h) > 0 {
+		wait = max(w.h[0].due().Sub(now), 0)
+	}
+	w.wakeAt = now.Add(wait)
+	return batch, items, lost, wait
+}
+
+func (w *watchdog) renew(batch []*entry, items []renewItem) {
+	defer w.batches.Done()
+	sent := time.Now()
+	deadline := batch[0].valid
+	w.mu.Lock()
+	for _, e := range batch {
+		if e.valid.Before(deadline) {
+			deadline = e.valid
+		}
+	}
+	w.mu.Unlock()
+	w.pipelines.Add(1)
+	w.scripts.Add(int64(len(items)))
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	err := w.c.st.renew(ctx, items)
+	cancel()
+	took := time.Since(sent)
+
+	var lost []lostSet
+	type report struct {
+		locks []*Lock
+		item  renewItem
+	}
+	var reports []report
+	hook := w.c.hook != nil && w.c.hook.Renewed != nil
+	w.mu.Lock()
+	for i, e := range batch {
+		if e.gone {
+			continue
+		}
+		e.inflight = false
+		it := &items[i]
+		if it.err == nil && err != nil {
+			it.err = err
+		}
+		switch {
+		case it.err == nil && it.ok:
+			e.lastErr = nil
+			if v := sent.Add(it.ttl - drift(it.ttl)); v.After(e.valid) {
+				e.valid = v
+			}
+			e.next = sent.Add(w.interval(it.ttl))
+		case it.err == nil:
+			lost = append(lost, lostSet{e: e, locks: w.lose(e), why: "not_owner"})
+			continue
+		default:
+			e.lastErr = it.err
+			e.next = time.Now().Add(min(w.interval(e.ttl)/8, 250*time.Millisecond))
+		}
+		heap.Fix(&w.h, e.idx)
+		if hook {
+			reports = append(reports, report{locks: append([]*Lock(nil), e.locks...), item: *it})
+		}
+	}
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+	w.mu.Unlock()
+	for _, r := range reports {
+		for _, l := range r.locks {
+			w.c.hook.Renewed(l.ctx, HookInfo{Name: l.k.name, Key: l.k.lock(), TTL: r.item.ttl, Start: sent,
+				Duration: took, Acquired: r.item.ok, Err: r.item.err})
+		}
+	}
+	for _, ls := range lost {
+		w.c.lost(ls.locks, ls.why, nil)
+	}
+}
+
+// close stops the scheduler and returns every entry still held.
+func (w *watchdog) close() []*Lock {
+	w.mu.Lock()
+	w.stopped = true
+	var ls []*Lock
+	for len(w.h) > 0 {
+		ls = append(ls, w.lose(w.h[0])...)
+	}
+	started := w.started
+	w.mu.Unlock()
+	close(w.stop)
+	if started {
+		<-w.done
+	}
+	return ls
+}

@@ -1,0 +1,176 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lockkit/lockkit/core"
+)
+
+func lostCause(t *testing.T, ctx context.Context) *core.LostError {
+	t.Helper()
+	var le *core.LostError
+	if !errors.As(context.Cause(ctx), &le) {
+		t.Fatalf("cause = %v, want *LostError", context.Cause(ctx))
+	}
+	return le
+}
+
+func TestWatchdog_keyDeleted_cancelsWithinOneInterval(t *testing.T) {
+	_, rdb, c := setup(t)
+	ctx := context.Background()
+	const ttl = 300 * time.Millisecond
+	l, err := c.Acquire(ctx, "k", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleted := time.Now()
+	rdb.Del(ctx, l.Key())
+	select {
+	case <-l.Context().Done():
+	case <-time.After(ttl):
+		t.Fatal("lock context not cancelled within the TTL after the key was deleted")
+	}
+	if took, interval := time.Since(deleted), ttl/3; took > interval+50*time.Millisecond {
+		t.Fatalf("loss detected after %v, want within one renewal interval (%v)", took, interval)
+	}
+	if le := lostCause(t, l.Context()); le.Reason != "not_owner" || !errors.Is(le, core.ErrLost) {
+		t.Fatalf("lost reason %q", le.Reason)
+	}
+	if err := l.Release(ctx); !errors.Is(err, core.ErrNotHeld) || !errors.Is(err, core.ErrLost) {
+		t.Fatalf("release after loss = %v", err)
+	}
+}
+
+func TestWatchdog_redisStopped_cancelsBeforeExpiry(t *testing.T) {
+	var (
+		mu     sync.Mutex
+		lastOK time.Time
+	)
+	hook := core.Hook{Renewed: func(_ context.Context, in core.HookInfo) {
+		if in.Acquired {
+			mu.Lock()
+			lastOK = in.Start
+			mu.Unlock()
+		}
+	}}
+	srv, _, c := setup(t, core.WithHook(hook))
+	ctx := context.Background()
+	const ttl = time.Second
+	l, err := c.Acquire(ctx, "k", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	lastOK = time.Now() // no later than the acquire's send time
+	mu.Unlock()
+	srv.Stop(t)
+	select {
+	case <-l.Context().Done():
+	case <-time.After(2 * ttl):
+		t.Fatal("lock context not cancelled after Redis stopped")
+	}
+	cancelled := time.Now()
+	mu.Lock()
+	expiry := lastOK.Add(ttl)
+	mu.Unlock()
+	if !cancelled.Before(expiry) {
+		t.Fatalf("cancelled %v after the earliest possible expiry", cancelled.Sub(expiry))
+	}
+	if le := lostCause(t, l.Context()); le.Reason != "expired" {
+		t.Fatalf("lost reason %q", le.Reason)
+	}
+	t.Logf("cancelled %v before the earliest expiry in Redis", expiry.Sub(cancelled))
+}
+
+func TestWatchdog_renewsManyTTLs_andNeverAfterRelease(t *testing.T) {
+	renewals := make(chan string, 1000)
+	hook := core.Hook{Renewed: func(_ context.Context, in core.HookInfo) {
+		if in.Acquired {
+			renewals <- in.Name
+		}
+	}}
+	_, _, c := setup(t, core.WithHook(hook))
+	ctx := context.Background()
+	const ttl = 60 * time.Millisecond
+	a, err := c.Acquire(ctx, "a", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.Acquire(ctx, "b", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Held through 10 TTLs: every renewal must land or the context would be cancelled.
+	count := map[string]int{}
+	for count["a"] < 30 {
+		select {
+		case n := <-renewals:
+			count[n]++
+		case <-a.Context().Done():
+			t.Fatalf("lock lost after %d renewals: %v", count["a"], context.Cause(a.Context()))
+		case <-time.After(time.Second):
+			t.Fatal("no renewal within a second")
+		}
+	}
+	if d, err := a.TTL(ctx); err != nil || d <= 0 {
+		t.Fatalf("TTL after 30 renewals = %v, %v", d, err)
+	}
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Drain what was in flight, then watch b renew 5 more times and a never.
+	for len(renewals) > 0 {
+		<-renewals
+	}
+	seenB := 0
+	for seenB < 5 {
+		select {
+		case n := <-renewals:
+			if n == "a" {
+				t.Fatal("released lock renewed")
+			}
+			seenB++
+		case <-time.After(time.Second):
+			t.Fatal("b not renewed")
+		}
+	}
+	_ = b.Release(ctx)
+}
+
+func TestWatchdog_holdCountSurvivesRenewal(t *testing.T) {
+	renewed := make(chan struct{}, 100)
+	_, rdb, c := setup(t, core.WithHook(core.Hook{Renewed: func(_ context.Context, in core.HookInfo) {
+		if in.Acquired {
+			renewed <- struct{}{}
+		}
+	}}))
+	ctx := context.Background()
+	l, err := c.Acquire(ctx, "k", 30*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := c.Acquire(l.Context(), "k", 30*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 6 {
+		select {
+		case <-renewed:
+		case <-time.After(time.Second):
+			t.Fatal("not renewed")
+		}
+	}
+	if got := rdb.HGet(ctx, l.Key(), l.Token()).Val(); got != "2" {
+		t.Fatalf("hold count after renewals = %q, want 2", got)
+	}
+	if err := in.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
