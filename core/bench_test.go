@@ -138,7 +138,9 @@ func BenchmarkContended(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			var clients []*core.Client
 			for range tc.clients {
-				clients = append(clients, newClient(b, redis.NewClient(poolOpts(srv, tc.perCli+2))))
+				rdb := redis.NewClient(poolOpts(srv, tc.perCli+2))
+				b.Cleanup(func() { rdb.Close() })
+				clients = append(clients, newClient(b, rdb))
 			}
 			var opts []core.AcquireOption
 			if tc.fair {
@@ -151,23 +153,25 @@ func BenchmarkContended(b *testing.B) {
 
 func runContended(b *testing.B, srv *redistest.Server, clients []*core.Client, perCli int, hold time.Duration, opts []core.AcquireOption) {
 	ctx := context.Background()
+	type cs struct {
+		fence            int64
+		holder           int
+		called, acquired time.Time
+		released         time.Time
+	}
 	var (
-		done       atomic.Int64
-		lastRel    atomic.Int64 // unix nanos when the last Release returned
-		mu         sync.Mutex
-		waits      []time.Duration
-		handoffs   []time.Duration
-		wg         sync.WaitGroup
-		errs       = make(chan error, 64)
-		lastHolder atomic.Int64
-		sameHolder atomic.Int64
+		done atomic.Int64
+		mu   sync.Mutex
+		log  []cs
+		wg   sync.WaitGroup
+		errs = make(chan error, 64)
 	)
 	srv.ResetStats(b)
 	b.ResetTimer()
 	start := time.Now()
 	for ci, c := range clients {
 		for gi := range perCli {
-			id := int64(ci*1000 + gi + 1)
+			id := ci*1000 + gi + 1
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -179,24 +183,14 @@ func runContended(b *testing.B, srv *redistest.Server, clients []*core.Client, p
 						return
 					}
 					t1 := time.Now()
-					if lr := lastRel.Load(); lr != 0 {
-						mu.Lock()
-						handoffs = append(handoffs, t1.Sub(time.Unix(0, lr)))
-						mu.Unlock()
-					}
-					if lastHolder.Swap(id) == id {
-						sameHolder.Add(1)
-					}
-					mu.Lock()
-					waits = append(waits, t1.Sub(t0))
-					mu.Unlock()
 					spin(hold)
-					lastRel.Store(0)
 					if err := l.Release(ctx); err != nil {
 						errs <- err
 						return
 					}
-					lastRel.Store(time.Now().UnixNano())
+					mu.Lock()
+					log = append(log, cs{fence: l.Fence(), holder: id, called: t0, acquired: t1, released: time.Now()})
+					mu.Unlock()
 				}
 			}()
 		}
@@ -216,6 +210,20 @@ func runContended(b *testing.B, srv *redistest.Server, clients []*core.Client, p
 			all += v
 		}
 	}
+	// Order critical sections by fence (acquisition order): handoff i = acquire return of i+1 minus
+	// release return of i (0 when the waiter's acquire returned first).
+	slices.SortFunc(log, func(a, b cs) int { return int(a.fence - b.fence) })
+	var waits, handoffs []time.Duration
+	same := 0
+	for i, x := range log {
+		waits = append(waits, x.acquired.Sub(x.called))
+		if i > 0 {
+			handoffs = append(handoffs, max(x.acquired.Sub(log[i-1].released), 0))
+			if x.holder == log[i-1].holder {
+				same++
+			}
+		}
+	}
 	n := float64(b.N)
 	b.ReportMetric(n/elapsed.Seconds(), "cs/s")
 	b.ReportMetric(float64(top)/n, "cmds/cs")
@@ -224,7 +232,7 @@ func runContended(b *testing.B, srv *redistest.Server, clients []*core.Client, p
 	b.ReportMetric(ms(pct(waits, 99)), "wait-p99-ms")
 	b.ReportMetric(float64(pct(handoffs, 50).Microseconds()), "handoff-p50-µs")
 	b.ReportMetric(float64(pct(handoffs, 99).Microseconds()), "handoff-p99-µs")
-	b.ReportMetric(float64(sameHolder.Load())/n, "same-holder")
+	b.ReportMetric(float64(same)/n, "same-holder")
 }
 
 // spin holds the lock for d without yielding the P for long (a sleep would round up to the timer

@@ -34,7 +34,8 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 		return nil, err
 	}
 	s := loadScripts()
-	return newClient(newNode(rdb, &s), o), nil
+	id := clientIDPrefix + newToken()[:16]
+	return newClient(newNode(rdb, &s, id), o, id), nil
 }
 
 func buildOptions(opts []Option) (options, error) {
@@ -45,10 +46,10 @@ func buildOptions(opts []Option) (options, error) {
 	return o, o.validate()
 }
 
-func newClient(st store, o options) *Client {
+func newClient(st store, o options, id string) *Client {
 	c := &Client{st: st, opt: o, hook: chainHooks(o.hooks)}
 	c.wd = newWatchdog(c)
-	c.room = newWaitRoom(st)
+	c.room = newWaitRoom(st, id)
 	return c
 }
 
@@ -106,10 +107,15 @@ func (c *Client) Close(ctx context.Context) error {
 	var first error
 	for _, l := range c.wd.close() {
 		l.cancel(ErrClosed)
-		if _, err := c.st.release(ctx, &l.k, l.tok, l.fair); err != nil && first == nil {
-			first = unavailable("release", err)
+		n, err := c.st.release(ctx, &l.k, l.tok, l.fair)
+		if err != nil {
+			err = unavailable("release", err)
+			if first == nil {
+				first = err
+			}
 		}
 		l.setState(stateReleased)
+		l.reportReleased(max(n, 0), err)
 	}
 	return first
 }
@@ -237,8 +243,9 @@ func (c *Client) wait(ctx context.Context, l *Lock, wait bool, ao *acquireOption
 		deadline = dt.C
 	}
 	for {
-		if w == nil && wait && c.room.busy(k.channel) {
-			// Local waiters are queued: take a place behind them instead of barging in.
+		if w == nil && wait && !ao.fair && c.room.busy(k.channel) {
+			// Local waiters are queued: take a place behind them instead of barging in. (In fair
+			// mode the attempt itself joins the Redis-side queue and cannot barge.)
 			if w = c.room.join(k.channel, l.token); w == nil {
 				return res, sent, attempts, ErrClosed
 			}
@@ -249,6 +256,9 @@ func (c *Client) wait(ctx context.Context, l *Lock, wait bool, ao *acquireOption
 			if h := c.hook; h != nil && h.Attempt != nil {
 				h.Attempt(ctx, HookInfo{Name: k.name, Key: k.lock(), Attempts: attempts, Woken: woken, Acquired: r.ok,
 					RetryAfter: r.retryAfter, Err: aerr})
+			}
+			if woken && aerr == nil && !r.ok && !r.guarded {
+				c.room.lostRace(w) // another process took the lock we were woken for
 			}
 			woken = false
 			if aerr != nil {

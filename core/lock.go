@@ -34,9 +34,10 @@ type Lock struct {
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 
-	mu    sync.Mutex
-	state int
-	cause error
+	mu       sync.Mutex
+	state    int
+	cause    error
+	reported bool // the Released hook ran
 }
 
 type heldKey struct{}
@@ -168,10 +169,7 @@ func (l *Lock) release(ctx context.Context, send func() (int64, error)) error {
 	} else {
 		l.setState(stateReleased)
 	}
-	if h := l.c.hook; h != nil && h.Released != nil {
-		h.Released(l.ctx, HookInfo{Name: l.k.name, Key: l.k.lock(), Fence: l.fence, Holds: max(n, 0),
-			Duration: time.Since(l.acquired), Err: err})
-	}
+	l.reportReleased(max(n, 0), err)
 	return err
 }
 
@@ -189,6 +187,22 @@ func (l *Lock) ReleaseSet(ctx context.Context, key string, value []byte, ttl tim
 	return l.release(ctx, func() (int64, error) {
 		return l.c.st.releaseSet(ctx, &l.k, l.tok, key, value, ttl)
 	})
+}
+
+// reportReleased runs the Released hook once per Lock.
+func (l *Lock) reportReleased(holds int64, err error) {
+	h := l.c.hook
+	if h == nil || h.Released == nil {
+		return
+	}
+	l.mu.Lock()
+	done := l.reported
+	l.reported = true
+	l.mu.Unlock()
+	if !done {
+		h.Released(l.ctx, HookInfo{Name: l.k.name, Key: l.k.lock(), Fence: l.fence, Holds: holds,
+			Duration: time.Since(l.acquired), Err: err})
+	}
 }
 
 func (l *Lock) heldErr() error {

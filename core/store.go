@@ -92,11 +92,12 @@ type node struct {
 	rdb     redis.UniversalClient
 	s       *scripts
 	pubCmd  any // "PUBLISH" or "SPUBLISH", boxed once
+	id      any // the client's id, published on release
 	cluster bool
 }
 
-func newNode(rdb redis.UniversalClient, s *scripts) *node {
-	n := &node{rdb: rdb, s: s, pubCmd: any("PUBLISH")}
+func newNode(rdb redis.UniversalClient, s *scripts, id string) *node {
+	n := &node{rdb: rdb, s: s, pubCmd: any("PUBLISH"), id: id}
 	if _, ok := rdb.(*redis.ClusterClient); ok {
 		n.cluster = true
 		n.pubCmd = any("SPUBLISH")
@@ -150,11 +151,11 @@ func (n *node) release(ctx context.Context, k *keys, token any, fair bool) (int6
 	if fair {
 		return n.s.releaseFair.Run(ctx, n.rdb, k.fair(), token, n.pubCmd).Int64()
 	}
-	return n.s.release.Run(ctx, n.rdb, k.arr[:1], token, n.pubCmd).Int64()
+	return n.s.release.Run(ctx, n.rdb, k.arr[:1], token, n.pubCmd, n.id).Int64()
 }
 
 func (n *node) releaseSet(ctx context.Context, k *keys, token any, key string, value []byte, ttl time.Duration) (int64, error) {
-	return n.s.releaseSet.Run(ctx, n.rdb, []string{k.lock(), key}, token, n.pubCmd, value, ms(ttl)).Int64()
+	return n.s.releaseSet.Run(ctx, n.rdb, []string{k.lock(), key}, token, n.pubCmd, value, ms(ttl), n.id).Int64()
 }
 
 func (n *node) renew(ctx context.Context, items []renewItem) error {

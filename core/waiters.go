@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 // has a FIFO queue of local waiters and each release message wakes one of them.
 type waitRoom struct {
 	st     store
+	id     string // this client's id, as published in its release messages
 	mu     sync.Mutex
 	queues map[string]*waitQueue
 	ops    []subOp
@@ -37,6 +39,7 @@ type waitQueue struct {
 	confirmed bool
 	members   int // waiters that joined and did not leave, queued or not
 	idleSince time.Time
+	lostAt    time.Time // when a woken waiter last lost the lock to another process
 }
 
 type waiter struct {
@@ -46,12 +49,24 @@ type waiter struct {
 	inQueue bool
 }
 
+// clientIDPrefix marks non-fair release messages: their payload is the releasing client's id.
+// Fair release messages carry the token of the waiter whose turn it is; empty ones wake the head.
+const clientIDPrefix = "c:"
+
+// yieldAfterOwnRelease is how long a client's next waiter lets other processes go first after this
+// client released, when its waiters have recently lost races to other processes. It turns the
+// random race between processes' queue heads into an alternation, which bounds the wait tail.
+const (
+	yieldAfterOwnRelease = 300 * time.Microsecond
+	contestedFor         = time.Second
+)
+
 // idleAfter is how long a channel without waiters stays subscribed, to spare SUBSCRIBE/UNSUBSCRIBE
 // churn on locks that are contended on and off.
 const idleAfter = 3 * time.Second
 
-func newWaitRoom(st store) *waitRoom {
-	return &waitRoom{st: st, queues: make(map[string]*waitQueue), kick: make(chan struct{}, 1),
+func newWaitRoom(st store, id string) *waitRoom {
+	return &waitRoom{st: st, id: id, queues: make(map[string]*waitQueue), kick: make(chan struct{}, 1),
 		closed: make(chan struct{})}
 }
 
@@ -159,9 +174,30 @@ func (r *waitRoom) wakeOne(q *waitQueue, token string) {
 
 func (r *waitRoom) deliver(ch, payload string) {
 	r.mu.Lock()
-	if q := r.queues[ch]; q != nil {
-		r.wakeOne(q, payload)
+	defer r.mu.Unlock()
+	q := r.queues[ch]
+	if q == nil {
+		return
 	}
+	if !strings.HasPrefix(payload, clientIDPrefix) {
+		r.wakeOne(q, payload)
+		return
+	}
+	if payload == r.id && time.Since(q.lostAt) < contestedFor {
+		time.AfterFunc(yieldAfterOwnRelease, func() {
+			r.mu.Lock()
+			r.wakeOne(q, "")
+			r.mu.Unlock()
+		})
+		return
+	}
+	r.wakeOne(q, "")
+}
+
+// lostRace records that w, woken by a release, found the lock taken by another process.
+func (r *waitRoom) lostRace(w *waiter) {
+	r.mu.Lock()
+	w.q.lostAt = time.Now()
 	r.mu.Unlock()
 }
 

@@ -1,7 +1,7 @@
 -- Owner-checked release. Decrements the owner's hold count; on the last hold deletes the lock and
--- publishes an empty message on its release channel (the lock key + ':released', same hash slot).
+-- publishes the releasing client's id on the release channel (the lock key + ':released', same slot).
 -- KEYS[1] lock hash
--- ARGV[1] owner token, ARGV[2] publish command (PUBLISH, or SPUBLISH on a cluster)
+-- ARGV[1] owner token, ARGV[2] publish command (PUBLISH, or SPUBLISH on a cluster), ARGV[3] client id
 -- Returns: -1 when the token does not hold the lock (nothing touched), else the holds left.
 local holds = redis.call('HGET', KEYS[1], ARGV[1])
 if not holds then
@@ -13,5 +13,5 @@ if holds > 0 then
   return holds
 end
 redis.call('DEL', KEYS[1])
-redis.call(ARGV[2], KEYS[1] .. ':released', '')
+redis.call(ARGV[2], KEYS[1] .. ':released', ARGV[3])
 return 0
