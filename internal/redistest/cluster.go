@@ -2,7 +2,6 @@ package redistest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -267,7 +266,7 @@ func poll(timeout time.Duration, check func() error) error {
 }
 
 // errNoReachableNode is returned when every node is stopped or paused.
-var errNoReachableNode = errors.New("no cluster node is running and not paused")
+const errNoReachableNode = constError("no cluster node is running and not paused")
 
 // reachable returns the nodes that are running and not paused.
 func (c *Cluster) reachable() []*Server {

@@ -28,8 +28,15 @@ const (
 	startAttempts = 5
 )
 
+// constError is an error that can be a constant, so that the package has no
+// mutable state.
+type constError string
+
+// Error returns the message.
+func (e constError) Error() string { return string(e) }
+
 // errPortInUse marks a start that failed because the port was taken.
-var errPortInUse = errors.New("port already in use")
+const errPortInUse = constError("port already in use")
 
 // args returns the redis-server command line.
 func (s *Server) args() []string {

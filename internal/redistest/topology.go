@@ -119,7 +119,7 @@ func (s *Server) clusterNodes() ([]clusterNode, error) {
 // view returns the cluster view of the first node that is running, not
 // paused and answers.
 func (c *Cluster) view() ([]clusterNode, error) {
-	err := errNoReachableNode
+	var err error = errNoReachableNode
 	for _, n := range c.reachable() {
 		var view []clusterNode
 		if view, err = n.clusterNodes(); err == nil {
@@ -161,7 +161,7 @@ func (c *Cluster) Masters(t testing.TB) []*Server {
 // paused.
 func (c *Cluster) MasterOf(t testing.TB, key string) *Server {
 	t.Helper()
-	err := errNoReachableNode
+	var err error = errNoReachableNode
 	for _, n := range c.reachable() {
 		var slot int64
 		var shards []redis.ClusterShard
