@@ -35,7 +35,9 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	}
 	s := loadScripts()
 	id := clientIDPrefix + newToken()[:16]
-	return newClient(newNode(rdb, &s, id), o, id), nil
+	n := newNode(rdb, &s, id)
+	n.replicas, n.replicaWait = o.replicas, o.replicaWait
+	return newClient(n, o, id, false), nil
 }
 
 func buildOptions(opts []Option) (options, error) {
@@ -46,10 +48,10 @@ func buildOptions(opts []Option) (options, error) {
 	return o, o.validate()
 }
 
-func newClient(st store, o options, id string) *Client {
+func newClient(st store, o options, id string, dedupe bool) *Client {
 	c := &Client{st: st, opt: o, hook: chainHooks(o.hooks)}
 	c.wd = newWatchdog(c)
-	c.room = newWaitRoom(st, id)
+	c.room = newWaitRoom(st.router(), id, dedupe)
 	return c
 }
 
@@ -137,6 +139,9 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 	}
 	if ao.guard != "" && (ao.fair || !strings.Contains(ao.guard, "{"+name+"}") || len(ao.guard) > 2*maxNameLen) {
 		return nil, invalid("guard key %q must contain the lock's hash tag {%s} and cannot be used with Fair", ao.guard, name)
+	}
+	if _, ok := c.st.(*redlock); ok && ao.fair {
+		return nil, invalid("fair mode is not supported over Redlock")
 	}
 	if c.closed.Load() {
 		return nil, ErrClosed

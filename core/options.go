@@ -16,7 +16,9 @@ type options struct {
 	backoffMax  time.Duration
 	waiterTTL   time.Duration
 	batchSize   int
-	nodeTimeout time.Duration // Redlock only; 0 = TTL * 0.05
+	nodeTimeout time.Duration // Redlock only; 0 = max(TTL/20, 10ms)
+	replicas    int
+	replicaWait time.Duration
 }
 
 func defaultOptions() options {
@@ -42,6 +44,12 @@ func (o *options) validate() error {
 	}
 	if o.waiterTTL < 100*time.Millisecond {
 		return invalid("fair waiter timeout %v below 100ms", o.waiterTTL)
+	}
+	if o.nodeTimeout < 0 {
+		return invalid("node timeout %v is negative", o.nodeTimeout)
+	}
+	if o.replicas < 0 || (o.replicas > 0 && o.replicaWait <= 0) {
+		return invalid("replica ack %d within %v: need replicas >= 0 and a positive timeout", o.replicas, o.replicaWait)
 	}
 	if o.batchSize < 1 {
 		return invalid("renew batch size %d below 1", o.batchSize)
@@ -72,6 +80,19 @@ func WithRetryBackoff(min, max time.Duration) Option {
 // WithFairWaiterTimeout sets how long a fair waiter keeps its place in the Redis-side queue without
 // refreshing it (default 5s). A waiter that dies is skipped after this long.
 func WithFairWaiterTimeout(d time.Duration) Option { return func(o *options) { o.waiterTTL = d } }
+
+// WithNodeTimeout bounds each node's answer to a Redlock request (default: TTL/20, at least 10ms).
+// A slow or dead node costs at most this much. Ignored by New.
+func WithNodeTimeout(d time.Duration) Option { return func(o *options) { o.nodeTimeout = d } }
+
+// WithReplicaAck makes every acquisition wait, on the same connection, until n replicas of the
+// master acknowledged it (Redis WAIT), at most timeout. If fewer do, the lock is released and the
+// acquisition fails with ErrUnavailable. It narrows the failover window in which a replica promoted
+// before it received the lock lets a second holder in; it costs the replication delay on every
+// acquisition. Works with plain, Sentinel and Cluster clients, and on each Redlock node.
+func WithReplicaAck(n int, timeout time.Duration) Option {
+	return func(o *options) { o.replicas, o.replicaWait = n, timeout }
+}
 
 // AcquireOption configures one Acquire, TryAcquire or Do call.
 type AcquireOption func(*acquireOptions)

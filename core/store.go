@@ -4,6 +4,8 @@ import (
 	"context"
 	"embed"
 	"errors"
+	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,7 +25,7 @@ func mustScript(name string) *redis.Script {
 
 // scripts are loaded once per process; they are never modified after init.
 type scripts struct {
-	acquire, acquireFair, acquireGuarded, release, releaseFair, releaseSet, renew, pttl, dequeue *redis.Script
+	acquire, acquireFair, acquireGuarded, release, releaseFair, releaseSet, renew, pttl, dequeue, raiseFence *redis.Script
 }
 
 func loadScripts() scripts {
@@ -37,6 +39,7 @@ func loadScripts() scripts {
 		renew:          mustScript("renew.lua"),
 		pttl:           mustScript("pttl.lua"),
 		dequeue:        mustScript("dequeue.lua"),
+		raiseFence:     mustScript("raise_fence.lua"),
 	}
 }
 
@@ -81,19 +84,19 @@ type store interface {
 	pttl(ctx context.Context, k *keys, token any) (time.Duration, bool, error)
 	extend(ctx context.Context, k *keys, token any, ttl time.Duration) (bool, error)
 	dequeue(ctx context.Context, k *keys, token any) error
-	// pubsub returns a new subscription for release channels (nil channels) and the command that
-	// subscribes: plain or sharded pub/sub.
-	pubsub(ctx context.Context) *redis.PubSub
-	sharded() bool
+	// router tells where release channels are subscribed.
+	router() router
 }
 
 // node is the store over one go-redis client.
 type node struct {
-	rdb     redis.UniversalClient
-	s       *scripts
-	pubCmd  any // "PUBLISH" or "SPUBLISH", boxed once
-	id      any // the client's id, published on release
-	cluster bool
+	rdb         redis.UniversalClient
+	s           *scripts
+	pubCmd      any // "PUBLISH" or "SPUBLISH", boxed once
+	id          any // the client's id, published on release
+	cluster     bool
+	replicas    int           // WithReplicaAck: replicas that must acknowledge an acquisition
+	replicaWait time.Duration // and how long to wait for them
 }
 
 func newNode(rdb redis.UniversalClient, s *scripts, id string) *node {
@@ -107,7 +110,18 @@ func newNode(rdb redis.UniversalClient, s *scripts, id string) *node {
 
 func ms(d time.Duration) int64 { return int64(d / time.Millisecond) }
 
+// addr names the node in errors.
+func (n *node) addr(i int) string {
+	if o, ok := n.rdb.(interface{ Options() *redis.Options }); ok {
+		return o.Options().Addr
+	}
+	return "node " + strconv.Itoa(i)
+}
+
 func (n *node) acquire(ctx context.Context, k *keys, r *acquireReq) (acquireResult, error) {
+	if n.replicas > 0 && !r.fair && r.guard == nil {
+		return n.acquireAcked(ctx, k, r)
+	}
 	var v any
 	var err error
 	switch {
@@ -147,11 +161,60 @@ func parseAcquire(v any) (acquireResult, error) {
 	return acquireResult{}, errors.New("unexpected acquire reply")
 }
 
+// acquireAcked sends the acquire script and WAIT on one connection (a pipeline to the key's master),
+// so that WAIT counts the replicas that received this acquisition.
+func (n *node) acquireAcked(ctx context.Context, k *keys, r *acquireReq) (acquireResult, error) {
+	var p redis.Pipeliner
+	if c, ok := n.rdb.(*redis.ClusterClient); ok {
+		m, err := c.MasterForKey(ctx, k.lock())
+		if err != nil {
+			return acquireResult{}, err
+		}
+		p = m.Pipeline()
+	} else {
+		p = n.rdb.Pipeline()
+	}
+	send := func() (*redis.Cmd, *redis.Cmd, error) {
+		ev := p.EvalSha(ctx, n.s.acquire.Hash(), k.both(), r.token, ms(r.ttl))
+		w := p.Do(ctx, "WAIT", n.replicas, ms(n.replicaWait))
+		_, err := p.Exec(ctx)
+		return ev, w, err
+	}
+	ev, w, err := send()
+	if isNoScript(ev.Err()) {
+		if err = n.s.acquire.Load(ctx, n.rdb).Err(); err != nil {
+			return acquireResult{}, err
+		}
+		ev, w, err = send()
+	}
+	if err != nil {
+		return acquireResult{}, err
+	}
+	res, err := parseAcquire(ev.Val())
+	if err != nil || !res.ok {
+		return res, err
+	}
+	if acked, _ := w.Int64(); acked < int64(n.replicas) {
+		_, _ = n.release(context.WithoutCancel(ctx), k, r.token, false)
+		return acquireResult{}, fmt.Errorf("only %d of %d replicas acknowledged the lock within %v", acked, n.replicas, n.replicaWait)
+	}
+	return res, nil
+}
+
 func (n *node) release(ctx context.Context, k *keys, token any, fair bool) (int64, error) {
+	return n.releaseWith(ctx, k, token, fair, n.id)
+}
+
+func (n *node) releaseWith(ctx context.Context, k *keys, token any, fair bool, payload any) (int64, error) {
 	if fair {
 		return n.s.releaseFair.Run(ctx, n.rdb, k.fair(), token, n.pubCmd).Int64()
 	}
-	return n.s.release.Run(ctx, n.rdb, k.arr[:1], token, n.pubCmd, n.id).Int64()
+	return n.s.release.Run(ctx, n.rdb, k.arr[:1], token, n.pubCmd, payload).Int64()
+}
+
+// raiseFence sets the fence counter to at least fence (Redlock write-back).
+func (n *node) raiseFence(ctx context.Context, k *keys, fence int64) error {
+	return n.s.raiseFence.Run(ctx, n.rdb, k.arr[1:2], fence).Err()
 }
 
 func (n *node) releaseSet(ctx context.Context, k *keys, token any, key string, value []byte, ttl time.Duration) (int64, error) {
@@ -218,11 +281,9 @@ func (n *node) dequeue(ctx context.Context, k *keys, token any) error {
 	return n.s.dequeue.Run(ctx, n.rdb, k.fair(), token, n.pubCmd).Err()
 }
 
-func (n *node) pubsub(ctx context.Context) *redis.PubSub {
-	if n.cluster {
-		return n.rdb.SSubscribe(ctx)
+func (n *node) router() router {
+	if c, ok := n.rdb.(*redis.ClusterClient); ok {
+		return clusterRouter{rdb: c}
 	}
-	return n.rdb.Subscribe(ctx)
+	return plainRouter{rdb: n.rdb}
 }
-
-func (n *node) sharded() bool { return n.cluster }

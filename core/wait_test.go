@@ -56,10 +56,12 @@ func TestWait_wokenByRelease(t *testing.T) {
 func TestWait_wakesOneFIFO(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	var woken atomic.Int64
+	var woken, plain atomic.Int64
 	hook := core.Hook{Attempt: func(_ context.Context, in core.HookInfo) {
 		if in.Woken {
 			woken.Add(1)
+		} else {
+			plain.Add(1)
 		}
 	}}
 	holder := newClient(t, srv.Client(t))
@@ -90,9 +92,10 @@ func TestWait_wakesOneFIFO(t *testing.T) {
 			mu.Unlock()
 			locks <- w
 		}()
-		// Queue them in a known order: wait until this one made its attempt and parked.
+		// Queue them in a known order: wait until this one parked. The first makes two attempts
+		// (before and after subscribing); the others queue behind it without an attempt.
 		eventually(t, 5*time.Second, "waiter parked", func() bool {
-			return subscribers(t, rdb, "k") == 1 && core.WaitersParked(c) >= i+1
+			return subscribers(t, rdb, "k") == 1 && core.WaitersParked(c) >= i+1 && plain.Load() == 2
 		})
 	}
 	_ = l.Release(ctx)

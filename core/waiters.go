@@ -5,26 +5,28 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
-// waitRoom parks the Client's waiters. It owns one pub/sub connection for all release channels: a
-// reader goroutine delivers messages, a writer goroutine sends (UN)SUBSCRIBE in order. Each channel
-// has a FIFO queue of local waiters and each release message wakes one of them.
+// waitRoom parks the Client's waiters. Release channels are subscribed through shared pub/sub
+// connections (feeds, see feeds.go): one for a plain client, one per master on a cluster, one per
+// node for Redlock. Each channel has a FIFO queue of local waiters; each release message wakes one.
 type waitRoom struct {
-	st     store
-	id     string // this client's id, as published in its release messages
-	mu     sync.Mutex
-	queues map[string]*waitQueue
-	ops    []subOp
-	ps     *redis.PubSub
-	kick   chan struct{}
-	closed chan struct{} // closed by close: waiters return ErrClosed
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	shut   bool
+	router        router
+	id            string // this client's id, as published in its release messages
+	dedupe        bool   // several feeds deliver each release (Redlock)
+	mu            sync.Mutex
+	queues        map[string]*waitQueue
+	feeds         map[string]*feed
+	ops           []subOp
+	seen          map[string]time.Time // recent release messages, when deduplicating
+	refreshNeeded bool
+	started       bool
+	kick          chan struct{}
+	closed        chan struct{} // closed by close: waiters return ErrClosed
+	ctx           context.Context
+	cancel        context.CancelFunc
+	wg            sync.WaitGroup
+	shut          bool
 }
 
 type subOp struct {
@@ -35,7 +37,7 @@ type subOp struct {
 type waitQueue struct {
 	ch        string
 	waiters   []*waiter
-	ready     chan struct{} // closed when the server confirmed the subscription
+	ready     chan struct{} // closed when a server confirmed the subscription
 	confirmed bool
 	members   int // waiters that joined and did not leave, queued or not
 	idleSince time.Time
@@ -49,8 +51,10 @@ type waiter struct {
 	inQueue bool
 }
 
-// clientIDPrefix marks non-fair release messages: their payload is the releasing client's id.
-// Fair release messages carry the token of the waiter whose turn it is; empty ones wake the head.
+// clientIDPrefix marks non-fair release messages: their payload is the releasing client's id
+// (followed by "/" and the released token on Redlock, so that the copies from each node can be
+// told apart from a new release). Fair release messages carry the token of the waiter whose turn
+// it is; empty ones wake the first waiter.
 const clientIDPrefix = "c:"
 
 // yieldAfterOwnRelease is how long a client's next waiter lets other processes go first after this
@@ -65,9 +69,13 @@ const (
 // churn on locks that are contended on and off.
 const idleAfter = 3 * time.Second
 
-func newWaitRoom(st store, id string) *waitRoom {
-	return &waitRoom{st: st, id: id, queues: make(map[string]*waitQueue), kick: make(chan struct{}, 1),
-		closed: make(chan struct{})}
+func newWaitRoom(rt router, id string, dedupe bool) *waitRoom {
+	r := &waitRoom{router: rt, id: id, dedupe: dedupe, queues: make(map[string]*waitQueue),
+		feeds: make(map[string]*feed), kick: make(chan struct{}, 1), closed: make(chan struct{})}
+	if dedupe {
+		r.seen = make(map[string]time.Time)
+	}
+	return r
 }
 
 // busy reports whether local waiters are waiting on ch; a newcomer then queues behind them.
@@ -86,11 +94,10 @@ func (r *waitRoom) join(ch, token string) *waiter {
 	if r.shut {
 		return nil
 	}
-	if r.ps == nil {
+	if !r.started {
+		r.started = true
 		r.ctx, r.cancel = context.WithCancel(context.Background())
-		r.ps = r.st.pubsub(r.ctx)
-		r.wg.Add(2)
-		go r.read()
+		r.wg.Add(1)
 		go r.write()
 	}
 	q := r.queues[ch]
@@ -151,6 +158,13 @@ func (r *waitRoom) leave(w *waiter) {
 	}
 }
 
+// lostRace records that w, woken by a release, found the lock taken by another process.
+func (r *waitRoom) lostRace(w *waiter) {
+	r.mu.Lock()
+	w.q.lostAt = time.Now()
+	r.mu.Unlock()
+}
+
 // wakeOne wakes the waiter whose token is named, or the first one; the caller holds r.mu.
 func (r *waitRoom) wakeOne(q *waitQueue, token string) {
 	i := 0
@@ -183,7 +197,14 @@ func (r *waitRoom) deliver(ch, payload string) {
 		r.wakeOne(q, payload)
 		return
 	}
-	if payload == r.id && time.Since(q.lostAt) < contestedFor {
+	if r.dedupe {
+		key := ch + "\x00" + payload
+		if _, dup := r.seen[key]; dup {
+			return
+		}
+		r.seen[key] = time.Now()
+	}
+	if id, _, _ := strings.Cut(payload, "/"); id == r.id && time.Since(q.lostAt) < contestedFor {
 		time.AfterFunc(yieldAfterOwnRelease, func() {
 			r.mu.Lock()
 			r.wakeOne(q, "")
@@ -194,102 +215,52 @@ func (r *waitRoom) deliver(ch, payload string) {
 	r.wakeOne(q, "")
 }
 
-// lostRace records that w, woken by a release, found the lock taken by another process.
-func (r *waitRoom) lostRace(w *waiter) {
-	r.mu.Lock()
-	w.q.lostAt = time.Now()
-	r.mu.Unlock()
-}
-
-func (r *waitRoom) confirm(ch string) {
+// confirm marks ch subscribed. A confirmation that follows a reconnect wakes the first waiter, as
+// a release may have been missed while the connection was down.
+func (r *waitRoom) confirm(ch string, reconnected bool) {
 	r.mu.Lock()
 	if q := r.queues[ch]; q != nil {
 		if !q.confirmed {
 			q.confirmed = true
 			close(q.ready)
-		} else if len(q.waiters) > 0 {
-			// Resubscribed after a reconnect: a release may have been missed meanwhile.
+		} else if reconnected {
 			r.wakeOne(q, "")
 		}
 	}
 	r.mu.Unlock()
 }
 
-func (r *waitRoom) read() {
-	defer r.wg.Done()
-	backoff := 10 * time.Millisecond
-	for {
-		msg, err := r.ps.Receive(r.ctx)
-		if r.ctx.Err() != nil {
-			return
-		}
-		if err != nil {
-			t := time.NewTimer(backoff)
-			select {
-			case <-t.C:
-			case <-r.ctx.Done():
-				t.Stop()
-				return
-			}
-			backoff = min(backoff*2, time.Second)
-			continue
-		}
-		backoff = 10 * time.Millisecond
-		switch m := msg.(type) {
-		case *redis.Message:
-			r.deliver(m.Channel, m.Payload)
-		case *redis.Subscription:
-			if m.Kind == "subscribe" || m.Kind == "ssubscribe" {
-				r.confirm(m.Channel)
-			}
-		}
-	}
-}
-
+// write runs the subscription commands in order, sweeps idle channels and retries what failed.
 func (r *waitRoom) write() {
 	defer r.wg.Done()
-	tick := time.NewTicker(idleAfter)
-	defer tick.Stop()
+	sweep := time.NewTicker(idleAfter)
+	defer sweep.Stop()
+	retry := time.NewTicker(feedRetry)
+	defer retry.Stop()
+	var pending []subOp
 	for {
 		select {
 		case <-r.kick:
-		case <-tick.C:
+		case <-sweep.C:
 			r.sweep()
+		case <-retry.C:
 		case <-r.ctx.Done():
 			return
 		}
 		r.mu.Lock()
-		ops := r.ops
+		ops := append(pending, r.ops...)
 		r.ops = nil
+		refresh := r.refreshNeeded
+		r.refreshNeeded = false
 		r.mu.Unlock()
-		var sub, unsub []string
-		for _, op := range ops {
-			if op.sub {
-				sub = append(sub, op.ch)
-			} else {
-				unsub = append(unsub, op.ch)
-			}
+		if refresh {
+			r.router.refresh(r.ctx)
 		}
-		// Errors need no handling here: go-redis records the channels and subscribes them again
-		// when it reconnects; waiters fall back to their backoff meanwhile.
-		if len(unsub) > 0 {
-			if r.st.sharded() {
-				_ = r.ps.SUnsubscribe(r.ctx, unsub...)
-			} else {
-				_ = r.ps.Unsubscribe(r.ctx, unsub...)
-			}
-		}
-		if len(sub) > 0 {
-			if r.st.sharded() {
-				_ = r.ps.SSubscribe(r.ctx, sub...)
-			} else {
-				_ = r.ps.Subscribe(r.ctx, sub...)
-			}
-		}
+		pending = r.apply(ops)
 	}
 }
 
-// sweep unsubscribes channels that had no waiters for idleAfter.
+// sweep unsubscribes channels that had no waiters for idleAfter, and forgets old release messages.
 func (r *waitRoom) sweep() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -298,6 +269,11 @@ func (r *waitRoom) sweep() {
 		if q.members == 0 && now.Sub(q.idleSince) >= idleAfter {
 			delete(r.queues, ch)
 			r.ops = append(r.ops, subOp{ch: ch})
+		}
+	}
+	for k, t := range r.seen {
+		if now.Sub(t) > idleAfter {
+			delete(r.seen, k)
 		}
 	}
 	if len(r.ops) > 0 {
@@ -314,11 +290,20 @@ func (r *waitRoom) close() {
 	}
 	r.shut = true
 	close(r.closed)
-	ps := r.ps
+	started := r.started
+	var feeds []*feed
+	for _, f := range r.feeds {
+		f.mu.Lock()
+		f.closed = true
+		f.mu.Unlock()
+		feeds = append(feeds, f)
+	}
 	r.mu.Unlock()
-	if ps != nil {
+	if started {
 		r.cancel()
-		_ = ps.Close()
+		for _, f := range feeds {
+			_ = f.ps.Close()
+		}
 		r.wg.Wait()
 	}
 }

@@ -19,6 +19,7 @@ type config struct {
 	acl      []string
 	args     []string
 	tls      bool
+	persist  bool
 }
 
 // WithPassword protects the servers with a password (requirepass, i.e. the
@@ -57,6 +58,13 @@ func WithArgs(args ...string) Option {
 // support, the test is skipped.
 func WithTLS() Option {
 	return func(c *config) { c.tls = true }
+}
+
+// WithPersistence turns on the append-only file with fsync on every write (appendonly yes,
+// appendfsync always), and makes Restart keep the data: a restarted server comes back with every
+// acknowledged write, as a production node with persistence would after a crash (Kill, Restart).
+func WithPersistence() Option {
+	return func(c *config) { c.persist = true }
 }
 
 // newConfig applies opts to a fresh config, ignoring nil options.

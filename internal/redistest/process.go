@@ -88,6 +88,9 @@ func (s *Server) args() []string {
 			"--cluster-replica-validity-factor", "0",
 		)
 	}
+	if s.cfg.persist {
+		a = append(a, "--appendonly", "yes", "--appendfsync", "always")
+	}
 	return append(a, s.cfg.args...)
 }
 
@@ -253,6 +256,7 @@ func (s *Server) Kill(t testing.TB) {
 // its directory, e.g. by a replica's full sync, is removed first). A cluster
 // node keeps its cluster config file, so it rejoins the cluster with the same
 // node ID. It waits until the server answers PING.
+// With WithPersistence the data is kept (the append-only file is replayed).
 func (s *Server) Restart(t testing.TB) {
 	t.Helper()
 	s.opMu.Lock()
@@ -261,6 +265,9 @@ func (s *Server) Restart(t testing.TB) {
 		t.Fatalf("redistest: restart %s: %v", s.Addr(), err)
 	}
 	for _, name := range []string{"dump.rdb", "appendonly.aof", "appendonlydir"} {
+		if s.cfg.persist && name != "dump.rdb" {
+			continue // WithPersistence: come back with the data
+		}
 		if err := os.RemoveAll(filepath.Join(s.dir, name)); err != nil {
 			t.Fatalf("redistest: restart %s: %v", s.Addr(), err)
 		}

@@ -1,3 +1,39 @@
 // Package asynqlock is asynq middleware that takes a lockkit lock per task key, so that tasks with
-// the same key never run at once across all workers.
+// the same key never run at once, across every worker of every server.
+//
+// asynq's Unique and TaskID options only deduplicate tasks when they are enqueued; two tasks for the
+// same customer can still run at the same time on two workers. Middleware serialises them:
+//
+//	locks, _ := core.New(rdb)
+//	mw, err := asynqlock.Middleware(locks, asynqlock.WithKey(asynqlock.ByJSONField("customer_id")))
+//	...
+//	mux := asynq.NewServeMux()
+//	mux.Use(mw)
+//	srv := asynq.NewServer(redisOpt, asynq.Config{
+//		IsFailure:      asynqlock.IsFailure(nil),      // a busy key is no failure: no retry used up
+//		RetryDelayFunc: asynqlock.RetryDelayFunc(nil), // retry a busy task when the key is due free
+//	})
+//
+// How it behaves:
+//
+//   - The key comes from a KeyFunc: ByType, ByHeader, ByJSONField or your own. Tasks with an empty
+//     key run without a lock. The lock is named NamePrefix+key.
+//   - The lock's TTL is the time left until the task's deadline, kept between a floor and a cap
+//     (WithTTL, default 1s and 10s). core's watchdog renews it while the handler runs, and the
+//     handler runs with the lock's context, which is cancelled if the lock is lost. A task whose lock
+//     was lost fails with an error matching core.ErrLost, even if its handler returned nil.
+//   - If the key is busy the task fails with a *KeyBusyError (ErrKeyBusy) whose RetryAfter is the
+//     holder's remaining TTL. With IsFailure, asynq does not count it: the task's retry count is
+//     not incremented (asynq's Config.IsFailure controls exactly that, and the queue statistics).
+//     With RetryDelayFunc the retry comes after RetryAfter instead of asynq's failure back-off.
+//     WithWait makes the task wait for the key inside the handler instead, woken by the holder's
+//     release. A task on its last attempt always waits, since asynq would archive it on any error.
+//   - A task delivered twice (asynq delivers at least once) has the same task ID both times; the
+//     lock's owner token is derived from the queue and task ID, so the second delivery re-enters the
+//     lock instead of waiting for itself. Both deliveries then run at once: make handlers idempotent.
+//   - One holder per key. A limit of N > 1 concurrent tasks per key needs a counting semaphore,
+//     which core does not have yet.
+//
+// Inside the handler, core.FromContext(ctx) gives the lock, and its Fence the fencing token to pass
+// to the resources the task writes to.
 package asynqlock

@@ -1,3 +1,66 @@
 // Package cronlock wraps robfig/cron/v3 jobs so that each scheduled tick of a job runs once across
 // all replicas, without a leader election.
+//
+// Every replica schedules the same jobs on its own cron.Cron; a Locker decides, per tick, which one
+// runs it:
+//
+//	locks, _ := core.New(rdb)
+//	locker, err := cronlock.New(locks, cronlock.WithTTL(time.Minute), cronlock.WithLogger(slog.Default()))
+//	...
+//	c := cron.New()
+//	_, err = locker.Add(c, "*/5 * * * *", "invoices", func(ctx context.Context) error {
+//		tick, _ := cronlock.Tick(ctx) // the activation this run is for, e.g. 10:05:00
+//		return sendInvoices(ctx, tick)
+//	})
+//	c.Start()
+//	...
+//	ctx := c.Stop()
+//	locker.Stop() // cancels running jobs' contexts
+//	<-ctx.Done()
+//
+// Locking on the job name alone, as ShedLock and gocron do, lets a replica whose clock is a little
+// behind, or whose timer fired late, run a tick that a faster replica has just finished. cronlock
+// locks on the job and the tick instead:
+//
+//   - The tick is derived from the job's schedule: it is the activation nearest to the replica's
+//     clock when the job fires. A late timer or a clock skewed by less than half the gap between two
+//     activations (500 ms on a one-second schedule, 30 s on a minute schedule) names the same tick
+//     on every replica. WithRedisTime reads the Redis server's clock instead of the local one, at the
+//     cost of one more round trip per firing.
+//   - The replica that takes the job's lock (one TryAcquire, one round trip) runs the job; the
+//     others skip the tick, reported as OutcomeBusy. When the run ends, the lock is released and a
+//     completion marker for the tick written in the same script, so that a replica firing later for
+//     the same tick skips it (OutcomeDone) in one round trip too: the acquire checks the marker
+//     (core.WithGuard). The marker stays until one gap after the next tick: ShedLock's
+//     lockAtLeastFor, sized by the schedule.
+//   - While the job runs, core's watchdog renews the lock. WithTTL (lockAtMostFor, default 30s) is
+//     how long a replica that dies mid-run blocks the job; then the next tick runs normally. The job
+//     gets the lock's context, cancelled if the lock is lost (OutcomeLost, no marker) or the Locker
+//     is stopped; core.FromContext(ctx).Fence() is a fencing token that grows with every run.
+//   - Errors and panics of the job are reported (WithLogger, WithHook) and never reach the
+//     scheduler. The marker is written for a failed run too, so that a tick runs at most once;
+//     RetryOnError leaves the tick to a replica that fires for it later instead.
+//   - "@every" specs given to Add are aligned to the Unix epoch (see Every), so that replicas started
+//     at different moments agree on the ticks; cron.Every counts from each replica's start.
+//
+// The lock is per job, not per tick: two runs of one job never overlap across the replicas, and a
+// tick that fires while a run of an earlier tick is still going is skipped as busy, as with
+// cron.SkipIfStillRunning on one machine.
+//
+// Use Add to register a func(ctx) error, or Wrap as a cron.JobWrapper when you schedule the job
+// yourself; Wrap needs the job's schedule to derive its ticks.
+//
+// # Keys
+//
+// With the default prefix "lockkit:", a job named JOB uses:
+//
+//	lockkit:{cron/JOB}              the job's lock (core), while a run is in progress
+//	lockkit:{cron/JOB}:fence        its fencing counter (core), one per job
+//	lockkit:cron:{cron/JOB}:TICK    the completion marker of a tick: TICK in Unix seconds, value
+//	                                "ok" or "failed", TTL until one gap after the next tick
+//
+// Ticks are identified by their Unix second, so a schedule must not fire twice within a second
+// (none of robfig/cron's do). The marker keeps the "lockkit:" prefix even if the core.Client was
+// given another one. Skips are visible in core's instrumentation too: a busy tick is a "contended"
+// TryAcquire, a done one a "guarded" one.
 package cronlock

@@ -1,3 +1,65 @@
 // Package grpcmw provides gRPC server interceptors that take a lockkit lock per business key, so
 // that calls for the same account, document or device never run at once across replicas.
+//
+//	locks, _ := core.New(rdb)
+//	srv := grpc.NewServer(
+//		grpc.ChainUnaryInterceptor(grpcmw.UnaryServerInterceptor(locks, grpcmw.WithWait(2*time.Second))),
+//		grpc.ChainStreamInterceptor(grpcmw.StreamServerInterceptor(locks, grpcmw.WithMetadataKey("x-account"))),
+//	)
+//
+// # Keys
+//
+// The key of a call comes from the first of these that gives a non-empty one: the request message,
+// if it implements Keyer (LockKey() string); the WithKeyFunc function; the WithMetadataKey header.
+// The key is the lock name as is, so an HTTP middleware or a job locking the same name excludes the
+// call too. A call without a key runs without a lock. Streaming calls have no request message when
+// the interceptor runs: their key comes from the KeyFunc (with a nil request) or the metadata.
+//
+// WithMethods limits the interceptor to some methods. The interceptors are plain
+// grpc.UnaryServerInterceptor and grpc.StreamServerInterceptor values, so go-grpc-middleware's
+// selector.UnaryServerInterceptor and selector.StreamServerInterceptor can wrap them for any other
+// rule.
+//
+// # Status codes
+//
+//   - Another call holds the lock: codes.Aborted (see WithContendedCode) at once, or after waiting
+//     up to WithWait. The status carries an errdetails.RetryInfo whose delay is the holder's
+//     remaining TTL, and the trailer grpc-retry-pushback-ms says the same to grpc's retry policy.
+//   - The lock is lost while the handler runs (its TTL ran out or Redis says it belongs to someone
+//     else): the handler's context (the stream's Context for streams) is cancelled with a cause
+//     matching core.ErrLost, and the call fails with codes.Aborted "lock lost", even if the handler
+//     returned success. The core.Client closing under a handler gives codes.Unavailable.
+//   - Redis cannot be reached (core.ErrUnavailable): codes.Unavailable.
+//   - A key that is not a valid lock name (core.ErrInvalid), or a KeyFunc error without a status of
+//     its own: codes.InvalidArgument.
+//   - The call's deadline passes or it is cancelled while waiting: codes.DeadlineExceeded or
+//     codes.Canceled.
+//
+// # Idempotent replay
+//
+// WithIdempotency makes unary calls that send the "idempotency-key" metadata run once per key (in
+// the scope of WithIdempotencyScope, by default the method). The first call takes a lock named
+// "grpc-idem/" + hex(SHA-256(scope, key)) and runs the handler; when it returns, its response is
+// stored under "lockkit:idem:{grpc-idem/...}" in the same round trip that releases the lock
+// (core.Lock.ReleaseSet), with a SHA-256 fingerprint of the deterministic protobuf encoding of the
+// request. A duplicate checks that record in the same round trip as its own acquire attempt
+// (core.WithGuard):
+//
+//   - record present, same request: the stored response is returned, with the response header
+//     "idempotent-replayed: true" (the handler does not run);
+//   - record present, different request: codes.InvalidArgument, since the client reused a key for a
+//     request it does not identify;
+//   - first call still running: the duplicate waits for the record as WithWait allows, or fails
+//     like any contended call (codes.Aborted with RetryInfo).
+//
+// Errors are not stored, so a failed call can be retried with its key; WithStoredErrors stores the
+// given codes too. The response is stored as an anypb.Any and rebuilt from
+// protoregistry.GlobalTypes, so its type must be registered (generated code registers itself).
+// Records use the default "lockkit:" key prefix whatever core.WithPrefix says.
+//
+// # Tracing
+//
+// The interceptors have no tracing of their own: the lock's context derives from the call's context
+// through core's Hook, so the spans of package otel (lock.wait, lock.hold) nest under the server
+// span of the call and the handler's spans under lock.hold.
 package grpcmw

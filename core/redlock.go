@@ -1,0 +1,395 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// NewRedlock returns a Client whose locks live on a quorum of independent Redis nodes (the Redlock
+// algorithm): an acquisition succeeds on N/2+1 nodes within its validity (TTL − elapsed − drift);
+// renewals need a quorum; releases go to every node. Requests to the nodes run in parallel, each
+// bounded by the per-node timeout (WithNodeTimeout), so a slow or dead node costs at most that.
+// The API is the same as New's, except Fair (not supported: each node would keep its own queue).
+//
+// Fencing tokens stay monotonic across quorums: the fence is the maximum of the quorum's counters,
+// and before Acquire returns it is written back (counter = max(counter, fence)) to a quorum unless a
+// quorum already had it. This holds as long as nodes keep their data: run them with persistence
+// (appendonly yes, appendfsync always) or a restarted node may hand out an old fence.
+func NewRedlock(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
+	if len(nodes) == 0 {
+		return nil, invalid("redlock needs at least one node")
+	}
+	for i, n := range nodes {
+		if n == nil {
+			return nil, invalid("redlock node %d is nil", i)
+		}
+		if _, ok := n.(*redis.ClusterClient); ok {
+			return nil, invalid("redlock node %d is a cluster client; use independent masters", i)
+		}
+	}
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	s := loadScripts()
+	id := clientIDPrefix + newToken()[:16]
+	rl := &redlock{quorum: len(nodes)/2 + 1, timeout: o.nodeTimeout, rt: newFanRouter(nodes)}
+	for _, n := range nodes {
+		nd := newNode(n, &s, id)
+		nd.replicas, nd.replicaWait = o.replicas, o.replicaWait
+		rl.nodes = append(rl.nodes, nd)
+	}
+	return newClient(rl, o, id, true), nil
+}
+
+type redlock struct {
+	nodes   []*node
+	quorum  int
+	timeout time.Duration
+	rt      fanRouter
+}
+
+var errNodeTimeout = errors.New("no answer within the node timeout")
+
+// settle returns copies of per-node results in which nodes that did not answer in time count as
+// failed. (Their goroutines may still write the originals.)
+func settle[T any](answered []bool, vals []T, errs []error) ([]T, []error) {
+	v := make([]T, len(vals))
+	e := make([]error, len(errs))
+	for i := range answered {
+		if answered[i] {
+			v[i], e[i] = vals[i], errs[i]
+		} else {
+			e[i] = errNodeTimeout
+		}
+	}
+	return v, e
+}
+
+// QuorumError reports a Redlock operation that did not reach a quorum because nodes failed. It
+// matches ErrUnavailable.
+type QuorumError struct {
+	// Op is the operation ("acquire", "release", "renew", ...).
+	Op string
+	// Nodes is the number of nodes, Quorum how many must agree, OK how many did.
+	Nodes, Quorum, OK int
+	// Errs holds, per failed node, "address: error".
+	Errs []string
+}
+
+// Error summarises the failure and why each failed node failed.
+func (e *QuorumError) Error() string {
+	return fmt.Sprintf("lockkit: redlock %s: %d of %d nodes succeeded, %d needed; failed: %s",
+		e.Op, e.OK, e.Nodes, e.Quorum, strings.Join(e.Errs, "; "))
+}
+
+// Is reports whether target is ErrUnavailable.
+func (e *QuorumError) Is(target error) bool { return target == ErrUnavailable }
+
+// ErrorType returns "unavailable".
+func (e *QuorumError) ErrorType() string { return ErrUnavailable.typ }
+
+func (rl *redlock) nodeTimeout(ttl time.Duration) time.Duration {
+	if rl.timeout > 0 {
+		return rl.timeout
+	}
+	return max(ttl/20, 10*time.Millisecond)
+}
+
+// fan runs fn on every node in parallel, each with the per-node timeout, and returns which nodes
+// answered within it. It does not wait longer even if a go-redis client ignores context deadlines
+// on its sockets (ContextTimeoutEnabled false): fn's result for a node that answers later is not
+// counted, and late(i), if not nil, runs after it instead (e.g. to undo a late acquisition).
+func (rl *redlock) fan(ctx context.Context, ttl time.Duration, fn func(ctx context.Context, i int, n *node), late func(i int)) []bool {
+	return rl.fanFor(ctx, rl.nodeTimeout(ttl), fn, late)
+}
+
+func (rl *redlock) fanFor(ctx context.Context, t time.Duration, fn func(ctx context.Context, i int, n *node), late func(i int)) []bool {
+	var (
+		mu       sync.Mutex
+		answered = make([]bool, len(rl.nodes))
+		left     = len(rl.nodes)
+		gaveUp   bool
+		all      = make(chan struct{})
+	)
+	for i, n := range rl.nodes {
+		go func() {
+			nctx, cancel := context.WithTimeout(ctx, t)
+			fn(nctx, i, n)
+			cancel()
+			mu.Lock()
+			tooLate := gaveUp
+			if !tooLate {
+				answered[i] = true
+			}
+			left--
+			if left == 0 {
+				close(all)
+			}
+			mu.Unlock()
+			if tooLate && late != nil {
+				late(i)
+			}
+		}()
+	}
+	timer := time.NewTimer(t + time.Millisecond)
+	defer timer.Stop()
+	select {
+	case <-all:
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	mu.Lock()
+	gaveUp = true
+	out := append([]bool(nil), answered...)
+	mu.Unlock()
+	return out
+}
+
+func (rl *redlock) quorumErr(op string, ok int, errs []error) error {
+	qe := &QuorumError{Op: op, Nodes: len(rl.nodes), Quorum: rl.quorum, OK: ok}
+	for i, err := range errs {
+		if err != nil {
+			qe.Errs = append(qe.Errs, rl.nodes[i].addr(i)+": "+err.Error())
+		}
+	}
+	return qe
+}
+
+func (rl *redlock) acquire(ctx context.Context, k *keys, r *acquireReq) (acquireResult, error) {
+	if r.fair {
+		return acquireResult{}, invalid("fair mode is not supported over Redlock")
+	}
+	start := time.Now()
+	raw := make([]acquireResult, len(rl.nodes))
+	rawErrs := make([]error, len(rl.nodes))
+	answered := rl.fan(ctx, r.ttl, func(ctx context.Context, i int, n *node) { raw[i], rawErrs[i] = n.acquire(ctx, k, r) },
+		func(i int) { // granted after we stopped waiting: give it back
+			if rawErrs[i] == nil && raw[i].ok {
+				_, _ = rl.nodes[i].releaseWith(context.Background(), k, r.token, false, rl.nodes[i].id)
+			}
+		})
+	res, errs := settle(answered, raw, rawErrs)
+	var ok, failed int
+	var out acquireResult
+	for i := range res {
+		switch {
+		case errs[i] != nil:
+			failed++
+		case res[i].guarded:
+			out.guarded, out.value = true, res[i].value
+		case res[i].ok:
+			ok++
+			out.fence = max(out.fence, res[i].fence)
+			out.holds = max(out.holds, res[i].holds)
+		case out.retryAfter == 0 || res[i].retryAfter < out.retryAfter:
+			out.retryAfter = res[i].retryAfter
+		}
+	}
+	validity := r.ttl - time.Since(start) - drift(r.ttl)
+	if ok >= rl.quorum && !out.guarded && validity > 0 {
+		if err := rl.writeBack(ctx, k, r.ttl, res, errs, out.fence); err != nil {
+			rl.undo(k, r, res, errs)
+			return acquireResult{}, err
+		}
+		out.ok = true
+		return out, nil
+	}
+	rl.undo(k, r, res, errs)
+	switch {
+	case out.guarded:
+		return acquireResult{guarded: true, value: out.value}, nil
+	case failed > len(rl.nodes)-rl.quorum:
+		return acquireResult{}, rl.quorumErr("acquire", ok, errs)
+	case ok >= rl.quorum: // validity used up by slow nodes: try again later
+		return acquireResult{retryAfter: r.ttl / 10}, nil
+	}
+	return acquireResult{retryAfter: out.retryAfter}, nil
+}
+
+// writeBack makes sure a quorum's fence counters are at least fence before the lock is handed out,
+// so that any later quorum sees it. Nodes already there are not written to.
+func (rl *redlock) writeBack(ctx context.Context, k *keys, ttl time.Duration, res []acquireResult, errs []error, fence int64) error {
+	have := 0
+	var lag []int
+	for i := range res {
+		if errs[i] == nil && res[i].ok {
+			if res[i].fence >= fence {
+				have++
+			} else {
+				lag = append(lag, i)
+			}
+		}
+	}
+	if have >= rl.quorum {
+		return nil
+	}
+	werrs := make([]error, len(rl.nodes))
+	todo := make([]bool, len(rl.nodes))
+	for _, j := range lag {
+		todo[j] = true
+	}
+	answered := rl.fan(ctx, ttl, func(ctx context.Context, i int, n *node) {
+		if todo[i] {
+			werrs[i] = n.raiseFence(ctx, k, fence)
+		}
+	}, nil)
+	_, we := settle(answered, todo, werrs)
+	for i := range todo {
+		if !todo[i] {
+			we[i] = nil
+		} else if we[i] == nil {
+			have++
+		}
+	}
+	if have < rl.quorum {
+		return rl.quorumErr("fence write-back", have, we)
+	}
+	return nil
+}
+
+// undo releases what a failed attempt took, on every node that granted it (best effort).
+func (rl *redlock) undo(k *keys, r *acquireReq, res []acquireResult, errs []error) {
+	rl.fan(context.Background(), r.ttl, func(ctx context.Context, i int, n *node) {
+		if errs[i] == nil && res[i].ok {
+			_, _ = n.releaseWith(ctx, k, r.token, false, n.id)
+		}
+	}, nil)
+}
+
+func (rl *redlock) release(ctx context.Context, k *keys, token any, fair bool) (int64, error) {
+	payload := rl.nodes[0].id.(string) + "/" + token.(string)
+	holds := make([]int64, len(rl.nodes))
+	errs := make([]error, len(rl.nodes))
+	answered := rl.fan(ctx, time.Second, func(ctx context.Context, i int, n *node) {
+		holds[i], errs[i] = n.releaseWith(ctx, k, token, false, payload)
+	}, nil) // tally reads copies: stragglers may still write these
+	return rl.tally("release", holds, errs, answered)
+}
+
+func (rl *redlock) releaseSet(ctx context.Context, k *keys, token any, key string, value []byte, ttl time.Duration) (int64, error) {
+	holds := make([]int64, len(rl.nodes))
+	errs := make([]error, len(rl.nodes))
+	answered := rl.fan(ctx, time.Second, func(ctx context.Context, i int, n *node) {
+		holds[i], errs[i] = n.releaseSet(ctx, k, token, key, value, ttl)
+	}, nil)
+	return rl.tally("release", holds, errs, answered)
+}
+
+// tally turns per-node release answers into one. Released if some node released and, with the
+// nodes that say the token does not hold the lock there, a quorum is free of us; -1 if a quorum
+// says the token does not hold it; else a *QuorumError.
+func (rl *redlock) tally(op string, holds []int64, errs []error, answered []bool) (int64, error) {
+	holds, errs = settle(answered, holds, errs)
+	var ok, notHeld int
+	var left int64
+	for i := range holds {
+		switch {
+		case errs[i] != nil:
+		case holds[i] < 0:
+			notHeld++
+		default:
+			ok++
+			left = max(left, holds[i])
+		}
+	}
+	switch {
+	case ok > 0 && ok+notHeld >= rl.quorum:
+		return left, nil
+	case notHeld >= rl.quorum:
+		return -1, nil
+	}
+	return 0, rl.quorumErr(op, ok, errs)
+}
+
+func (rl *redlock) renew(ctx context.Context, items []renewItem) error {
+	per := make([][]renewItem, len(rl.nodes))
+	errs := make([]error, len(rl.nodes))
+	for i := range rl.nodes {
+		per[i] = append([]renewItem(nil), items...)
+	}
+	// Renewals are bounded by ctx (the earliest validity deadline of the batch), not the node timeout.
+	answered := rl.fanUntil(ctx, func(ctx context.Context, i int, n *node) { errs[i] = n.renew(ctx, per[i]) })
+	for j := range items {
+		var ok, notOurs int
+		nerrs := make([]error, len(rl.nodes))
+		for i := range rl.nodes {
+			switch it := per[i][j]; {
+			case !answered[i]:
+				nerrs[i] = errNodeTimeout
+			case it.err != nil:
+				nerrs[i] = it.err
+			case it.ok:
+				ok++
+			default:
+				notOurs++
+			}
+		}
+		switch {
+		case ok >= rl.quorum:
+			items[j].ok, items[j].err = true, nil
+		case notOurs > len(rl.nodes)-rl.quorum: // a quorum can no longer be ours
+			items[j].ok, items[j].err = false, nil
+		default:
+			items[j].ok, items[j].err = false, rl.quorumErr("renew", ok, nerrs)
+		}
+	}
+	return nil
+}
+
+// fanUntil is fan bounded by ctx instead of the per-node timeout.
+func (rl *redlock) fanUntil(ctx context.Context, fn func(ctx context.Context, i int, n *node)) []bool {
+	d := time.Hour
+	if dl, ok := ctx.Deadline(); ok {
+		d = time.Until(dl)
+	}
+	return rl.fanFor(ctx, d, fn, nil)
+}
+
+func (rl *redlock) pttl(ctx context.Context, k *keys, token any) (time.Duration, bool, error) {
+	ds := make([]time.Duration, len(rl.nodes))
+	oks := make([]bool, len(rl.nodes))
+	errs := make([]error, len(rl.nodes))
+	in := rl.fan(ctx, time.Second, func(ctx context.Context, i int, n *node) { ds[i], oks[i], errs[i] = n.pttl(ctx, k, token) }, nil)
+	d, _ := settle(in, ds, errs)
+	held1, e := settle(in, oks, errs)
+	var held, answered int
+	var least time.Duration
+	for i := range d {
+		if e[i] != nil {
+			continue
+		}
+		answered++
+		if held1[i] {
+			if held == 0 || d[i] < least {
+				least = d[i]
+			}
+			held++
+		}
+	}
+	switch {
+	case held >= rl.quorum:
+		return least, true, nil
+	case answered-held > len(rl.nodes)-rl.quorum:
+		return 0, false, nil
+	}
+	return 0, false, rl.quorumErr("pttl", held, e)
+}
+
+func (rl *redlock) extend(ctx context.Context, k *keys, token any, ttl time.Duration) (bool, error) {
+	items := []renewItem{{keys: k.arr[:1], token: token, ttl: ttl}}
+	if err := rl.renew(ctx, items); err != nil {
+		return false, err
+	}
+	return items[0].ok, items[0].err
+}
+
+func (rl *redlock) dequeue(context.Context, *keys, any) error { return nil }
+
+func (rl *redlock) router() router { return rl.rt }

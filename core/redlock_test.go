@@ -1,0 +1,301 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// redlockClient returns a Redlock client over srvs, with one go-redis client per node.
+func redlockClient(t testing.TB, srvs []*redistest.Server, opts ...core.Option) *core.Client {
+	t.Helper()
+	var nodes []redis.UniversalClient
+	for _, s := range srvs {
+		o := s.Options()
+		o.MaxRetries = -1 // a dead node must cost one timeout, not several
+		o.ContextTimeoutEnabled = true
+		o.DialerRetries = 1 // report "connection refused", not a deadline after 5 dial retries
+		rdb := redis.NewClient(o)
+		t.Cleanup(func() { rdb.Close() })
+		nodes = append(nodes, rdb)
+	}
+	c, err := core.NewRedlock(nodes, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = c.Close(ctx)
+	})
+	return c
+}
+
+func TestRedlock_acquireReleaseOnEveryNode(t *testing.T) {
+	srvs := redistest.StartN(t, 5)
+	c := redlockClient(t, srvs)
+	ctx := context.Background()
+	l, err := c.Acquire(ctx, "k", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Fence() != 1 {
+		t.Fatalf("fence %d", l.Fence())
+	}
+	for _, s := range srvs {
+		if s.Do(t, "EXISTS", "lockkit:{k}") != int64(1) {
+			t.Fatalf("lock missing on %s", s.Addr())
+		}
+	}
+	if _, err := c.TryAcquire(ctx, "k", time.Second); !errors.Is(err, core.ErrNotAcquired) {
+		t.Fatalf("second holder: %v", err)
+	}
+	in, err := c.TryAcquire(l.Context(), "k", time.Second)
+	if err != nil || in.Holds() != 2 {
+		t.Fatalf("reentry over redlock: %v", err)
+	}
+	_ = in.Release(ctx)
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range srvs {
+		if s.Do(t, "EXISTS", "lockkit:{k}") != int64(0) {
+			t.Fatalf("lock left on %s", s.Addr())
+		}
+	}
+	if _, err := c.Acquire(ctx, "k", time.Second, core.Fair()); !errors.Is(err, core.ErrInvalid) {
+		t.Fatalf("fair over redlock: %v", err)
+	}
+}
+
+func TestRedlock_quorum_twoDownWorks_threeDownFailsClearly(t *testing.T) {
+	srvs := redistest.StartN(t, 5)
+	const nodeTimeout = 100 * time.Millisecond
+	c := redlockClient(t, srvs, core.WithNodeTimeout(nodeTimeout))
+	ctx := context.Background()
+	srvs[0].Stop(t)
+	srvs[1].Stop(t)
+	l, err := c.Acquire(ctx, "k", time.Second)
+	if err != nil {
+		t.Fatalf("with 2 of 5 down: %v", err)
+	}
+	_ = l.Release(ctx)
+	srvs[2].Stop(t)
+	start := time.Now()
+	_, err = c.TryAcquire(ctx, "k", time.Second)
+	took := time.Since(start)
+	var qe *core.QuorumError
+	if !errors.Is(err, core.ErrUnavailable) || !errors.As(err, &qe) {
+		t.Fatalf("with 3 of 5 down: %v, want a QuorumError", err)
+	}
+	if qe.OK != 2 || qe.Nodes != 5 || qe.Quorum != 3 || len(qe.Errs) != 3 {
+		t.Fatalf("quorum error %+v", qe)
+	}
+	if took > nodeTimeout+200*time.Millisecond {
+		t.Fatalf("failing took %v, more than the per-node timeout", took)
+	}
+	t.Logf("3 of 5 down: %v after %v", err, took)
+}
+
+func TestRedlock_pausedNode_costsAtMostNodeTimeout(t *testing.T) {
+	srvs := redistest.StartN(t, 5)
+	const nodeTimeout = 150 * time.Millisecond
+	c := redlockClient(t, srvs, core.WithNodeTimeout(nodeTimeout))
+	ctx := context.Background()
+	srvs[4].Pause(t)
+	defer srvs[4].Resume(t)
+	for i := range 3 {
+		start := time.Now()
+		l, err := c.Acquire(ctx, "k"+strconv.Itoa(i), 5*time.Second)
+		took := time.Since(start)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if took > nodeTimeout+200*time.Millisecond {
+			t.Fatalf("acquire with a paused node took %v, per-node timeout %v", took, nodeTimeout)
+		}
+		_ = l.Release(ctx)
+	}
+	srvs[1].Pause(t)
+	srvs[2].Pause(t)
+	defer srvs[1].Resume(t)
+	defer srvs[2].Resume(t)
+	start := time.Now()
+	if _, err := c.TryAcquire(ctx, "x", 5*time.Second); !errors.Is(err, core.ErrUnavailable) {
+		t.Fatalf("3 paused: %v", err)
+	}
+	if took := time.Since(start); took > nodeTimeout+200*time.Millisecond {
+		t.Fatalf("failing with 3 paused nodes took %v", took)
+	}
+}
+
+// Node counters diverge while a node is down; the write-back keeps fences increasing when later
+// quorums include the node that fell behind. (Nodes keep their data across restarts, as fencing
+// over Redlock requires.)
+func TestRedlock_fenceMonotonic_divergentCounters(t *testing.T) {
+	srvs := redistest.StartN(t, 3, redistest.WithPersistence())
+	c := redlockClient(t, srvs, core.WithNodeTimeout(100*time.Millisecond))
+	ctx := context.Background()
+	var last int64
+	take := func(what string) {
+		t.Helper()
+		l, err := c.Acquire(ctx, "f", time.Second)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if l.Fence() <= last {
+			t.Fatalf("%s: fence %d after %d", what, l.Fence(), last)
+		}
+		last = l.Fence()
+		if err := l.Release(ctx); err != nil {
+			t.Fatalf("%s: release: %v", what, err)
+		}
+	}
+	a, b, cn := srvs[0], srvs[1], srvs[2]
+	cn.Stop(t)
+	for range 5 {
+		take("C down") // A=B=5, C=0
+	}
+	cn.Restart(t)
+	a.Stop(t)
+	take("quorum B+C") // B=6, C=1: fence 6, written back to C
+	if got := cn.Do(t, "GET", "lockkit:{f}:fence"); got != "6" {
+		t.Fatalf("fence counter on the lagging node = %v, want 6 (written back)", got)
+	}
+	a.Restart(t)
+	b.Stop(t)
+	take("quorum A+C") // A=6, C=7: 7 (without the write-back C would say 2 and the fence 6 again)
+	b.Restart(t)
+	if last != 7 {
+		t.Fatalf("last fence %d, want 7", last)
+	}
+}
+
+// Mutual exclusion over 5 persistent nodes while nodes crash and restart one at a time.
+func TestRedlock_mutualExclusion_nodesKilledAndRestarted(t *testing.T) {
+	srvs := redistest.StartN(t, 5, redistest.WithPersistence())
+	plain := redistest.Start(t).Client(t)
+	a := redlockClient(t, srvs, core.WithNodeTimeout(100*time.Millisecond))
+	b := redlockClient(t, srvs, core.WithNodeTimeout(100*time.Millisecond))
+	ctx := context.Background()
+	stop := make(chan struct{})
+	chaosDone := make(chan int)
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-stop:
+				chaosDone <- n
+				return
+			default:
+			}
+			s := srvs[n%5]
+			s.Kill(t)
+			time.Sleep(50 * time.Millisecond) // the node stays down a while: the fault under test
+			s.Restart(t)
+			n++
+			// One node impaired at a time: go-redis keeps answering a dial error for up to a
+			// second after a node is back, so the next crash waits for the pools to recover.
+			select {
+			case <-stop:
+			case <-time.After(1200 * time.Millisecond):
+			}
+		}
+	}()
+	var (
+		mu     sync.Mutex
+		fences []int64
+		wg     sync.WaitGroup
+		errs   = make(chan error, 16)
+	)
+	const perClient, rounds = 8, 10
+	for _, c := range []*core.Client{a, b} {
+		for range perClient {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range rounds {
+					err := c.Do(ctx, "counter", 3*time.Second, func(ctx context.Context) error {
+						v, _ := plain.Get(ctx, "counter").Int64()
+						l, _ := core.FromContext(ctx)
+						mu.Lock()
+						fences = append(fences, l.Fence())
+						mu.Unlock()
+						return plain.Set(ctx, "counter", v+1, 0).Err()
+					})
+					if err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(stop)
+	crashes := <-chaosDone
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	got, _ := plain.Get(ctx, "counter").Int64()
+	if want := int64(2 * perClient * rounds); got != want {
+		t.Fatalf("counter %d, want %d: two holders overlapped", got, want)
+	}
+	for i := 1; i < len(fences); i++ {
+		if fences[i] <= fences[i-1] {
+			t.Fatalf("fence %d after %d", fences[i], fences[i-1])
+		}
+	}
+	t.Logf("%d critical sections, %d node crashes, fences 1..%d", len(fences), crashes, fences[len(fences)-1])
+}
+
+func TestRedlock_waiterWokenByRelease(t *testing.T) {
+	srvs := redistest.StartN(t, 3)
+	holder := redlockClient(t, srvs)
+	waiter := redlockClient(t, srvs, core.WithRetryBackoff(5*time.Second, 10*time.Second))
+	ctx := context.Background()
+	l, err := holder.Acquire(ctx, "k", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		w, err := waiter.Acquire(ctx, "k", time.Second)
+		if err == nil {
+			_ = w.Release(ctx)
+		}
+		got <- err
+	}()
+	eventually(t, 5*time.Second, "waiter parked", func() bool { return core.WaitersParked(waiter) == 1 })
+	// Subscribed on every node before the release.
+	eventually(t, 5*time.Second, "subscribed on all nodes", func() bool {
+		for _, s := range srvs {
+			m := s.Do(t, "PUBSUB", "NUMSUB", "lockkit:{k}:released").([]any)
+			if m[1] != int64(1) {
+				return false
+			}
+		}
+		return true
+	})
+	released := time.Now()
+	_ = l.Release(ctx)
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(released); took > time.Second {
+			t.Fatalf("woken after %v (fallback is 5s)", took)
+		}
+	case <-time.After(4 * time.Second):
+		t.Fatal("waiter not woken")
+	}
+}

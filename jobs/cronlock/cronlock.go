@@ -1,0 +1,144 @@
+package cronlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/lockkit/lockkit/core"
+	"github.com/robfig/cron/v3"
+)
+
+var (
+	// ErrInvalid means an argument was rejected: a bad spec, job name or option.
+	ErrInvalid = errors.New("lockkit: cronlock: invalid argument")
+	// ErrStopped is the cause of a job's context after Locker.Stop, and the error of every firing
+	// after it.
+	ErrStopped = errors.New("lockkit: cronlock: stopped")
+)
+
+// PanicError is the error reported when a job panics; the panic does not reach the scheduler.
+type PanicError struct {
+	// Value is what the job panicked with, and Stack the goroutine's stack at the panic.
+	Value any
+	Stack []byte
+}
+
+// Error describes the panic.
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("lockkit: cronlock: job panicked: %v", e.Value)
+}
+
+// maxJobName keeps the lock name "cron/"+job within core's limit of 1024 bytes.
+const maxJobName = 1000
+
+// Locker makes each tick of a cron job run on exactly one of the replicas that schedule it. Create
+// one per process with New, register jobs with Add (or wrap them with Wrap) and call Stop when the
+// cron stops. It is safe for concurrent use.
+type Locker struct {
+	c      *core.Client
+	opt    options
+	base   context.Context // parent of every job's context; cancelled by Stop
+	cancel context.CancelCauseFunc
+}
+
+// New returns a Locker that takes its locks with c. It sends nothing to Redis.
+func New(c *core.Client, opts ...Option) (*Locker, error) {
+	if c == nil {
+		return nil, fmt.Errorf("%w: nil core.Client", ErrInvalid)
+	}
+	o := defaultOptions()
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.ttl < 10*time.Millisecond || o.ttl > 24*time.Hour {
+		return nil, fmt.Errorf("%w: TTL %v outside [10ms, 24h]", ErrInvalid, o.ttl)
+	}
+	if o.clock == nil {
+		return nil, fmt.Errorf("%w: nil clock", ErrInvalid)
+	}
+	base, cancel := context.WithCancelCause(context.Background())
+	return &Locker{c: c, opt: o, base: base, cancel: cancel}, nil
+}
+
+// Stop cancels the context of every running job (cause ErrStopped) and makes every later firing
+// a no-op reported with ErrStopped. Call it after cron.Cron.Stop and before waiting on the context
+// that Stop returns, so that jobs watching their context end promptly:
+//
+//	ctx := c.Stop()
+//	locker.Stop()
+//	<-ctx.Done()
+//
+// A job interrupted this way still leaves its completion marker (unless RetryOnError).
+func (l *Locker) Stop() { l.cancel(ErrStopped) }
+
+// Func is a job that takes a context and returns an error, the form Add registers. Wrapped by a
+// Locker, it gets the context of the job's lock: cancelled when the lock is lost or the Locker
+// stopped, and carrying the tick (see Tick). Its Run method makes it a cron.Job on its own, run with
+// context.Background and its error dropped.
+type Func func(ctx context.Context) error
+
+// Run runs f with context.Background, ignoring its error.
+func (f Func) Run() { _ = f(context.Background()) }
+
+// Add registers job on c under name, on the schedule spec, so that each tick runs on one replica
+// only. spec takes the standard five fields, an optional leading seconds field (as with
+// cron.WithSeconds) or a descriptor ("@hourly", "@every 10s"); "@every" is aligned to the epoch (see
+// Every). Schedules are evaluated in c's location. name identifies the job across replicas: every
+// replica must use the same name for the same job, and no two jobs may share one. It must not be
+// empty, longer than 1000 bytes or contain '{' or '}'.
+func (l *Locker) Add(c *cron.Cron, spec, name string, job func(ctx context.Context) error) (cron.EntryID, error) {
+	if c == nil || job == nil {
+		return 0, fmt.Errorf("%w: nil cron or job", ErrInvalid)
+	}
+	if err := validName(name); err != nil {
+		return 0, err
+	}
+	s, err := parseSpec(spec)
+	if err != nil {
+		return 0, fmt.Errorf("%w: spec %q: %v", ErrInvalid, spec, err)
+	}
+	j := l.newJob(name, s, Func(job))
+	j.loc = c.Location()
+	return c.Schedule(s, j), nil
+}
+
+// Wrap returns a cron.JobWrapper that runs the wrapped job at most once per tick of s across the
+// replicas, under name (see Add for the rules on names). s must be the schedule the job is
+// registered with, or one with the same activations: the wrapper derives the tick from it. Register
+// "@every" jobs with Every, not cron.Every, so that replicas agree on the ticks. If the wrapped job is
+// a Func, it gets the lock's context and its error is reported; another cron.Job is just run.
+// Schedules are evaluated in the location of the clock (time.Local by default); a cron created with
+// cron.WithLocation needs a schedule with a CRON_TZ= prefix, or Add. Wrap panics on an invalid name
+// or a nil schedule, as a JobWrapper cannot return an error.
+func (l *Locker) Wrap(name string, s cron.Schedule) cron.JobWrapper {
+	if err := validName(name); err != nil {
+		panic(err)
+	}
+	if s == nil {
+		panic(fmt.Errorf("%w: nil schedule for job %q", ErrInvalid, name))
+	}
+	return func(inner cron.Job) cron.Job { return l.newJob(name, s, inner) }
+}
+
+// Tick returns the tick a job wrapped by a Locker runs for, from the job's context.
+func Tick(ctx context.Context) (time.Time, bool) {
+	t, ok := ctx.Value(tickKey{}).(time.Time)
+	return t, ok
+}
+
+type tickKey struct{}
+
+func validName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: empty job name", ErrInvalid)
+	case len(name) > maxJobName:
+		return fmt.Errorf("%w: job name is %d bytes, longer than %d", ErrInvalid, len(name), maxJobName)
+	case strings.ContainsAny(name, "{}"):
+		return fmt.Errorf("%w: job name %q contains '{' or '}'", ErrInvalid, name)
+	}
+	return nil
+}

@@ -1,0 +1,204 @@
+package cronlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"strconv"
+	"time"
+
+	"github.com/lockkit/lockkit/core"
+	"github.com/robfig/cron/v3"
+)
+
+// Outcomes of a firing, in Event.Outcome.
+const (
+	// OutcomeRan: this replica ran the job for the tick and it returned nil.
+	OutcomeRan = "ran"
+	// OutcomeFailed: this replica ran the job and it returned an error or panicked (Err).
+	OutcomeFailed = "failed"
+	// OutcomeLost: the job's lock was lost while the job ran (Err matches core.ErrLost); its context
+	// was cancelled and no completion marker was written.
+	OutcomeLost = "lost"
+	// OutcomeDone: skipped, the tick has run already (its completion marker exists).
+	OutcomeDone = "done"
+	// OutcomeBusy: skipped, another replica holds the job's lock: it is running this tick, or a run of
+	// an earlier tick is still going, or a replica died mid-run and its lock has not expired yet.
+	OutcomeBusy = "busy"
+	// OutcomeError: not run, because of Err: Redis could not be reached, the Locker was stopped
+	// (ErrStopped) or the schedule has no activation.
+	OutcomeError = "error"
+)
+
+// Event describes one firing of a job on this replica; see WithHook.
+type Event struct {
+	// Job is the job's name.
+	Job string
+	// Tick is the activation the replica fired for (zero if it could not be derived).
+	Tick time.Time
+	// Outcome is one of the Outcome constants.
+	Outcome string
+	// Fence is the fencing token of the job's lock when this replica ran the job: it increases with
+	// every run of the job on any replica. Zero when skipped.
+	Fence int64
+	// Duration is how long the job ran; zero when skipped.
+	Duration time.Duration
+	// Err is the job's error (a *PanicError if it panicked), the loss of the lock, or the error that
+	// kept the job from running. With OutcomeRan it is the error of the release, if the completion
+	// marker could not be written.
+	Err error
+}
+
+// job is a cron.Job run under a Locker.
+type job struct {
+	l     *Locker
+	name  string // job name
+	lock  string // lock name: "cron/" + name
+	sched cron.Schedule
+	loc   *time.Location // location of the cron (Add), nil to keep the clock's
+	inner cron.Job
+}
+
+func (l *Locker) newJob(name string, s cron.Schedule, inner cron.Job) *job {
+	return &job{l: l, name: name, lock: "cron/" + name, sched: s, inner: inner}
+}
+
+// markerKey is the key of the completion marker of a tick: it carries the lock's hash tag so that
+// core can check it in the acquire script and write it in the release script.
+func markerKey(lock string, tick time.Time) string {
+	return "lockkit:cron:{" + lock + "}:" + strconv.FormatInt(tick.Unix(), 10)
+}
+
+// Run derives the tick, takes the job's lock guarded by the tick's marker, runs the job and
+// releases the lock writing the marker.
+func (j *job) Run() {
+	l := j.l
+	ev := Event{Job: j.name}
+	if l.base.Err() != nil {
+		ev.Outcome, ev.Err = OutcomeError, ErrStopped
+		l.report(l.base, &ev)
+		return
+	}
+	now, err := l.now(l.base)
+	if err != nil {
+		ev.Outcome, ev.Err = OutcomeError, err
+		l.report(l.base, &ev)
+		return
+	}
+	derived := time.Now()
+	if j.loc != nil {
+		now = now.In(j.loc)
+	}
+	tick := nearest(j.sched, now)
+	if tick.IsZero() {
+		ev.Outcome, ev.Err = OutcomeError, fmt.Errorf("%w: schedule of job %q has no activation", ErrInvalid, j.name)
+		l.report(l.base, &ev)
+		return
+	}
+	ev.Tick = tick
+	marker := markerKey(j.lock, tick)
+	ctx := context.WithValue(l.base, tickKey{}, tick)
+	lock, err := l.c.TryAcquire(ctx, j.lock, l.opt.ttl, core.WithGuard(marker))
+	if err != nil {
+		switch {
+		case errors.Is(err, core.ErrGuarded):
+			ev.Outcome = OutcomeDone
+		case errors.Is(err, core.ErrNotAcquired):
+			ev.Outcome = OutcomeBusy
+		default:
+			ev.Outcome, ev.Err = OutcomeError, err
+		}
+		l.report(ctx, &ev)
+		return
+	}
+	ev.Fence = lock.Fence()
+	start := time.Now()
+	jobErr := j.call(lock.Context())
+	ev.Duration = time.Since(start)
+	ev.Outcome, ev.Err = OutcomeRan, jobErr
+	if jobErr != nil {
+		ev.Outcome = OutcomeFailed
+	}
+	// Release even if the Locker was stopped: the marker is what keeps the tick from running twice.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(lock.Context()), l.opt.ttl)
+	defer cancel()
+	var relErr error
+	switch cause := context.Cause(lock.Context()); {
+	case errors.Is(cause, core.ErrLost), errors.Is(cause, core.ErrClosed):
+		relErr = cause // nothing to release: lost, or released by Client.Close without the marker
+	case jobErr != nil && l.opt.retryError:
+		relErr = lock.Release(rctx)
+	default:
+		val := []byte("ok")
+		if jobErr != nil {
+			val = []byte("failed")
+		}
+		relErr = lock.ReleaseSet(rctx, marker, val, markerTTL(j.sched, tick, now.Add(time.Since(derived))))
+	}
+	if errors.Is(relErr, core.ErrLost) || errors.Is(relErr, core.ErrNotHeld) {
+		ev.Outcome = OutcomeLost
+	}
+	if relErr != nil {
+		ev.Err = errors.Join(jobErr, relErr)
+	}
+	l.report(lock.Context(), &ev)
+}
+
+// call runs the wrapped job, turning a panic into a *PanicError.
+func (j *job) call(ctx context.Context) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			buf := make([]byte, 64<<10)
+			err = &PanicError{Value: r, Stack: buf[:runtime.Stack(buf, false)]}
+		}
+	}()
+	if f, ok := j.inner.(Func); ok {
+		return f(ctx)
+	}
+	j.inner.Run()
+	return nil
+}
+
+// now reads the clock ticks are derived from.
+func (l *Locker) now(ctx context.Context) (time.Time, error) {
+	if l.opt.rdb == nil {
+		return l.opt.clock(), nil
+	}
+	t, err := l.opt.rdb.Time(ctx).Result()
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%w: TIME: %w", core.ErrUnavailable, err)
+	}
+	return t, nil
+}
+
+// report logs ev and passes it to the hook.
+func (l *Locker) report(ctx context.Context, ev *Event) {
+	if lg := l.opt.logger; lg != nil {
+		level := slog.LevelError
+		switch {
+		case ev.Outcome == OutcomeRan && ev.Err == nil:
+			level = slog.LevelInfo
+		case ev.Outcome == OutcomeDone, ev.Outcome == OutcomeBusy:
+			level = slog.LevelDebug
+		case errors.Is(ev.Err, ErrStopped):
+			level = slog.LevelInfo
+		}
+		attrs := make([]slog.Attr, 0, 6)
+		attrs = append(attrs, slog.String("job", ev.Job), slog.String("outcome", ev.Outcome))
+		if !ev.Tick.IsZero() {
+			attrs = append(attrs, slog.Time("tick", ev.Tick))
+		}
+		if ev.Fence != 0 {
+			attrs = append(attrs, slog.Int64("fence", ev.Fence), slog.Duration("duration", ev.Duration))
+		}
+		if ev.Err != nil {
+			attrs = append(attrs, slog.Any("error", ev.Err))
+		}
+		lg.LogAttrs(context.WithoutCancel(ctx), level, "cronlock: "+ev.Outcome, attrs...)
+	}
+	if l.opt.hook != nil {
+		l.opt.hook(*ev)
+	}
+}
