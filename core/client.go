@@ -55,6 +55,11 @@ func newClient(st store, o options, id string, dedupe bool) *Client {
 	return c
 }
 
+// Prefix returns the prefix of the Client's Redis keys (WithPrefix; default "lockkit:"). Adapters
+// build their own keys (idempotency records, cron markers) under it, so one ACL key pattern covers
+// everything lockkit stores.
+func (c *Client) Prefix() string { return c.opt.prefix }
+
 // Acquire takes the named lock for ttl (10ms to 24h), waiting while another owner holds it: until it
 // is acquired, ctx ends, or the WithWait limit passes. A waiter is woken as soon as the holder
 // releases; it also retries when the holder's TTL runs out. Without a deadline on ctx and without
@@ -116,7 +121,7 @@ func (c *Client) Close(ctx context.Context) error {
 				first = err
 			}
 		}
-		l.setState(stateReleased)
+		l.setState(stateClosed)
 		l.reportReleased(max(n, 0), err)
 	}
 	return first

@@ -12,6 +12,7 @@ const (
 	stateHeld = iota
 	stateReleased
 	stateLost
+	stateClosed // released by Client.Close
 )
 
 // Lock is a held lock. Its methods are safe for concurrent use. Work done under the lock should use
@@ -135,7 +136,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		locks := l.c.wd.lose(l.e)
 		l.c.wd.mu.Unlock()
 		l.c.lost(locks, "not_owner", nil)
-		return ErrNotHeld
+		return errors.Join(ErrNotHeld, l.lostCause())
 	}
 	l.c.wd.extended(l.e, sent, ttl)
 	return nil
@@ -164,8 +165,9 @@ func (l *Lock) release(ctx context.Context, send func() (int64, error)) error {
 	if err != nil {
 		err = unavailable("release", err)
 	} else if n < 0 {
-		l.setLost(&LostError{Name: l.k.name, Reason: "not_owner"})
-		err = ErrNotHeld
+		lost := &LostError{Name: l.k.name, Reason: "not_owner"}
+		l.setLost(lost)
+		err = errors.Join(ErrNotHeld, lost)
 	} else {
 		l.setState(stateReleased)
 	}
@@ -183,6 +185,9 @@ func (l *Lock) ReleaseSet(ctx context.Context, key string, value []byte, ttl tim
 	}
 	if ttl < time.Millisecond {
 		return invalid("TTL %v below 1ms", ttl)
+	}
+	if l.closedByClient() {
+		return ErrClosed // the lock was released by Close: the value was not written
 	}
 	return l.release(ctx, func() (int64, error) {
 		return l.c.st.releaseSet(ctx, &l.k, l.tok, key, value, ttl)
@@ -205,11 +210,17 @@ func (l *Lock) reportReleased(holds int64, err error) {
 	}
 }
 
+func (l *Lock) closedByClient() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.state == stateClosed
+}
+
 func (l *Lock) heldErr() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch l.state {
-	case stateReleased:
+	case stateReleased, stateClosed:
 		return ErrNotHeld
 	case stateLost:
 		return errors.Join(ErrNotHeld, l.cause)
@@ -220,7 +231,7 @@ func (l *Lock) heldErr() error {
 func (l *Lock) released() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.state == stateReleased
+	return l.state == stateReleased || l.state == stateClosed
 }
 
 func (l *Lock) setState(s int) {

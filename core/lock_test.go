@@ -266,6 +266,12 @@ func TestClose_releasesAndCancels(t *testing.T) {
 	if _, err := c.Acquire(ctx, "k", time.Second); !errors.Is(err, core.ErrClosed) {
 		t.Fatalf("after Close: %v", err)
 	}
+	if err := l.ReleaseSet(ctx, "lockkit:done:{k}", []byte("x"), time.Minute); !errors.Is(err, core.ErrClosed) {
+		t.Fatalf("ReleaseSet after Close = %v, want ErrClosed (nothing was written)", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("Release after Close = %v, want nil (Close released it)", err)
+	}
 }
 
 func TestGuard_replayAndReleaseSet(t *testing.T) {

@@ -60,7 +60,7 @@
 //	                                "ok" or "failed", TTL until one gap after the next tick
 //
 // Ticks are identified by their Unix second, so a schedule must not fire twice within a second
-// (none of robfig/cron's do). The marker keeps the "lockkit:" prefix even if the core.Client was
-// given another one. Skips are visible in core's instrumentation too: a busy tick is a "contended"
+// (none of robfig/cron's do). All keys follow the core.Client's prefix (core.WithPrefix). Skips are
+// visible in core's instrumentation too: a busy tick is a "contended"
 // TryAcquire, a done one a "guarded" one.
 package cronlock

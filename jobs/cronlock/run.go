@@ -67,8 +67,8 @@ func (l *Locker) newJob(name string, s cron.Schedule, inner cron.Job) *job {
 
 // markerKey is the key of the completion marker of a tick: it carries the lock's hash tag so that
 // core can check it in the acquire script and write it in the release script.
-func markerKey(lock string, tick time.Time) string {
-	return "lockkit:cron:{" + lock + "}:" + strconv.FormatInt(tick.Unix(), 10)
+func markerKey(prefix, lock string, tick time.Time) string {
+	return prefix + "cron:{" + lock + "}:" + strconv.FormatInt(tick.Unix(), 10)
 }
 
 // Run derives the tick, takes the job's lock guarded by the tick's marker, runs the job and
@@ -98,7 +98,7 @@ func (j *job) Run() {
 		return
 	}
 	ev.Tick = tick
-	marker := markerKey(j.lock, tick)
+	marker := markerKey(j.l.c.Prefix(), j.lock, tick)
 	ctx := context.WithValue(l.base, tickKey{}, tick)
 	lock, err := l.c.TryAcquire(ctx, j.lock, l.opt.ttl, core.WithGuard(marker))
 	if err != nil {

@@ -55,7 +55,7 @@
 // Errors are not stored, so a failed call can be retried with its key; WithStoredErrors stores the
 // given codes too. The response is stored as an anypb.Any and rebuilt from
 // protoregistry.GlobalTypes, so its type must be registered (generated code registers itself).
-// Records use the default "lockkit:" key prefix whatever core.WithPrefix says.
+// Records live under the core.Client's key prefix (core.WithPrefix; "lockkit:" by default).
 //
 // # Tracing
 //

@@ -38,13 +38,13 @@ func idempotencyKey(ctx context.Context) (string, error) {
 
 // idemNames returns the lock name and the record key of an idempotency key in a scope. The record
 // key carries the lock's hash tag, as core.WithGuard requires.
-func idemNames(scope, ikey string) (name, recordKey string) {
+func idemNames(prefix, scope, ikey string) (name, recordKey string) {
 	h := sha256.New()
 	h.Write([]byte(scope))
 	h.Write([]byte{0})
 	h.Write([]byte(ikey))
 	name = "grpc-idem/" + hex.EncodeToString(h.Sum(nil))
-	return name, "lockkit:idem:{" + name + "}"
+	return name, prefix + "idem:{" + name + "}"
 }
 
 // idempotent runs a unary call that carries the idempotency key ikey: it replays the stored
@@ -66,7 +66,7 @@ func (o *options) idempotent(ctx context.Context, locks *core.Client, ikey, key 
 			return nil, callerErr("idempotency scope", err)
 		}
 	}
-	name, recordKey := idemNames(scope, ikey)
+	name, recordKey := idemNames(locks.Prefix(), scope, ikey)
 	opts := append([]core.AcquireOption{core.WithGuard(recordKey)}, o.waitOpts...)
 	l, err := o.acquire(ctx, locks, name, opts...)
 	if err != nil {
