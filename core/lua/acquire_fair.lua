@@ -3,6 +3,18 @@
 -- KEYS[1] lock hash, KEYS[2] fence counter, KEYS[3] queue (list of tokens), KEYS[4] deadlines (hash token -> ms)
 -- ARGV[1] owner token, ARGV[2] TTL in ms, ARGV[3] waiter timeout in ms (0: try without joining the queue)
 -- Returns as acquire.lua; when the lock is free but another waiter is first, -1 - (time that waiter may still take).
+-- Fence: the counter + 1, but never below the server clock in microseconds, so that fences keep
+-- increasing even if the counter is lost (restart without persistence, failover before replication).
+local function fence(key)
+  local f = redis.call('INCR', key)
+  local t = redis.call('TIME')
+  local floor = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  if f < floor then
+    redis.call('SET', key, string.format('%.0f', floor))
+    return floor
+  end
+  return f
+end
 local holds = redis.call('HGET', KEYS[1], ARGV[1])
 if holds then
   holds = redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
@@ -29,7 +41,7 @@ if free and (not head or head == ARGV[1]) then
   end
   redis.call('HSET', KEYS[1], ARGV[1], 1)
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return redis.call('INCR', KEYS[2])
+  return fence(KEYS[2])
 end
 local timeout = tonumber(ARGV[3])
 if timeout <= 0 then

@@ -3,6 +3,18 @@
 -- KEYS[1] lock hash, KEYS[2] fence counter, KEYS[3] guard key
 -- ARGV[1] owner token, ARGV[2] TTL in milliseconds
 -- Returns as acquire.lua, or {'guarded', value} when the guard key exists.
+-- Fence: the counter + 1, but never below the server clock in microseconds, so that fences keep
+-- increasing even if the counter is lost (restart without persistence, failover before replication).
+local function fence(key)
+  local f = redis.call('INCR', key)
+  local t = redis.call('TIME')
+  local floor = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  if f < floor then
+    redis.call('SET', key, string.format('%.0f', floor))
+    return floor
+  end
+  return f
+end
 local g = redis.call('GET', KEYS[3])
 if g then
   return {'guarded', g}
@@ -10,7 +22,7 @@ end
 if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('HSET', KEYS[1], ARGV[1], 1)
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return redis.call('INCR', KEYS[2])
+  return fence(KEYS[2])
 end
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
   local holds = redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
