@@ -1,5 +1,66 @@
-// Package httpmw puts lockkit locks around net/http handlers: an Idempotency-Key middleware that
-// turns client retries of POST and PATCH into exactly-once effects across replicas (following the
-// IETF draft "The Idempotency-Key HTTP Header Field" and Stripe's behaviour), and a per-key lock
-// middleware that serialises requests sharing a business key.
+// Package httpmw puts lockkit locks around net/http handlers, across every replica that shares a
+// Redis:
+//
+//   - Idempotency turns client retries of POST and PATCH requests that carry an Idempotency-Key
+//     header into exactly-once effects, following the IETF draft "The Idempotency-Key HTTP Header
+//     Field" and Stripe's behaviour: the first request runs the handler under a lock and stores its
+//     response; retries replay it with "Idempotent-Replayed: true"; a duplicate in flight gets 409.
+//   - KeyLock serialises requests that share a business key (a path value, a header, a query
+//     parameter; see KeyFunc).
+//
+// Both are func(http.Handler) http.Handler, configured with the same Option type, and best used
+// per ServeMux route:
+//
+//	idem := httpmw.Idempotency(locks, httpmw.WithLogger(logger))
+//	mux.Handle("POST /orders", idem(createOrder))
+//	mux.Handle("PUT /orders/{id}", httpmw.KeyLock(locks, httpmw.PathValue("id"))(updateOrder))
+//
+// Handlers run with the lock's context: it is cancelled if the lock is lost, and
+// core.FromContext(r.Context()) returns the lock, whose Fence a handler can pass to its storage.
+//
+// # Cost
+//
+// With Idempotency, a first request costs two round trips to Redis (take the lock and check for a
+// stored response in one Lua call; store the response and release in another), a replay one and a
+// duplicate in flight one. With KeyLock, an uncontended request costs two (acquire, release).
+//
+// # Keys and records
+//
+// An Idempotency-Key is 1 to 255 printable ASCII characters, sent as a Structured Field String
+// ("abc", as the draft says) or bare (abc). It is scoped to the request's method, its route and its
+// caller (the Authorization header by default, see WithScope): a key never replays a response to
+// another scope. The SHA-256 of scope and key names the lock (idem/HEX) and the record
+// (lockkit:idem:{idem/HEX} under the core Client's prefix, sharing the lock's cluster slot). The record holds a fingerprint of the
+// request (URI, body, WithFingerprintHeaders), the status, the response headers except hop-by-hop
+// fields, Date and Set-Cookie, and the body; it expires after WithRetention. Trailers
+// are not stored.
+//
+// The handler's response goes to the client as it is written, flushes included (the recorder
+// supports http.Flusher and http.ResponseController), and is stored when the handler returns; a
+// retry that arrives in between gets 409 (or waits, with WithWait). A streamed response is stored
+// like any other if its body fits WithMaxBody; a larger one, or a hijacked connection, is not
+// stored and the key is released. The request body is hashed in full for the fingerprint, also the
+// part the handler did not read: put a size limit (http.MaxBytesHandler) in front of the middleware
+// if clients may send large bodies.
+//
+// If Redis fails after the handler ran, the response was sent but not stored and the lock stays
+// until its TTL (WithLockTTL) expires: retries get 409 until then and run the handler again after.
+//
+// # Problems
+//
+// The middlewares answer with RFC 9457 application/problem+json documents whose type is
+// https://github.com/lockkit/lockkit/blob/main/middleware/httpmw/problems.md#SLUG:
+//
+//	400 idempotency-key-malformed     bad or repeated Idempotency-Key header
+//	400 idempotency-key-missing       no key, with RequireKey
+//	409 idempotency-key-in-use        a request with the key is in flight (Retry-After)
+//	422 idempotency-key-reused        the key was used with a different request (409 with ConflictOnMismatch)
+//	500 idempotency-record-unreadable the stored response is corrupt or of an unknown version
+//	500 handler-panicked              replay of a panic, with StoreServerErrors
+//	400 lock-key-invalid              KeyFunc failed or gave an unusable key
+//	409 resource-locked               KeyLock waited in vain (Retry-After)
+//	503 lock-unavailable              Redis unreachable, unless FailOpen
+//
+// Retry-After is the holder's remaining lock TTL in seconds (at least 1), the longest a crashed
+// holder can keep the key.
 package httpmw

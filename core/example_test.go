@@ -1,0 +1,191 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/lockkit/lockkit/core"
+	"github.com/redis/go-redis/v9"
+)
+
+func ExampleNew() {
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	defer rdb.Close()
+	locks, err := core.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locks.Close(context.Background())
+}
+
+func ExampleClient_Do() {
+	ctx := context.Background()
+	locks, _ := core.New(redis.NewClient(&redis.Options{Addr: "localhost:6379"}))
+	defer locks.Close(ctx)
+
+	// Wait for the lock (woken by the release), run the work under it, release it.
+	err := locks.Do(ctx, "invoice:42", 10*time.Second, func(ctx context.Context) error {
+		l, _ := core.FromContext(ctx)
+		// ctx is cancelled if the lock is lost; pass the fence to the store.
+		return saveInvoice(ctx, 42, l.Fence())
+	})
+	switch {
+	case errors.Is(err, core.ErrLost):
+		log.Print("the lock was lost while the work ran; it may have to be redone")
+	case err != nil:
+		log.Print(err)
+	}
+}
+
+func saveInvoice(context.Context, int, int64) error { return nil }
+
+func ExampleClient_Acquire() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	locks, _ := core.New(redis.NewClient(&redis.Options{Addr: "localhost:6379"}))
+
+	l, err := locks.Acquire(ctx, "report:daily", 30*time.Second)
+	if errors.Is(err, core.ErrNotAcquired) {
+		log.Print("still held by someone else after 5s")
+		return
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Release(context.WithoutCancel(ctx))
+	// The watchdog renews the lock every 10s while it is held. Work under l.Context().
+	fmt.Println(l.Name(), l.Fence() > 0)
+}
+
+func ExampleClient_TryAcquire() {
+	ctx := context.Background()
+	locks, _ := core.New(redis.NewClient(&redis.Options{Addr: "localhost:6379"}))
+
+	l, err := locks.TryAcquire(ctx, "sync:tenant-7", time.Minute)
+	var busy *core.NotAcquiredError
+	if errors.As(err, &busy) {
+		log.Printf("busy; try again in %v", busy.RetryAfter)
+		return
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Release(ctx)
+}
+
+func ExampleLock_Context() {
+	ctx := context.Background()
+	locks, _ := core.New(redis.NewClient(&redis.Options{Addr: "localhost:6379"}))
+	l, err := locks.Acquire(ctx, "migration", time.Minute)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Release(ctx)
+
+	select {
+	case <-l.Context().Done():
+		// Released, lost or closed: context.Cause says which.
+		var lost *core.LostError
+		if errors.As(context.Cause(l.Context()), &lost) {
+			log.Printf("lock lost (%s): stop writing", lost.Reason)
+		}
+	case <-time.After(time.Second):
+		// Work done under the lock.
+	}
+}
+
+func ExampleWithOwner() {
+	ctx := context.Background()
+	locks, _ := core.New(redis.NewClient(&redis.Options{Addr: "localhost:6379"}))
+	l, err := locks.Acquire(ctx, "order:9", time.Minute)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Release(ctx)
+
+	// Another process that was handed the token re-enters the lock instead of waiting for it.
+	token := l.Token()
+	other, _ := core.New(redis.NewClient(&redis.Options{Addr: "localhost:6379"}))
+	in, err := other.TryAcquire(ctx, "order:9", time.Minute, core.WithOwner(token))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer in.Release(ctx)
+	fmt.Println(in.Reentrant(), in.Fence() == l.Fence())
+}
+
+func ExampleWithGuard() {
+	ctx := context.Background()
+	locks, _ := core.New(redis.NewClient(&redis.Options{Addr: "localhost:6379"}))
+	const name = "payout:2026-11-21"
+	result := locks.Prefix() + "result:{" + name + "}" // carries the lock's hash tag
+
+	l, err := locks.TryAcquire(ctx, name, time.Minute, core.WithGuard(result))
+	var done *core.GuardedError
+	if errors.As(err, &done) {
+		fmt.Println("already done:", done.Value)
+		return
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	// ... do the work once ...
+	// Store the result and release, atomically and only if the lock is still ours.
+	if err := l.ReleaseSet(ctx, result, []byte("paid 3 invoices"), 24*time.Hour); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func ExampleFair() {
+	ctx := context.Background()
+	locks, _ := core.New(redis.NewClient(&redis.Options{Addr: "localhost:6379"}))
+	// Waiters in every process are served in arrival order.
+	l, err := locks.Acquire(ctx, "printer", 10*time.Second, core.Fair(), core.WithWait(time.Minute))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Release(ctx)
+}
+
+func ExampleNewRedlock() {
+	var nodes []redis.UniversalClient
+	for _, addr := range []string{"redis-a:6379", "redis-b:6379", "redis-c:6379"} {
+		nodes = append(nodes, redis.NewClient(&redis.Options{
+			Addr:                  addr,
+			ContextTimeoutEnabled: true, // let per-node timeouts reach the socket
+			MaxRetries:            -1,
+		}))
+	}
+	locks, err := core.NewRedlock(nodes, core.WithNodeTimeout(50*time.Millisecond))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locks.Close(context.Background())
+}
+
+func ExampleNew_cluster() {
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"node-1:6379", "node-2:6379", "node-3:6379"}})
+	// Every key of a lock shares a slot; wake-ups use sharded pub/sub. WithReplicaAck narrows the
+	// failover window: an acquisition counts only once a replica has it.
+	locks, err := core.New(rdb, core.WithReplicaAck(1, 50*time.Millisecond))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locks.Close(context.Background())
+}
+
+func ExampleHook() {
+	hook := core.Hook{
+		WaitDone: func(ctx context.Context, in core.HookInfo) {
+			log.Printf("lock %s: %s after %v (%d attempts)", in.Name, in.Outcome, in.Duration, in.Attempts)
+		},
+		Lost: func(ctx context.Context, in core.HookInfo) {
+			log.Printf("lock %s lost after %v: %v", in.Name, in.Duration, in.Err)
+		},
+	}
+	locks, _ := core.New(redis.NewClient(&redis.Options{Addr: "localhost:6379"}), core.WithHook(hook))
+	defer locks.Close(context.Background())
+}
