@@ -87,10 +87,10 @@ func (l *Lock) Token() string { return l.token }
 // the name. Pass it to the resource the lock protects and have the resource reject writes carrying
 // a smaller fence than one it has seen. Re-entering keeps the fence.
 //
-// A fence is the name's counter + 1, but never less than the Redis server's clock in microseconds,
-// so fences keep increasing even when Redis loses the counter (a restart without persistence, a
-// failover before the counter was replicated), as long as the server clocks do not step back.
-// Expect large numbers (about 1.8e15 in 2026), well within int64 and float64 precision.
+// A fence is the name's counter + 1, but never less than the Redis server's clock in milliseconds
+// × 1000, so fences keep increasing even when Redis loses the counter (a restart without
+// persistence, a failover before the counter was replicated), as long as the server clocks do not
+// step back. Expect large numbers (about 1.8e15 in 2026), well within int64 and float64 precision.
 func (l *Lock) Fence() int64 { return l.fence }
 
 // Holds returns the owner's hold count right after this acquisition: 1 for a fresh acquisition,

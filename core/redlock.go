@@ -118,11 +118,13 @@ func (rl *redlock) fanFor(ctx context.Context, t time.Duration, fn func(ctx cont
 		gaveUp   bool
 		all      = make(chan struct{})
 	)
+	// One deadline for every node: go-redis honours it on sockets with ContextTimeoutEnabled; the
+	// wait below honours it regardless.
+	nctx, cancel := context.WithTimeout(ctx, t)
+	defer cancel() // stragglers are abandoned: their requests may as well stop
 	for i, n := range rl.nodes {
 		go func() {
-			nctx, cancel := context.WithTimeout(ctx, t)
 			fn(nctx, i, n)
-			cancel()
 			mu.Lock()
 			tooLate := gaveUp
 			if !tooLate {
@@ -138,12 +140,9 @@ func (rl *redlock) fanFor(ctx context.Context, t time.Duration, fn func(ctx cont
 			}
 		}()
 	}
-	timer := time.NewTimer(t + time.Millisecond)
-	defer timer.Stop()
 	select {
 	case <-all:
-	case <-timer.C:
-	case <-ctx.Done():
+	case <-nctx.Done():
 	}
 	mu.Lock()
 	gaveUp = true
@@ -167,6 +166,11 @@ func (rl *redlock) acquire(ctx context.Context, k *keys, r *acquireReq) (acquire
 		return acquireResult{}, invalid("fair mode is not supported over Redlock")
 	}
 	start := time.Now()
+	// One fence floor for every node, from this client's clock: nodes whose counters agree answer
+	// the same fence, and the write-back is only needed when they diverged.
+	rr := *r
+	rr.floor = start.UnixMilli() * 1000
+	r = &rr
 	raw := make([]acquireResult, len(rl.nodes))
 	rawErrs := make([]error, len(rl.nodes))
 	answered := rl.fan(ctx, r.ttl, func(ctx context.Context, i int, n *node) { raw[i], rawErrs[i] = n.acquire(ctx, k, r) },

@@ -59,6 +59,7 @@ type acquireReq struct {
 	fair      bool
 	waiterTTL time.Duration // fair only: 0 tries without queueing
 	guard     []string      // lock, fence, guard key; nil without a guard
+	floor     int64         // fence floor in µs chosen by the client (Redlock); 0: the server's clock
 }
 
 type renewItem struct {
@@ -127,8 +128,12 @@ func (n *node) acquire(ctx context.Context, k *keys, r *acquireReq) (acquireResu
 	switch {
 	case r.fair:
 		v, err = n.s.acquireFair.Run(ctx, n.rdb, k.fair(), r.token, ms(r.ttl), ms(r.waiterTTL)).Result()
+	case r.guard != nil && r.floor > 0:
+		v, err = n.s.acquireGuarded.Run(ctx, n.rdb, r.guard, r.token, ms(r.ttl), r.floor).Result()
 	case r.guard != nil:
 		v, err = n.s.acquireGuarded.Run(ctx, n.rdb, r.guard, r.token, ms(r.ttl)).Result()
+	case r.floor > 0:
+		v, err = n.s.acquire.Run(ctx, n.rdb, k.both(), r.token, ms(r.ttl), r.floor).Result()
 	default:
 		v, err = n.s.acquire.Run(ctx, n.rdb, k.both(), r.token, ms(r.ttl)).Result()
 	}
@@ -174,8 +179,12 @@ func (n *node) acquireAcked(ctx context.Context, k *keys, r *acquireReq) (acquir
 	} else {
 		p = n.rdb.Pipeline()
 	}
+	args := []any{r.token, ms(r.ttl)}
+	if r.floor > 0 {
+		args = append(args, r.floor)
+	}
 	send := func() (*redis.Cmd, *redis.Cmd, error) {
-		ev := p.EvalSha(ctx, n.s.acquire.Hash(), k.both(), r.token, ms(r.ttl))
+		ev := p.EvalSha(ctx, n.s.acquire.Hash(), k.both(), args...)
 		w := p.Do(ctx, "WAIT", n.replicas, ms(n.replicaWait))
 		_, err := p.Exec(ctx)
 		return ev, w, err

@@ -3,12 +3,19 @@
 -- KEYS[1] lock hash, KEYS[2] fence counter, KEYS[3] queue (list of tokens), KEYS[4] deadlines (hash token -> ms)
 -- ARGV[1] owner token, ARGV[2] TTL in ms, ARGV[3] waiter timeout in ms (0: try without joining the queue)
 -- Returns as acquire.lua; when the lock is free but another waiter is first, -1 - (time that waiter may still take).
--- Fence: the counter + 1, but never below the server clock in microseconds, so that fences keep
--- increasing even if the counter is lost (restart without persistence, failover before replication).
-local function fence(key)
+-- Fence: the counter + 1, but never below a clock (milliseconds × 1000), so that fences keep
+-- increasing even if the counter is lost (restart without persistence, failover before replication):
+-- no restart takes less than a millisecond. Millisecond steps let the counter win, and spare the
+-- SET, for all but the first acquisition of a name in a millisecond. The clock is the server's, or
+-- the floor the client passes (Redlock: one floor for every node, so that the nodes agree and no
+-- write-back is needed).
+local function fence(key, floorArg)
   local f = redis.call('INCR', key)
-  local t = redis.call('TIME')
-  local floor = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local floor = tonumber(floorArg or '')
+  if not floor then
+    local t = redis.call('TIME')
+    floor = tonumber(t[1]) * 1000000 + math.floor(tonumber(t[2]) / 1000) * 1000
+  end
   if f < floor then
     redis.call('SET', key, string.format('%.0f', floor))
     return floor
@@ -41,7 +48,7 @@ if free and (not head or head == ARGV[1]) then
   end
   redis.call('HSET', KEYS[1], ARGV[1], 1)
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return fence(KEYS[2])
+  return fence(KEYS[2], nil)
 end
 local timeout = tonumber(ARGV[3])
 if timeout <= 0 then
