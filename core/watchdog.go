@@ -192,11 +192,8 @@ func (w *watchdog) run() {
 		for _, ls := range lost {
 			w.c.lost(ls.locks, ls.why, ls.err)
 		}
-		for len(batch) > 0 {
-			n := min(len(batch), w.c.opt.batchSize)
-			w.batches.Add(1)
-			go w.renew(batch[:n:n], items[:n:n])
-			batch, items = batch[n:], items[n:]
+		if len(batch) > 0 {
+			w.dispatch(batch, items)
 		}
 		t.Reset(wait)
 		select {
@@ -243,8 +240,32 @@ func (w *watchdog) collect(now time.Time) (batch []*entry, items []renewItem, lo
 	return batch, items, lost, wait
 }
 
+// maxRenewers bounds the goroutines sending one round of renewals, whatever the number of locks.
+const maxRenewers = 4
+
+// dispatch sends a round of renewals as pipelines of at most batchSize scripts, on at most
+// maxRenewers goroutines.
+func (w *watchdog) dispatch(batch []*entry, items []renewItem) {
+	size := w.c.opt.batchSize
+	chunks := (len(batch) + size - 1) / size
+	var next atomic.Int64
+	for range min(chunks, maxRenewers) {
+		w.batches.Add(1)
+		go func() {
+			defer w.batches.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= chunks {
+					return
+				}
+				lo, hi := i*size, min((i+1)*size, len(batch))
+				w.renew(batch[lo:hi:hi], items[lo:hi:hi])
+			}
+		}()
+	}
+}
+
 func (w *watchdog) renew(batch []*entry, items []renewItem) {
-	defer w.batches.Done()
 	sent := time.Now()
 	deadline := batch[0].valid
 	w.mu.Lock()
