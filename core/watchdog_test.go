@@ -1,14 +1,58 @@
 package core_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/lockkit/lockkit/core"
 )
+
+// monitor records every command the server receives (MONITOR on a raw connection) until the
+// returned function is called; it returns the lines seen.
+func monitor(t *testing.T, addr string) func() []string {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Write([]byte("MONITOR\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(conn)
+	if line, err := r.ReadString('\n'); err != nil || line != "+OK\r\n" {
+		t.Fatalf("MONITOR: %q %v", line, err)
+	}
+	var (
+		mu    sync.Mutex
+		lines []string
+		done  = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			lines = append(lines, line)
+			mu.Unlock()
+		}
+	}()
+	return func() []string {
+		_ = conn.Close()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return lines
+	}
+}
 
 func lostCause(t *testing.T, ctx context.Context) *core.LostError {
 	t.Helper()
@@ -93,7 +137,7 @@ func TestWatchdog_renewsManyTTLs_andNeverAfterRelease(t *testing.T) {
 			renewals <- in.Name
 		}
 	}}
-	_, _, c := setup(t, core.WithHook(hook))
+	srv, rdb, c := setup(t, core.WithHook(hook))
 	ctx := context.Background()
 	const ttl = 60 * time.Millisecond
 	a, err := c.Acquire(ctx, "a", ttl)
@@ -122,10 +166,19 @@ func TestWatchdog_renewsManyTTLs_andNeverAfterRelease(t *testing.T) {
 	if err := a.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// Drain what was in flight, then watch b renew 5 more times and a never.
+	// Let what was in flight land, then count from Redis's side: every EVALSHA from now on must be
+	// one of b's renewals (the hook reports each), none a renewal of a.
 	for len(renewals) > 0 {
 		<-renewals
 	}
+	for range 2 { // a renewal of b sent before the release may still be in flight: skip two
+		select {
+		case <-renewals:
+		case <-time.After(time.Second):
+			t.Fatal("b not renewed")
+		}
+	}
+	mon := monitor(t, srv.Addr())
 	seenB := 0
 	for seenB < 5 {
 		select {
@@ -138,7 +191,23 @@ func TestWatchdog_renewsManyTTLs_andNeverAfterRelease(t *testing.T) {
 			t.Fatal("b not renewed")
 		}
 	}
-	_ = b.Release(ctx)
+	if err := b.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lines := mon()
+	var sawB bool
+	for _, l := range lines {
+		if strings.Contains(l, `"lockkit:{a}"`) {
+			t.Fatalf("MONITOR saw a command on the released lock: %s", l)
+		}
+		sawB = sawB || strings.Contains(l, `"lockkit:{b}"`)
+	}
+	if !sawB {
+		t.Fatalf("MONITOR saw none of b's renewals (%d lines): the check is blind", len(lines))
+	}
+	if rdb.Exists(ctx, a.Key()).Val() != 0 {
+		t.Fatal("released lock's key exists again")
+	}
 }
 
 func TestWatchdog_holdCountSurvivesRenewal(t *testing.T) {
