@@ -310,8 +310,9 @@ func (c *Client) wait(ctx context.Context, l *Lock, wait bool, ao *acquireOption
 		}
 		select {
 		case <-w.wake:
+			// The backoff is not reset: a waiter that loses the race keeps its fallback long,
+			// and the next release wakes it anyway.
 			woken = true
-			backoff = c.opt.backoffMin
 			if !timer.Stop() {
 				<-timer.C
 			}

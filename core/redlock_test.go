@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -177,11 +178,12 @@ func TestRedlock_fenceMonotonic_divergentCounters(t *testing.T) {
 func TestRedlock_mutualExclusion_nodesKilledAndRestarted(t *testing.T) {
 	srvs := redistest.StartN(t, 5, redistest.WithPersistence())
 	plain := redistest.Start(t).Client(t)
-	a := redlockClient(t, srvs, core.WithNodeTimeout(100*time.Millisecond))
-	b := redlockClient(t, srvs, core.WithNodeTimeout(100*time.Millisecond))
+	a := redlockClient(t, srvs, core.WithNodeTimeout(300*time.Millisecond))
+	b := redlockClient(t, srvs, core.WithNodeTimeout(300*time.Millisecond))
 	ctx := context.Background()
 	stop := make(chan struct{})
 	chaosDone := make(chan int)
+	var crashed atomic.Int64
 	go func() {
 		n := 0
 		for {
@@ -196,6 +198,7 @@ func TestRedlock_mutualExclusion_nodesKilledAndRestarted(t *testing.T) {
 			time.Sleep(50 * time.Millisecond) // the node stays down a while: the fault under test
 			s.Restart(t)
 			n++
+			crashed.Store(int64(n))
 			// One node impaired at a time: go-redis keeps answering a dial error for up to a
 			// second after a node is back, so the next crash waits for the pools to recover.
 			select {
@@ -205,27 +208,45 @@ func TestRedlock_mutualExclusion_nodesKilledAndRestarted(t *testing.T) {
 		}
 	}()
 	var (
-		mu     sync.Mutex
-		fences []int64
-		wg     sync.WaitGroup
-		errs   = make(chan error, 16)
+		mu          sync.Mutex
+		fences      []int64
+		wg          sync.WaitGroup
+		errs        = make(chan error, 16)
+		unavailable atomic.Int64
 	)
 	const perClient, rounds = 8, 10
+	var incs atomic.Int64 // increments fn saw succeed
 	for _, c := range []*core.Client{a, b} {
 		for range perClient {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				for range rounds {
+				for done := 0; done < rounds || crashed.Load() < 3; {
+					ran := false
 					err := c.Do(ctx, "counter", 3*time.Second, func(ctx context.Context) error {
 						v, _ := plain.Get(ctx, "counter").Int64()
 						l, _ := core.FromContext(ctx)
 						mu.Lock()
 						fences = append(fences, l.Fence())
 						mu.Unlock()
-						return plain.Set(ctx, "counter", v+1, 0).Err()
+						if err := plain.Set(ctx, "counter", v+1, 0).Err(); err != nil {
+							return err
+						}
+						incs.Add(1)
+						ran = true
+						return nil
 					})
-					if err != nil {
+					if ran {
+						done++
+					}
+					switch {
+					case err == nil:
+					case errors.Is(err, core.ErrUnavailable) || errors.Is(err, core.ErrLost):
+						// No quorum reachable at this moment, or the lock could not be kept: expected
+						// outcomes under faults. Exclusion and fences are what must hold.
+						unavailable.Add(1)
+						time.Sleep(20 * time.Millisecond)
+					default:
 						errs <- err
 						return
 					}
@@ -241,15 +262,15 @@ func TestRedlock_mutualExclusion_nodesKilledAndRestarted(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, _ := plain.Get(ctx, "counter").Int64()
-	if want := int64(2 * perClient * rounds); got != want {
-		t.Fatalf("counter %d, want %d: two holders overlapped", got, want)
+	if want := incs.Load(); got != want || want < 2*perClient*rounds || crashes < 3 {
+		t.Fatalf("counter %d after %d increments (%d crashes): two holders overlapped", got, want, crashes)
 	}
 	for i := 1; i < len(fences); i++ {
 		if fences[i] <= fences[i-1] {
 			t.Fatalf("fence %d after %d", fences[i], fences[i-1])
 		}
 	}
-	t.Logf("%d critical sections, %d node crashes, fences 1..%d", len(fences), crashes, fences[len(fences)-1])
+	t.Logf("%d critical sections, %d node crashes, %d acquisitions refused for want of a quorum", len(fences), crashes, unavailable.Load())
 }
 
 func TestRedlock_waiterWokenByRelease(t *testing.T) {

@@ -307,7 +307,11 @@ func (w *watchdog) renew(batch []*entry, items []renewItem) {
 			}
 			e.next = sent.Add(w.interval(it.ttl))
 		case it.err == nil:
-			lost = append(lost, lostSet{e: e, locks: w.lose(e), why: "not_owner"})
+			ls := w.lose(e)
+			lost = append(lost, lostSet{e: e, locks: ls, why: "not_owner"})
+			if hook {
+				reports = append(reports, report{locks: ls, item: *it})
+			}
 			continue
 		default:
 			e.lastErr = it.err

@@ -139,7 +139,7 @@ func TestWatchdog_renewsManyTTLs_andNeverAfterRelease(t *testing.T) {
 	}}
 	srv, rdb, c := setup(t, core.WithHook(hook))
 	ctx := context.Background()
-	const ttl = 150 * time.Millisecond
+	const ttl = 300 * time.Millisecond
 	a, err := c.Acquire(ctx, "a", ttl)
 	if err != nil {
 		t.Fatal(err)
