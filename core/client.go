@@ -183,7 +183,7 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 	if err != nil {
 		return nil, err
 	}
-	l.fence, l.holds, l.acquired = res.fence, res.holds, start
+	l.fence, l.holds, l.acquired = res.fence, res.holds, time.Now()
 	parent := hctx
 	if h != nil && h.Acquired != nil {
 		if x := h.Acquired(hctx, HookInfo{Name: name, Key: l.k.lock(), TTL: ttl, Fence: res.fence, Holds: res.holds,

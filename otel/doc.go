@@ -31,23 +31,28 @@
 //
 // lock.wait has an event "lock.attempt" per attempt (lockkit.lock.attempt, lockkit.lock.woken:
 // the attempt followed a release message, lockkit.lock.acquired, lockkit.lock.retry_after in
-// seconds); an attempt that acquires at once records no event. Its lockkit.lock.outcome is
+// seconds); an attempt that acquires at once records no event, and lockkit.lock.attempts is only
+// recorded when it is not 1. Its lockkit.lock.outcome is
 // acquired, contended (TryAcquire found the lock taken), timeout, cancelled, guarded or error (see
 // core.Outcome). Only "error" (Redis unavailable, client closed) sets the span's status to Error:
 // not getting a lock is an outcome, not a failure.
 //
-// lock.hold records lockkit.lock.fence, lockkit.lock.reentrant, lockkit.lock.holds (the hold count
-// after this acquisition) and, when it ends, lockkit.lock.hold.outcome: released, lost (status
+// lock.hold records lockkit.lock.fence, and on a re-entered lock lockkit.lock.reentrant=true and
+// lockkit.lock.holds (the hold count after this acquisition; both are left out on a fresh hold, to
+// spare the SDK's time) and, when it ends, lockkit.lock.hold.outcome: released, lost (status
 // Error, with lockkit.lock.lost.reason "not_owner" or "expired"), or error (the release could not
-// reach Redis; status Error). A re-entered lock has a lock.hold per Acquire, nested; renewals are
-// recorded once, under the outermost hold still open. WithRenewalEvents records renewals as
-// "lock.renew" events on lock.hold instead of spans, for holds that last hours.
+// reach Redis; status Error). A re-entered lock has a lock.hold per Acquire, nested.
+//
+// lock.renew is timed as the renewal was sent and answered; a lock is renewed once for all its
+// holds, and the renewal is recorded under the outermost hold still open. A renewal that fails has
+// status Error and lockkit.lock.renew.outcome "error" (Redis unreachable) or "not_owner" (the lock
+// is gone; lock.hold ends as lost right after). WithRenewalEvents records renewals as "lock.renew"
+// events on lock.hold instead of spans, for holds that last hours.
 //
 // Every lockkit span records lockkit.lock.name; lock.hold and lock.renew lockkit.lock.ttl
 // (seconds) too. The Redis key (lockkit.lock.key) only with WithKeyAttribute, as names may carry
-// user data. Owner tokens are
-// never recorded: whoever knows one can release the lock. Failures carry error.type, the error's
-// ErrorType ("unavailable", "lost", ...).
+// user data. Owner tokens are never recorded: whoever knows one can release the lock. Failures
+// carry error.type, the error's ErrorType ("unavailable", "lost", ...).
 //
 // # Metrics
 //
@@ -55,7 +60,7 @@
 //	lockkit.lock.hold.duration   histogram, s      holds by lockkit.lock.hold.outcome
 //	lockkit.lock.acquisitions    counter           acquire calls by lockkit.lock.outcome
 //	lockkit.lock.renewals        counter           renewals by lockkit.lock.renew.outcome
-//	                                               (renewed, error)
+//	                                               (renewed, not_owner, error)
 //	lockkit.lock.lost            counter           locks lost, by lockkit.lock.lost.reason
 //	lockkit.lock.held            up-down counter   locks held now (a re-entered lock counts once)
 //

@@ -196,8 +196,10 @@ func (h *hook) waitDone(ctx context.Context, info core.HookInfo) {
 	}
 	if w.span.IsRecording() {
 		buf := h.attrs.Get().(*[]attribute.KeyValue)
-		attrs := append((*buf)[:0], attrName.String(info.Name), attrOutcome.String(info.Outcome),
-			attrAttempts.Int(info.Attempts))
+		attrs := append((*buf)[:0], attrName.String(info.Name), attrOutcome.String(info.Outcome))
+		if info.Attempts != 1 { // left out when 1 (the uncontended case), to spare the SDK's time
+			attrs = append(attrs, attrAttempts.Int(info.Attempts))
+		}
 		if h.opt.key {
 			attrs = append(attrs, attrKey.String(info.Key))
 		}
@@ -344,8 +346,12 @@ func (h *hook) endHold(ctx context.Context, s *holdState, outcome, reason string
 	h.m.holdDur.Record(ctx, time.Since(s.start).Seconds(), h.with(attrHoldOutcome.String(outcome), s.name).rec...)
 	if s.span.IsRecording() {
 		buf := h.attrs.Get().(*[]attribute.KeyValue)
-		attrs := append((*buf)[:0], attrName.String(s.name), attrFence.Int64(s.fence), attrReentrant.Bool(!s.fresh),
-			attrHolds.Int64(s.holds), attrTTL.Float64(s.ttl.Seconds()), attrHoldOutcome.String(outcome))
+		// Default values are left out to spare the SDK's time: no reentrant/holds on a fresh hold.
+		attrs := append((*buf)[:0], attrName.String(s.name), attrFence.Int64(s.fence),
+			attrTTL.Float64(s.ttl.Seconds()), attrHoldOutcome.String(outcome))
+		if !s.fresh || s.holds > 1 {
+			attrs = append(attrs, attrReentrant.Bool(true), attrHolds.Int64(s.holds))
+		}
 		if h.opt.key {
 			attrs = append(attrs, attrKey.String(s.key))
 		}

@@ -60,12 +60,12 @@ func TestHook_acquire_work_release(t *testing.T) {
 		}
 	}
 	wantAttrs(t, "lock.wait", wait.Attributes(), map[string]string{"lockkit.lock.name": "orders",
-		"lockkit.lock.outcome": "acquired", "lockkit.lock.attempts": "1", "lockkit.lock.key": ""})
+		"lockkit.lock.outcome": "acquired", "lockkit.lock.attempts": "", "lockkit.lock.key": ""}) // 1 attempt: left out
 	if ev := wait.Events(); len(ev) != 0 {
 		t.Errorf("lock.wait events %v, want none for an attempt that acquires at once", ev)
 	}
 	wantAttrs(t, "lock.hold", hold.Attributes(), map[string]string{"lockkit.lock.name": "orders",
-		"lockkit.lock.fence": strconv.FormatInt(l.Fence(), 10), "lockkit.lock.reentrant": "false", "lockkit.lock.holds": "1",
+		"lockkit.lock.fence": strconv.FormatInt(l.Fence(), 10), "lockkit.lock.reentrant": "", "lockkit.lock.holds": "", // fresh: left out
 		"lockkit.lock.ttl": "1", "lockkit.lock.hold.outcome": "released", "lockkit.lock.key": ""})
 	if hold.StartTime().Before(wait.EndTime()) || hold.EndTime().Before(w.EndTime()) {
 		t.Errorf("lock.hold %v..%v does not follow lock.wait (end %v) and cover the work (end %v)",
@@ -299,7 +299,7 @@ func TestHook_reentrant(t *testing.T) {
 	wantChild(t, oh, e.only(t, "request"))
 	wantChild(t, ih, oh)
 	wantChild(t, xh, ih)
-	wantAttrs(t, "outer", oh.Attributes(), map[string]string{"lockkit.lock.reentrant": "false", "lockkit.lock.holds": "1", "lockkit.lock.fence": fence})
+	wantAttrs(t, "outer", oh.Attributes(), map[string]string{"lockkit.lock.reentrant": "", "lockkit.lock.holds": "", "lockkit.lock.fence": fence})
 	wantAttrs(t, "inner", ih.Attributes(), map[string]string{"lockkit.lock.reentrant": "true", "lockkit.lock.holds": "2", "lockkit.lock.fence": fence})
 	waits := e.spans("lock.wait")
 	if len(waits) != 3 {

@@ -94,6 +94,20 @@ func TestHook_lost(t *testing.T) {
 	}
 	wantAttrs(t, "lock.hold", hold.Attributes(), map[string]string{"lockkit.lock.hold.outcome": "lost",
 		"lockkit.lock.lost.reason": "not_owner", "error.type": "lost"})
+	// The renewal that found the lock gone ends before the hold, in error.
+	renews := e.spans("lock.renew")
+	if len(renews) == 0 {
+		t.Fatal("no lock.renew span")
+	}
+	last := renews[len(renews)-1]
+	wantChild(t, last, hold)
+	wantAttrs(t, "last lock.renew", last.Attributes(), map[string]string{"lockkit.lock.renew.outcome": "not_owner"})
+	if last.Status().Code != codes.Error || last.EndTime().After(hold.EndTime()) {
+		t.Errorf("last lock.renew status %v, ends %v (hold ends %v)", last.Status(), last.EndTime(), hold.EndTime())
+	}
+	if got := e.sum(t, "lockkit.lock.renewals", set("lockkit.lock.renew.outcome", "not_owner")); got != 1 {
+		t.Errorf("renewals{not_owner} = %d, want 1", got)
+	}
 	check := func() {
 		t.Helper()
 		if got := e.sum(t, "lockkit.lock.lost", set("lockkit.lock.lost.reason", "not_owner")); got != 1 {
