@@ -90,7 +90,9 @@ func (l *Lock) Token() string { return l.token }
 // A fence is the name's counter + 1, but never less than the Redis server's clock in milliseconds
 // × 1000, so fences keep increasing even when Redis loses the counter (a restart without
 // persistence, a failover before the counter was replicated), as long as the server clocks do not
-// step back. Expect large numbers (about 1.8e15 in 2026), well within int64 and float64 precision.
+// step back and the loss comes at least a millisecond after the last acquisition (a restart or a
+// failover always takes longer). Expect large numbers (about 1.8e15 in 2026), well within int64
+// and float64 precision.
 func (l *Lock) Fence() int64 { return l.fence }
 
 // Holds returns the owner's hold count right after this acquisition: 1 for a fresh acquisition,
