@@ -15,12 +15,18 @@ import (
 //go:embed lua/*.lua
 var luaFiles embed.FS
 
-func mustScript(name string) *redis.Script {
-	b, err := luaFiles.ReadFile("lua/" + name)
-	if err != nil {
-		panic(err)
+// mustScript loads a script made of the named embedded files, in order (lib.lua holds functions
+// that several scripts share; Redis scripts cannot include one another).
+func mustScript(names ...string) *redis.Script {
+	var src strings.Builder
+	for _, name := range names {
+		b, err := luaFiles.ReadFile("lua/" + name)
+		if err != nil {
+			panic(err)
+		}
+		src.Write(b)
 	}
-	return redis.NewScript(string(b))
+	return redis.NewScript(src.String())
 }
 
 // scripts are loaded once per process; they are never modified after init.
@@ -30,9 +36,9 @@ type scripts struct {
 
 func loadScripts() scripts {
 	return scripts{
-		acquire:        mustScript("acquire.lua"),
-		acquireFair:    mustScript("acquire_fair.lua"),
-		acquireGuarded: mustScript("acquire_guarded.lua"),
+		acquire:        mustScript("lib.lua", "acquire.lua"),
+		acquireFair:    mustScript("lib.lua", "acquire_fair.lua"),
+		acquireGuarded: mustScript("lib.lua", "acquire_guarded.lua"),
 		release:        mustScript("release.lua"),
 		releaseFair:    mustScript("release_fair.lua"),
 		releaseSet:     mustScript("release_set.lua"),

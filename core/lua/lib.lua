@@ -1,0 +1,49 @@
+-- Shared functions, prepended to the acquire scripts when they are loaded (Redis scripts cannot
+-- include one another).
+
+-- fence returns the next fencing token: the counter + 1, but never below a clock (milliseconds ×
+-- 1000), so that fences keep increasing even if the counter is lost (restart without persistence,
+-- failover before replication): neither takes less than a millisecond. Millisecond steps let the
+-- counter win, and spare the SET, for all but the first acquisition of a name in a millisecond.
+-- The clock is the server's, or the floor the client passes (Redlock: one floor for every node, so
+-- that the nodes agree and no write-back is needed).
+local function fence(key, floorArg)
+  local f = redis.call('INCR', key)
+  local floor = tonumber(floorArg or '')
+  if not floor then
+    local t = redis.call('TIME')
+    floor = tonumber(t[1]) * 1000000 + math.floor(tonumber(t[2]) / 1000) * 1000
+  end
+  if f < floor then
+    redis.call('SET', key, string.format('%.0f', floor))
+    return floor
+  end
+  return f
+end
+
+-- take creates the lock for token (the caller checked that it is free) and returns the new fence.
+local function take(lock, fenceKey, token, ttl, floorArg)
+  redis.call('HSET', lock, token, 1)
+  redis.call('PEXPIRE', lock, ttl)
+  return fence(fenceKey, floorArg)
+end
+
+-- reenter adds a hold if token holds the lock, keeping the longer of the two TTLs, and returns
+-- {fence, holds}; nil if token does not hold it.
+local function reenter(lock, fenceKey, token, ttl)
+  if redis.call('HEXISTS', lock, token) == 0 then
+    return nil
+  end
+  local holds = redis.call('HINCRBY', lock, token, 1)
+  if redis.call('PTTL', lock) < tonumber(ttl) then
+    redis.call('PEXPIRE', lock, ttl)
+  end
+  return {tonumber(redis.call('GET', fenceKey) or '0'), holds}
+end
+
+-- busy returns -1 - the remaining TTL of a lock held by someone else.
+local function busy(lock)
+  local pttl = redis.call('PTTL', lock)
+  if pttl < 0 then pttl = 0 end
+  return -1 - pttl
+end
