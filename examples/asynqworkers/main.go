@@ -21,9 +21,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/hibiken/asynq"
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/embedredis"
 	"github.com/lockkit/lockkit/jobs/asynqlock"
 	"github.com/redis/go-redis/v9"
 )
@@ -58,34 +58,9 @@ func main() {
 	}
 }
 
-// embedded starts miniredis and lets its TTLs count down in real time until stop is closed.
-func embedded(stop <-chan struct{}) (*miniredis.Miniredis, error) {
-	mr := miniredis.NewMiniRedis()
-	if err := mr.StartAddr("127.0.0.1:0"); err != nil {
-		return nil, err
-	}
-	go func() {
-		t := time.NewTicker(10 * time.Millisecond)
-		defer t.Stop()
-		last := time.Now()
-		for {
-			select {
-			case now := <-t.C:
-				mr.FastForward(now.Sub(last))
-				last = now
-			case <-stop:
-				return
-			}
-		}
-	}()
-	return mr, nil
-}
-
 func run(c config, out io.Writer) (bool, error) {
 	if c.addr == "" {
-		stop := make(chan struct{})
-		defer close(stop)
-		mr, err := embedded(stop)
+		mr, err := embedredis.Start()
 		if err != nil {
 			return false, err
 		}

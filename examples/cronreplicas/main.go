@@ -18,8 +18,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/embedredis"
 	"github.com/lockkit/lockkit/jobs/cronlock"
 	"github.com/redis/go-redis/v9"
 	"github.com/robfig/cron/v3"
@@ -78,11 +78,11 @@ func (t *tally) event(ev cronlock.Event) {
 
 func run(n int, duration time.Duration, addr string, maxSkew time.Duration) error {
 	if addr == "" {
-		mr, stop, err := embedded()
+		mr, err := embedredis.Start()
 		if err != nil {
 			return err
 		}
-		defer stop()
+		defer mr.Close()
 		addr = mr.Addr()
 		fmt.Println("embedded Redis at", addr)
 	}
@@ -161,27 +161,4 @@ func summary(t *tally) error {
 		return errors.New("not exactly once per tick")
 	}
 	return nil
-}
-
-// embedded starts miniredis with TTLs counting down in real time.
-func embedded() (*miniredis.Miniredis, func(), error) {
-	mr := miniredis.NewMiniRedis()
-	if err := mr.StartAddr("127.0.0.1:0"); err != nil {
-		return nil, nil, err
-	}
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		tk := time.NewTicker(10 * time.Millisecond)
-		defer tk.Stop()
-		for {
-			select {
-			case <-tk.C:
-				mr.FastForward(10 * time.Millisecond)
-			case <-done:
-				return
-			}
-		}
-	})
-	return mr, func() { close(done); wg.Wait(); mr.Close() }, nil
 }

@@ -29,7 +29,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
+	"github.com/lockkit/lockkit/internal/embedredis"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -77,7 +77,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 	d := &demo{out: out, runID: randomID()}
 	if *addr == "" {
-		mr, err := startEmbedded()
+		mr, err := embedredis.Start()
 		if err != nil {
 			fmt.Fprintln(stderr, "demo: embedded Redis:", err)
 			return exitFailed
@@ -136,19 +136,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return exitFailed
 	}
 	return exitOK
-}
-
-// startEmbedded starts miniredis on a loopback port. ClockTTL makes every TTL count down with the
-// wall clock (each command first ages the keys by the time elapsed since the last one), which is
-// what core's watchdog relies on: it renews with PEXPIRE and reads PTTL, so a lock nobody renews
-// must expire on time, as on a real Redis.
-func startEmbedded() (*miniredis.Miniredis, error) {
-	mr := miniredis.NewMiniRedis()
-	mr.ClockTTL(true)
-	if err := mr.StartAddr("127.0.0.1:0"); err != nil {
-		return nil, err
-	}
-	return mr, nil
 }
 
 // redisOptions parses -redis: host:port, or a redis:// or rediss:// URL (with a password, a

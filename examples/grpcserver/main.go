@@ -21,8 +21,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/embedredis"
 	"github.com/lockkit/lockkit/middleware/grpcmw"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
@@ -58,7 +58,7 @@ func main() {
 // serve runs the server until ctx ends.
 func serve(ctx context.Context, addr, redisAddr string) error {
 	if redisAddr == "" {
-		mr, err := embeddedRedis(ctx)
+		mr, err := embedredis.Start()
 		if err != nil {
 			return err
 		}
@@ -94,27 +94,6 @@ func serve(ctx context.Context, addr, redisAddr string) error {
 		srv.GracefulStop()
 	}()
 	return srv.Serve(lis)
-}
-
-// embeddedRedis starts miniredis and lets its TTLs count down in real time until ctx ends.
-func embeddedRedis(ctx context.Context) (*miniredis.Miniredis, error) {
-	mr := miniredis.NewMiniRedis()
-	if err := mr.StartAddr("127.0.0.1:0"); err != nil {
-		return nil, err
-	}
-	go func() {
-		t := time.NewTicker(10 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				mr.FastForward(10 * time.Millisecond)
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	return mr, nil
 }
 
 // accounts implements the service. Balances are Redis strings "example:balance:ACCOUNT".

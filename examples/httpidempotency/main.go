@@ -21,8 +21,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/embedredis"
 	"github.com/lockkit/lockkit/middleware/httpmw"
 	"github.com/redis/go-redis/v9"
 )
@@ -43,7 +43,7 @@ func main() {
 func run(ctx context.Context, addr, redisAddr string, delay time.Duration) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	if redisAddr == "" {
-		mr, err := embeddedRedis(ctx)
+		mr, err := embedredis.Start()
 		if err != nil {
 			return err
 		}
@@ -87,28 +87,6 @@ func run(ctx context.Context, addr, redisAddr string, delay time.Duration) error
 		return err
 	}
 	return nil
-}
-
-// embeddedRedis starts miniredis and moves its clock with the wall clock, so that lock and record
-// TTLs count down, until ctx ends.
-func embeddedRedis(ctx context.Context) (*miniredis.Miniredis, error) {
-	mr := miniredis.NewMiniRedis()
-	if err := mr.StartAddr("127.0.0.1:0"); err != nil {
-		return nil, err
-	}
-	go func() {
-		t := time.NewTicker(10 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				mr.FastForward(10 * time.Millisecond)
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	return mr, nil
 }
 
 type order struct {
