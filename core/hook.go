@@ -37,20 +37,20 @@ type Hook struct {
 
 // HookInfo describes a lock event. Which fields are set depends on the event; see Hook.
 type HookInfo struct {
-	Name       string
-	Key        string
-	TTL        time.Duration
-	Fence      int64
-	Holds      int64
-	Reentrant  bool
-	Attempts   int
-	Woken      bool
-	Acquired   bool
-	Outcome    string
-	RetryAfter time.Duration
-	Start      time.Time
-	Duration   time.Duration
-	Err        error
+	Name       string        // lock name
+	Key        string        // Redis key of the lock (may hold user data: record it only if allowed)
+	TTL        time.Duration // requested or renewed TTL
+	Fence      int64         // fencing token of the hold
+	Holds      int64         // owner's hold count (after acquiring; left after releasing)
+	Reentrant  bool          // the acquisition re-entered a lock the owner held
+	Attempts   int           // acquire round trips so far
+	Woken      bool          // the attempt followed a release message
+	Acquired   bool          // the attempt or renewal succeeded
+	Outcome    string        // see Outcome
+	RetryAfter time.Duration // holder's remaining TTL after a failed attempt
+	Start      time.Time     // when a renewal was sent
+	Duration   time.Duration // wait time, hold time or renewal latency, by event
+	Err        error         // the event's error, if any
 }
 
 // chainHooks folds several hooks into one; the context flows from each to the next.
