@@ -6,15 +6,15 @@ BENCH_COUNT     ?= 1
 BENCH_TIME      ?= 2s
 GOBIN           ?= $(shell $(GO) env GOPATH)/bin
 
-.PHONY: test lint bench demo deps fmt
+.PHONY: test lint bench bench-compare chaos demo deps fmt
 
 ## test: install redis-server if missing, then run the whole suite with the race detector.
 test: deps
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
-## deps: install redis-server and redis-cli with apt-get when they are missing.
+## deps: install redis-server, redis-cli and postgresql with apt-get when they are missing.
 deps:
-	@./scripts/redis-deps.sh
+	@./scripts/deps.sh
 
 ## lint: gofmt, go vet and staticcheck (installed at a pinned version).
 lint:
@@ -27,6 +27,16 @@ lint:
 ## bench: core benchmarks against a loopback redis-server (lockkit vs the raw SET NX floor).
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCH_TIME) -count $(BENCH_COUNT) -timeout 60m ./core/ ./otel/ ./middleware/... 
+
+## bench-compare: lockkit vs the raw floor, redsync and bsm/redislock, side by side (separate
+## module under bench/, so lockkit's users never inherit those libraries); writes docs/benchmarks.md.
+bench-compare: deps
+	cd bench && $(GO) run ./cmd/compare -rounds 3 -out ../docs/benchmarks.md
+
+## chaos: the full fault-injection suite (`make test` runs a bounded version); prints the table
+## that docs/reliability.md publishes.
+chaos: deps
+	LOCKKIT_CHAOS=full $(GO) test -race -count=1 -timeout 30m -run Chaos -v ./internal/chaos/
 
 ## demo: the guided tour, with an embedded Redis (no setup).
 demo:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -15,6 +16,8 @@ import (
 // goroutines whatever the number of locks: the renewal watchdog, and the reader and writer of the
 // shared release subscription. They start when first needed and stop on Close.
 type Client struct {
+	id     string       // random, published in release messages and prefixed to hold ids
+	holds  atomic.Int64 // hold ids of re-entering acquisitions
 	st     store
 	opt    options
 	hook   *Hook
@@ -49,7 +52,7 @@ func buildOptions(opts []Option) (options, error) {
 }
 
 func newClient(st store, o options, id string, dedupe bool) *Client {
-	c := &Client{st: st, opt: o, hook: chainHooks(o.hooks)}
+	c := &Client{id: id, st: st, opt: o, hook: chainHooks(o.hooks)}
 	c.wd = newWatchdog(c)
 	c.room = newWaitRoom(st.router(), id, dedupe)
 	return c
@@ -114,7 +117,7 @@ func (c *Client) Close(ctx context.Context) error {
 	var first error
 	for _, l := range c.wd.close() {
 		l.cancel(ErrClosed)
-		n, err := c.st.release(ctx, &l.k, l.tok, l.fair)
+		n, err := c.st.release(ctx, &l.k, l.tok, l.hold, l.fair)
 		if err != nil {
 			err = unavailable("release", err)
 			if first == nil {
@@ -139,11 +142,11 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 	if err := validate(name, ttl); err != nil {
 		return nil, err
 	}
-	if len(ao.owner) > maxToken || ao.maxWait < 0 {
-		return nil, invalid("owner token longer than %d bytes or negative wait", maxToken)
+	if len(ao.owner) > maxToken || strings.IndexByte(ao.owner, 0) >= 0 || ao.maxWait < 0 {
+		return nil, invalid("owner token over %d bytes or with a NUL byte, or negative wait", maxToken)
 	}
 	if ao.guard != "" && (ao.fair || !strings.Contains(ao.guard, "{"+name+"}") || len(ao.guard) > 2*maxNameLen) {
-		return nil, invalid("guard key %q must contain the lock's hash tag {%s} and cannot be used with Fair", ao.guard, name)
+		return nil, invalid("guard key (%d bytes) must contain the lock's hash tag {name} and cannot be used with Fair", len(ao.guard))
 	}
 	if _, ok := c.st.(*redlock); ok && ao.fair {
 		return nil, invalid("fair mode is not supported over Redlock")
@@ -155,6 +158,7 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 	l.k.init(c.opt.prefix, name)
 	l.token = ao.owner
 	l.outer = heldIn(ctx, c, l.k.lock())
+	l.hold = any("0") // a fresh token's first hold: unique for that token
 	if l.token == "" {
 		if l.outer != nil {
 			l.token = l.outer.token
@@ -162,8 +166,11 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 			l.token = newToken()
 		}
 	}
+	if l.token != "" && (ao.owner != "" || l.outer != nil) {
+		l.hold = c.id + "/" + strconv.FormatInt(c.holds.Add(1), 10) // unique among the owner's holds
+	}
 	l.tok = l.token
-	l.req = acquireReq{token: l.tok, ttl: ttl}
+	l.req = acquireReq{token: l.tok, hold: l.hold, ttl: ttl}
 	if ao.guard != "" {
 		l.req.guard = []string{l.k.arr[0], l.k.arr[1], ao.guard}
 	}
@@ -195,7 +202,7 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 	l.ctx, l.cancel = context.WithCancelCause(&l.vctx)
 	if !c.wd.add(l, sent) {
 		l.cancel(ErrClosed)
-		_, _ = c.st.release(context.WithoutCancel(ctx), &l.k, l.tok, l.fair)
+		_, _ = c.st.release(context.WithoutCancel(ctx), &l.k, l.tok, l.hold, l.fair)
 		return nil, ErrClosed
 	}
 	return l, nil
@@ -256,7 +263,7 @@ func (c *Client) wait(ctx context.Context, l *Lock, wait bool, ao *acquireOption
 		if w == nil && wait && !ao.fair && c.room.busy(k.channel) {
 			// Local waiters are queued: take a place behind them instead of barging in. (In fair
 			// mode the attempt itself joins the Redis-side queue and cannot barge.)
-			if w = c.room.join(k.channel, l.token); w == nil {
+			if w = c.room.join(k.channel, l.token, ao.fair); w == nil {
 				return res, sent, attempts, ErrClosed
 			}
 		} else {
@@ -288,7 +295,7 @@ func (c *Client) wait(ctx context.Context, l *Lock, wait bool, ao *acquireOption
 				return res, sent, attempts, notAcquired(nil)
 			}
 			if w == nil {
-				if w = c.room.join(k.channel, l.token); w == nil {
+				if w = c.room.join(k.channel, l.token, ao.fair); w == nil {
 					return res, sent, attempts, ErrClosed
 				}
 				// Subscribed (or given up waiting for it): try again at once, as a release may have

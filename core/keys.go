@@ -11,7 +11,8 @@ import (
 type keys struct {
 	name    string
 	channel string    // prefix{name}:released
-	arr     [4]string // prefix{name}, prefix{name}:fence, prefix{name}:queue, prefix{name}:queue:deadlines
+	arr     [5]string // prefix{name}, :fence, :queue, :queue:deadlines, :receipt (all prefix{name}...)
+	rel     [2]string // prefix{name}, prefix{name}:receipt: what a release touches
 }
 
 func (k *keys) lock() string { return k.arr[0] }
@@ -22,15 +23,20 @@ func (k *keys) both() []string { return k.arr[:2] }
 // fair adds the waiter queue and the waiters' deadlines.
 func (k *keys) fair() []string { return k.arr[:4] }
 
+// fairRelease adds the release receipt to fair's keys.
+func (k *keys) fairRelease() []string { return k.arr[:5] }
+
 func (k *keys) init(prefix, name string) {
 	lock := prefix + "{" + name + "}"
 	n := len(lock)
-	s := lock + ":fence" + lock + ":released" + lock + ":queue:deadlines"
+	s := lock + ":fence" + lock + ":released" + lock + ":queue:deadlines" + lock + ":receipt"
 	ch := n + len(":fence")
 	q := ch + n + len(":released")
+	r := q + n + len(":queue:deadlines")
 	k.name = name
 	k.channel = s[ch:q]
-	k.arr = [4]string{s[:n], s[:ch], s[q : q+n+len(":queue")], s[q:]}
+	k.arr = [5]string{s[:n], s[:ch], s[q : q+n+len(":queue")], s[q:r], s[r:]}
+	k.rel = [2]string{k.arr[0], k.arr[4]}
 }
 
 // newToken returns 128 random bits, hex encoded.

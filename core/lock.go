@@ -22,6 +22,7 @@ type Lock struct {
 	k        keys
 	token    string
 	tok      any // token, boxed once for the scripts
+	hold     any // this hold's id among the owner's holds (see lib.lua)
 	ttl      time.Duration
 	fence    int64
 	holds    int64
@@ -156,7 +157,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 // ErrNotHeld (and ErrLost) and sends nothing. If Redis cannot be reached the error matches
 // ErrUnavailable, the lock is no longer renewed, and Release may be called again.
 func (l *Lock) Release(ctx context.Context) error {
-	return l.release(ctx, func() (int64, error) { return l.c.st.release(ctx, &l.k, l.tok, l.fair) })
+	return l.release(ctx, func() (int64, error) { return l.c.st.release(ctx, &l.k, l.tok, l.hold, l.fair) })
 }
 
 func (l *Lock) release(ctx context.Context, send func() (int64, error)) error {
@@ -188,7 +189,7 @@ func (l *Lock) release(ctx context.Context, send func() (int64, error)) error {
 // a successful ReleaseSet, Release returns nil.
 func (l *Lock) ReleaseSet(ctx context.Context, key string, value []byte, ttl time.Duration) error {
 	if !strings.Contains(key, "{"+l.k.name+"}") {
-		return invalid("key %q must contain the lock's hash tag {%s}", key, l.k.name)
+		return invalid("key (%d bytes) must contain the lock's hash tag {name}", len(key))
 	}
 	if ttl < time.Millisecond {
 		return invalid("TTL %v below 1ms", ttl)
@@ -197,7 +198,7 @@ func (l *Lock) ReleaseSet(ctx context.Context, key string, value []byte, ttl tim
 		return ErrClosed // the lock was released by Close: the value was not written
 	}
 	return l.release(ctx, func() (int64, error) {
-		return l.c.st.releaseSet(ctx, &l.k, l.tok, key, value, ttl)
+		return l.c.st.releaseSet(ctx, &l.k, l.tok, l.hold, key, value, ttl)
 	})
 }
 

@@ -176,7 +176,7 @@ func (rl *redlock) acquire(ctx context.Context, k *keys, r *acquireReq) (acquire
 	answered := rl.fan(ctx, r.ttl, func(ctx context.Context, i int, n *node) { raw[i], rawErrs[i] = n.acquire(ctx, k, r) },
 		func(i int) { // granted after we stopped waiting: give it back
 			if rawErrs[i] == nil && raw[i].ok {
-				_, _ = rl.nodes[i].releaseWith(context.Background(), k, r.token, false, rl.nodes[i].id)
+				_, _ = rl.nodes[i].releaseWith(context.Background(), k, r.token, r.hold, false, rl.nodes[i].id)
 			}
 		})
 	res, errs := settle(answered, raw, rawErrs)
@@ -262,26 +262,26 @@ func (rl *redlock) writeBack(ctx context.Context, k *keys, ttl time.Duration, re
 func (rl *redlock) undo(k *keys, r *acquireReq, res []acquireResult, errs []error) {
 	rl.fan(context.Background(), r.ttl, func(ctx context.Context, i int, n *node) {
 		if errs[i] == nil && res[i].ok {
-			_, _ = n.releaseWith(ctx, k, r.token, false, n.id)
+			_, _ = n.releaseWith(ctx, k, r.token, r.hold, false, n.id)
 		}
 	}, nil)
 }
 
-func (rl *redlock) release(ctx context.Context, k *keys, token any, fair bool) (int64, error) {
+func (rl *redlock) release(ctx context.Context, k *keys, token, hold any, fair bool) (int64, error) {
 	payload := rl.nodes[0].id.(string) + "/" + token.(string)
 	holds := make([]int64, len(rl.nodes))
 	errs := make([]error, len(rl.nodes))
 	answered := rl.fan(ctx, time.Second, func(ctx context.Context, i int, n *node) {
-		holds[i], errs[i] = n.releaseWith(ctx, k, token, false, payload)
+		holds[i], errs[i] = n.releaseWith(ctx, k, token, hold, false, payload)
 	}, nil) // tally reads copies: stragglers may still write these
 	return rl.tally("release", holds, errs, answered)
 }
 
-func (rl *redlock) releaseSet(ctx context.Context, k *keys, token any, key string, value []byte, ttl time.Duration) (int64, error) {
+func (rl *redlock) releaseSet(ctx context.Context, k *keys, token, hold any, key string, value []byte, ttl time.Duration) (int64, error) {
 	holds := make([]int64, len(rl.nodes))
 	errs := make([]error, len(rl.nodes))
 	answered := rl.fan(ctx, time.Second, func(ctx context.Context, i int, n *node) {
-		holds[i], errs[i] = n.releaseSet(ctx, k, token, key, value, ttl)
+		holds[i], errs[i] = n.releaseSet(ctx, k, token, hold, key, value, ttl)
 	}, nil)
 	return rl.tally("release", holds, errs, answered)
 }
@@ -318,15 +318,18 @@ func (rl *redlock) renew(ctx context.Context, items []renewItem) error {
 	for i := range rl.nodes {
 		per[i] = append([]renewItem(nil), items...)
 	}
-	// Renewals are bounded by ctx (the earliest validity deadline of the batch), not the node timeout.
-	answered := rl.fanUntil(ctx, func(ctx context.Context, i int, n *node) { errs[i] = n.renew(ctx, per[i]) })
+	// A node that does not answer within the renewal bound is left behind: waiting for it until the
+	// validity deadline would lose locks that a quorum renewed.
+	answered := rl.fanFor(ctx, rl.renewBound(ctx, items), func(ctx context.Context, i int, n *node) { errs[i] = n.renew(ctx, per[i]) }, nil)
 	for j := range items {
 		var ok, notOurs int
 		nerrs := make([]error, len(rl.nodes))
 		for i := range rl.nodes {
-			switch it := per[i][j]; {
-			case !answered[i]:
+			if !answered[i] { // its goroutine may still be writing per[i]: do not read it
 				nerrs[i] = errNodeTimeout
+				continue
+			}
+			switch it := per[i][j]; {
 			case it.err != nil:
 				nerrs[i] = it.err
 			case it.ok:
@@ -347,13 +350,19 @@ func (rl *redlock) renew(ctx context.Context, items []renewItem) error {
 	return nil
 }
 
-// fanUntil is fan bounded by ctx instead of the per-node timeout.
-func (rl *redlock) fanUntil(ctx context.Context, fn func(ctx context.Context, i int, n *node)) []bool {
-	d := time.Hour
-	if dl, ok := ctx.Deadline(); ok {
-		d = time.Until(dl)
+// renewBound is how long a renewal round waits for the nodes: a sixth of the shortest TTL in the
+// batch (half the slack between a renewal and the validity deadline), at least the node timeout,
+// and never past ctx's deadline.
+func (rl *redlock) renewBound(ctx context.Context, items []renewItem) time.Duration {
+	ttl := items[0].ttl
+	for _, it := range items {
+		ttl = min(ttl, it.ttl)
 	}
-	return rl.fanFor(ctx, d, fn, nil)
+	d := max(ttl/6, rl.nodeTimeout(ttl))
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(dl))
+	}
+	return d
 }
 
 func (rl *redlock) pttl(ctx context.Context, k *keys, token any) (time.Duration, bool, error) {

@@ -39,9 +39,9 @@ func loadScripts() scripts {
 		acquire:        mustScript("lib.lua", "acquire.lua"),
 		acquireFair:    mustScript("lib.lua", "acquire_fair.lua"),
 		acquireGuarded: mustScript("lib.lua", "acquire_guarded.lua"),
-		release:        mustScript("release.lua"),
-		releaseFair:    mustScript("release_fair.lua"),
-		releaseSet:     mustScript("release_set.lua"),
+		release:        mustScript("lib.lua", "release.lua"),
+		releaseFair:    mustScript("lib.lua", "release_fair.lua"),
+		releaseSet:     mustScript("lib.lua", "release_set.lua"),
 		renew:          mustScript("renew.lua"),
 		pttl:           mustScript("pttl.lua"),
 		dequeue:        mustScript("dequeue.lua"),
@@ -61,6 +61,7 @@ type acquireResult struct {
 // acquireReq is one acquire attempt.
 type acquireReq struct {
 	token     any
+	hold      any // this hold's id, unique among the owner's holds
 	ttl       time.Duration
 	fair      bool
 	waiterTTL time.Duration // fair only: 0 tries without queueing
@@ -80,11 +81,11 @@ type renewItem struct {
 // (standalone, Sentinel or Cluster), another fans out to independent nodes (Redlock).
 type store interface {
 	acquire(ctx context.Context, k *keys, r *acquireReq) (acquireResult, error)
-	// release returns the holds left for token, or -1 when token does not hold the lock. fair
-	// names the next waiter of the Redis-side queue in the release message.
-	release(ctx context.Context, k *keys, token any, fair bool) (int64, error)
+	// release drops one hold of token; it returns the holds left, or -1 when token does not hold
+	// the lock. fair names the next waiter of the Redis-side queue in the release message.
+	release(ctx context.Context, k *keys, token, hold any, fair bool) (int64, error)
 	// releaseSet releases and, if token held the lock, sets key to value for ttl.
-	releaseSet(ctx context.Context, k *keys, token any, key string, value []byte, ttl time.Duration) (int64, error)
+	releaseSet(ctx context.Context, k *keys, token, hold any, key string, value []byte, ttl time.Duration) (int64, error)
 	// renew fills in ok/err of every item; it returns an error when the whole batch failed.
 	renew(ctx context.Context, items []renewItem) error
 	// pttl returns the remaining TTL, or ok=false when token does not hold the lock.
@@ -133,15 +134,15 @@ func (n *node) acquire(ctx context.Context, k *keys, r *acquireReq) (acquireResu
 	var err error
 	switch {
 	case r.fair:
-		v, err = n.s.acquireFair.Run(ctx, n.rdb, k.fair(), r.token, ms(r.ttl), ms(r.waiterTTL)).Result()
+		v, err = n.s.acquireFair.Run(ctx, n.rdb, k.fair(), r.token, ms(r.ttl), ms(r.waiterTTL), r.hold).Result()
 	case r.guard != nil && r.floor > 0:
-		v, err = n.s.acquireGuarded.Run(ctx, n.rdb, r.guard, r.token, ms(r.ttl), r.floor).Result()
+		v, err = n.s.acquireGuarded.Run(ctx, n.rdb, r.guard, r.token, ms(r.ttl), r.hold, r.floor).Result()
 	case r.guard != nil:
-		v, err = n.s.acquireGuarded.Run(ctx, n.rdb, r.guard, r.token, ms(r.ttl)).Result()
+		v, err = n.s.acquireGuarded.Run(ctx, n.rdb, r.guard, r.token, ms(r.ttl), r.hold).Result()
 	case r.floor > 0:
-		v, err = n.s.acquire.Run(ctx, n.rdb, k.both(), r.token, ms(r.ttl), r.floor).Result()
+		v, err = n.s.acquire.Run(ctx, n.rdb, k.both(), r.token, ms(r.ttl), r.hold, r.floor).Result()
 	default:
-		v, err = n.s.acquire.Run(ctx, n.rdb, k.both(), r.token, ms(r.ttl)).Result()
+		v, err = n.s.acquire.Run(ctx, n.rdb, k.both(), r.token, ms(r.ttl), r.hold).Result()
 	}
 	if err != nil {
 		return acquireResult{}, err
@@ -185,7 +186,7 @@ func (n *node) acquireAcked(ctx context.Context, k *keys, r *acquireReq) (acquir
 	} else {
 		p = n.rdb.Pipeline()
 	}
-	args := []any{r.token, ms(r.ttl)}
+	args := []any{r.token, ms(r.ttl), r.hold}
 	if r.floor > 0 {
 		args = append(args, r.floor)
 	}
@@ -210,21 +211,21 @@ func (n *node) acquireAcked(ctx context.Context, k *keys, r *acquireReq) (acquir
 		return res, err
 	}
 	if acked, _ := w.Int64(); acked < int64(n.replicas) {
-		_, _ = n.release(context.WithoutCancel(ctx), k, r.token, false)
+		_, _ = n.release(context.WithoutCancel(ctx), k, r.token, r.hold, false)
 		return acquireResult{}, fmt.Errorf("only %d of %d replicas acknowledged the lock within %v", acked, n.replicas, n.replicaWait)
 	}
 	return res, nil
 }
 
-func (n *node) release(ctx context.Context, k *keys, token any, fair bool) (int64, error) {
-	return n.releaseWith(ctx, k, token, fair, n.id)
+func (n *node) release(ctx context.Context, k *keys, token, hold any, fair bool) (int64, error) {
+	return n.releaseWith(ctx, k, token, hold, fair, n.id)
 }
 
-func (n *node) releaseWith(ctx context.Context, k *keys, token any, fair bool, payload any) (int64, error) {
+func (n *node) releaseWith(ctx context.Context, k *keys, token, hold any, fair bool, payload any) (int64, error) {
 	if fair {
-		return n.s.releaseFair.Run(ctx, n.rdb, k.fair(), token, n.pubCmd).Int64()
+		return n.s.releaseFair.Run(ctx, n.rdb, k.fairRelease(), token, n.pubCmd, hold).Int64()
 	}
-	return n.s.release.Run(ctx, n.rdb, k.arr[:1], token, n.pubCmd, payload).Int64()
+	return n.s.release.Run(ctx, n.rdb, k.rel[:], token, n.pubCmd, payload, hold).Int64()
 }
 
 // raiseFence sets the fence counter to at least fence (Redlock write-back).
@@ -232,8 +233,8 @@ func (n *node) raiseFence(ctx context.Context, k *keys, fence int64) error {
 	return n.s.raiseFence.Run(ctx, n.rdb, k.arr[1:2], fence).Err()
 }
 
-func (n *node) releaseSet(ctx context.Context, k *keys, token any, key string, value []byte, ttl time.Duration) (int64, error) {
-	return n.s.releaseSet.Run(ctx, n.rdb, []string{k.lock(), key}, token, n.pubCmd, value, ms(ttl), n.id).Int64()
+func (n *node) releaseSet(ctx context.Context, k *keys, token, hold any, key string, value []byte, ttl time.Duration) (int64, error) {
+	return n.s.releaseSet.Run(ctx, n.rdb, []string{k.lock(), key, k.arr[4]}, token, n.pubCmd, value, ms(ttl), n.id, hold).Int64()
 }
 
 func (n *node) renew(ctx context.Context, items []renewItem) error {

@@ -2,6 +2,8 @@ package core
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"strings"
 	"sync"
 	"time"
@@ -46,15 +48,15 @@ type waitQueue struct {
 
 type waiter struct {
 	q       *waitQueue
-	token   string
+	digest  string // fair mode: SHA-1 (hex) of the waiter's token, as release messages name it
 	wake    chan struct{}
 	inQueue bool
 }
 
 // clientIDPrefix marks non-fair release messages: their payload is the releasing client's id
 // (followed by "/" and the released token on Redlock, so that the copies from each node can be
-// told apart from a new release). Fair release messages carry the token of the waiter whose turn
-// it is; empty ones wake the first waiter.
+// told apart from a new release). Fair release messages carry the SHA-1 of the token of the waiter
+// whose turn it is; empty ones wake the first waiter.
 const clientIDPrefix = "c:"
 
 // yieldAfterOwnRelease is how long a client's next waiter lets other processes go first after this
@@ -87,8 +89,9 @@ func (r *waitRoom) busy(ch string) bool {
 	return b
 }
 
-// join queues a waiter on ch, subscribing the channel if needed. It returns nil after close.
-func (r *waitRoom) join(ch, token string) *waiter {
+// join queues a waiter on ch, subscribing the channel if needed. It returns nil after close. A
+// fair waiter is woken by the messages that name its token's digest.
+func (r *waitRoom) join(ch, token string, fair bool) *waiter {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.shut {
@@ -107,7 +110,11 @@ func (r *waitRoom) join(ch, token string) *waiter {
 		r.ops = append(r.ops, subOp{ch: ch, sub: true})
 		r.poke()
 	}
-	w := &waiter{q: q, token: token, wake: make(chan struct{}, 1), inQueue: true}
+	w := &waiter{q: q, wake: make(chan struct{}, 1), inQueue: true}
+	if fair {
+		sum := sha1.Sum([]byte(token))
+		w.digest = hex.EncodeToString(sum[:])
+	}
 	q.waiters = append(q.waiters, w)
 	q.members++
 	return w
@@ -165,12 +172,12 @@ func (r *waitRoom) lostRace(w *waiter) {
 	r.mu.Unlock()
 }
 
-// wakeOne wakes the waiter whose token is named, or the first one; the caller holds r.mu.
-func (r *waitRoom) wakeOne(q *waitQueue, token string) {
+// wakeOne wakes the waiter whose token digest is named, or the first one; the caller holds r.mu.
+func (r *waitRoom) wakeOne(q *waitQueue, digest string) {
 	i := 0
-	if token != "" {
+	if digest != "" {
 		// Fair mode names the waiter whose turn it is; if it is not here, it is another process's.
-		for i < len(q.waiters) && q.waiters[i].token != token {
+		for i < len(q.waiters) && q.waiters[i].digest != digest {
 			i++
 		}
 	}

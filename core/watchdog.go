@@ -267,8 +267,8 @@ func (w *watchdog) dispatch(batch []*entry, items []renewItem) {
 
 func (w *watchdog) renew(batch []*entry, items []renewItem) {
 	sent := time.Now()
-	deadline := batch[0].valid
 	w.mu.Lock()
+	deadline := batch[0].valid
 	for _, e := range batch {
 		if e.valid.Before(deadline) {
 			deadline = e.valid

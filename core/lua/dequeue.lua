@@ -1,10 +1,12 @@
--- A fair waiter gives up: remove it from the queue. If it was first and the lock is free, tell the next.
+-- A fair waiter gives up: remove it from the queue. If it was first and the lock is free, tell the
+-- next (by the SHA-1 of its token).
 -- KEYS[1] lock hash, KEYS[2] fence counter (unused), KEYS[3] queue, KEYS[4] deadlines
 -- ARGV[1] waiter token, ARGV[2] publish command
 local head = redis.call('LINDEX', KEYS[3], 0)
 redis.call('LREM', KEYS[3], 0, ARGV[1])
 redis.call('HDEL', KEYS[4], ARGV[1])
 if head == ARGV[1] and redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call(ARGV[2], KEYS[1] .. ':released', redis.call('LINDEX', KEYS[3], 0) or '')
+  local nxt = redis.call('LINDEX', KEYS[3], 0)
+  redis.call(ARGV[2], KEYS[1] .. ':released', nxt and redis.sha1hex(nxt) or '')
 end
 return 0

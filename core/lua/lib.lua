@@ -21,24 +21,59 @@ local function fence(key, floorArg)
   return f
 end
 
+-- Holds are recorded twice in the lock hash: token -> hold count (the owner's entry, checked by
+-- renewals), and token NUL hold -> 1 for each hold, so that a replayed call (go-redis retries a
+-- script whose reply was lost) finds its own hold and counts nothing twice.
+
 -- take creates the lock for token (the caller checked that it is free) and returns the new fence.
-local function take(lock, fenceKey, token, ttl, floorArg)
-  redis.call('HSET', lock, token, 1)
+local function take(lock, fenceKey, token, hold, ttl, floorArg)
+  redis.call('HSET', lock, token, 1, token .. '\0' .. hold, 1)
   redis.call('PEXPIRE', lock, ttl)
   return fence(fenceKey, floorArg)
 end
 
--- reenter adds a hold if token holds the lock, keeping the longer of the two TTLs, and returns
--- {fence, holds}; nil if token does not hold it.
-local function reenter(lock, fenceKey, token, ttl)
+-- reenter adds hold to token's holds if token holds the lock, keeping the longer of the two TTLs,
+-- and returns {fence, holds}; nil if token does not hold it. A replay of the call that took or
+-- re-entered with this hold changes nothing and answers the same.
+local function reenter(lock, fenceKey, token, hold, ttl)
   if redis.call('HEXISTS', lock, token) == 0 then
     return nil
   end
-  local holds = redis.call('HINCRBY', lock, token, 1)
+  local holds
+  if redis.call('HSETNX', lock, token .. '\0' .. hold, 1) == 1 then
+    holds = redis.call('HINCRBY', lock, token, 1)
+  else
+    holds = tonumber(redis.call('HGET', lock, token))
+  end
   if redis.call('PTTL', lock) < tonumber(ttl) then
     redis.call('PEXPIRE', lock, ttl)
   end
   return {tonumber(redis.call('GET', fenceKey) or '0'), holds}
+end
+
+-- drop removes hold from token's holds. It returns the holds left, or -1 when token does not hold
+-- the lock, and nil when the lock is now free (the caller deletes it and tells the waiters). A
+-- replay of a release that ran already answers as the release did: the holds left, or 0 when the
+-- receipt key says this hold was the last.
+local function drop(lock, receipt, token, hold)
+  local field = token .. '\0' .. hold
+  if redis.call('HDEL', lock, field) == 0 then
+    local holds = redis.call('HGET', lock, token)
+    if holds then
+      return tonumber(holds)
+    end
+    if redis.call('GET', receipt) == field then
+      return 0
+    end
+    return -1
+  end
+  local holds = redis.call('HINCRBY', lock, token, -1)
+  if holds > 0 then
+    return holds
+  end
+  redis.call('DEL', lock)
+  redis.call('SET', receipt, field, 'PX', 5000)
+  return nil
 end
 
 -- busy returns -1 - the remaining TTL of a lock held by someone else.

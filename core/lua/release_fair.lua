@@ -1,18 +1,14 @@
 -- Owner-checked release of a lock taken in fair mode: as release.lua, but the message names the
--- live waiter at the head of the queue, so that only its process wakes a waiter.
--- KEYS[1] lock hash, KEYS[2] fence counter (unused), KEYS[3] queue (list), KEYS[4] deadlines (hash)
--- ARGV[1] owner token, ARGV[2] publish command (PUBLISH or SPUBLISH)
+-- live waiter at the head of the queue (by the SHA-1 of its token, never the token itself), so
+-- that only its process wakes a waiter. Safe to replay. (lib.lua first.)
+-- KEYS[1] lock hash, KEYS[2] fence counter (unused), KEYS[3] queue (list), KEYS[4] deadlines
+-- (hash), KEYS[5] release receipt
+-- ARGV[1] owner token, ARGV[2] publish command (PUBLISH or SPUBLISH), ARGV[3] hold id
 -- Returns: -1 when the token does not hold the lock (nothing touched), else the holds left.
-local holds = redis.call('HGET', KEYS[1], ARGV[1])
-if not holds then
-  return -1
-end
-holds = tonumber(holds) - 1
-if holds > 0 then
-  redis.call('HSET', KEYS[1], ARGV[1], holds)
+local holds = drop(KEYS[1], KEYS[5], ARGV[1], ARGV[3])
+if holds then
   return holds
 end
-redis.call('DEL', KEYS[1])
 local nxt = redis.call('LINDEX', KEYS[3], 0)
 if nxt then
   local t = redis.call('TIME')
@@ -25,5 +21,5 @@ if nxt then
     nxt = redis.call('LINDEX', KEYS[3], 0)
   end
 end
-redis.call(ARGV[2], KEYS[1] .. ':released', nxt or '')
+redis.call(ARGV[2], KEYS[1] .. ':released', nxt and redis.sha1hex(nxt) or '')
 return 0

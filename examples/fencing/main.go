@@ -6,6 +6,7 @@
 // reject A's write: a Redis record checked by a Lua script, and a PostgreSQL row checked by
 // UPDATE … WHERE fence < $1.
 //
+//	go run ./examples/fencing                          # embedded Redis (miniredis)
 //	go run ./examples/fencing -redis localhost:6379
 //	go run ./examples/fencing -redis localhost:6379 -pg 'postgres://postgres@127.0.0.1:5432/test'
 package main
@@ -22,11 +23,12 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/lockkit/lockkit/core"
 	"github.com/lockkit/lockkit/examples/fencing/fenced"
+	"github.com/lockkit/lockkit/internal/embedredis"
 	"github.com/redis/go-redis/v9"
 )
 
 func main() {
-	addr := flag.String("redis", "localhost:6379", "Redis address")
+	addr := flag.String("redis", "", "Redis address (default: an embedded Redis)")
 	dsn := flag.String("pg", "", "PostgreSQL connection string (optional)")
 	ttl := flag.Duration("ttl", time.Second, "lock TTL; process A pauses for twice as long")
 	flag.Parse()
@@ -47,7 +49,16 @@ type named struct {
 
 func run(addr, dsn string, ttl time.Duration) error {
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	if addr == "" {
+		mr, err := embedredis.Start()
+		if err != nil {
+			return err
+		}
+		defer mr.Close()
+		addr = mr.Addr()
+		fmt.Println("embedded Redis (miniredis) at", addr)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr, DisableIdentity: true})
 	defer rdb.Close()
 	resources := []named{{"redis", fenced.NewRedis(rdb, "fencing-example:{account}")}}
 	if dsn != "" {

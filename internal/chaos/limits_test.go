@@ -1,0 +1,228 @@
+package chaos_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/redistest"
+	"go.uber.org/goleak"
+)
+
+// A 1 MiB name (or guard key, or owner token) is refused before anything is sent, with a short error.
+func TestLimits_hugeInputs_rejectedCleanly(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv.Client(t))
+	ctx := context.Background()
+	huge := strings.Repeat("k", 1<<20)
+	srv.ResetStats(t)
+	cases := map[string]func() error{
+		"name":  func() error { _, err := c.TryAcquire(ctx, huge, time.Second); return err },
+		"owner": func() error { _, err := c.TryAcquire(ctx, "n", time.Second, core.WithOwner(huge)); return err },
+		"wait":  func() error { _, err := c.Acquire(ctx, huge, time.Second, core.WithWait(time.Second)); return err },
+	}
+	for what, f := range cases {
+		err := f()
+		if !errors.Is(err, core.ErrInvalid) {
+			t.Errorf("1 MiB %s: %v, want ErrInvalid", what, err)
+		} else if len(err.Error()) > 200 {
+			t.Errorf("1 MiB %s: error of %d bytes", what, len(err.Error()))
+		}
+	}
+	if st := srv.CommandStats(t); st["evalsha"]+st["eval"] != 0 {
+		t.Errorf("scripts sent for refused inputs: %v", st)
+	}
+}
+
+// Core echoes an invalid guard key (or ReleaseSet key) into its error in full: a 1 MiB key makes a
+// 1 MiB error message, and a key that may hold user data ends up in logs.
+func TestCoreBug_hugeGuardKey_echoedInError(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv.Client(t))
+	huge := strings.Repeat("g", 1<<20)
+	_, err := c.TryAcquire(context.Background(), "n", time.Second, core.WithGuard(huge))
+	if !errors.Is(err, core.ErrInvalid) || len(err.Error()) > 200 {
+		t.Fatalf("1 MiB guard key: ErrInvalid %v, error of %d bytes", errors.Is(err, core.ErrInvalid), len(err.Error()))
+	}
+}
+
+// Names are binary-safe: every byte value, NUL included, works alone and all together; only a
+// leading '}' is refused (it would empty the hash tag).
+func TestLimits_binaryNames(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv.Client(t))
+	ctx := context.Background()
+	all := make([]byte, 256)
+	for i := range all {
+		all[i] = byte(i)
+	}
+	names := []string{string(all)}
+	for b := range 256 {
+		names = append(names, string([]byte{byte(b)}), "x"+string([]byte{byte(b)})+"y")
+	}
+	for _, name := range names {
+		l, err := c.TryAcquire(ctx, name, time.Second)
+		if name[0] == '}' {
+			if !errors.Is(err, core.ErrInvalid) {
+				t.Errorf("name %q: %v, want ErrInvalid", name, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("name %q: %v", name, err)
+		}
+		if got := srv.Do(t, "HEXISTS", "lockkit:{"+name+"}", l.Token()); got != int64(1) {
+			t.Fatalf("name %q: lock not stored under its key", name)
+		}
+		if _, err := c.TryAcquire(ctx, name, time.Second); !errors.Is(err, core.ErrNotAcquired) {
+			t.Fatalf("name %q: second holder: %v", name, err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatalf("name %q: release: %v", name, err)
+		}
+	}
+	// A waiter on the all-bytes name is woken through its release channel.
+	holder, err := c.Acquire(ctx, string(all), 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter := newClient(t, srv.Client(t), core.WithRetryBackoff(10*time.Second, 20*time.Second))
+	got := make(chan error, 1)
+	go func() {
+		w, err := waiter.Acquire(ctx, string(all), time.Second, core.WithWait(5*time.Second))
+		if err == nil {
+			err = w.Release(ctx)
+		}
+		got <- err
+	}()
+	eventually(t, 5*time.Second, "the waiter to subscribe", func() bool {
+		m := srv.Do(t, "PUBSUB", "NUMSUB", "lockkit:{"+string(all)+"}:released").([]any)
+		return m[1] == int64(1)
+	})
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("waiter on a binary name: %v", err)
+	}
+}
+
+// TTLs from 10 ms to 24 h work; outside that range Acquire and Extend refuse them.
+func TestLimits_TTLExtremes(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv.Client(t))
+	ctx := context.Background()
+	for _, ttl := range []time.Duration{10 * time.Millisecond, 24 * time.Hour} {
+		l, err := c.TryAcquire(ctx, "ttl", ttl)
+		if err != nil {
+			t.Fatalf("TTL %v: %v", ttl, err)
+		}
+		pttl := srv.Do(t, "PTTL", l.Key()).(int64)
+		if pttl > ttl.Milliseconds() || pttl < ttl.Milliseconds()-1000 && ttl > time.Second {
+			t.Errorf("TTL %v: PTTL %d ms", ttl, pttl)
+		}
+		// A 10 ms lock may be lost under load (renewals every 3.3 ms): then Release says so.
+		if err := l.Release(ctx); err != nil && !errors.Is(err, core.ErrNotHeld) {
+			t.Fatalf("TTL %v: release: %v", ttl, err)
+		}
+	}
+	l, err := c.TryAcquire(ctx, "ttl", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	for _, ttl := range []time.Duration{-time.Second, 0, time.Millisecond, 10*time.Millisecond - 1, 24*time.Hour + 1, 1 << 62} {
+		if _, err := c.TryAcquire(ctx, "other", ttl); !errors.Is(err, core.ErrInvalid) {
+			t.Errorf("acquire with TTL %v: %v", ttl, err)
+		}
+		if err := l.Extend(ctx, ttl); !errors.Is(err, core.ErrInvalid) {
+			t.Errorf("extend to TTL %v: %v", ttl, err)
+		}
+	}
+}
+
+// eventually polls cond every few milliseconds until it holds or d passes.
+func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// Closing a client that holds locks and has waiters parked releases every lock, cancels every lock
+// context with ErrClosed, returns ErrClosed to every waiter and leaves no goroutine behind.
+func TestLimits_closeWithLocksHeldAndWaitersParked(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	other := newClient(t, srv.Client(t))
+	busy, err := other.Acquire(ctx, "busy", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Release(ctx)
+	baseline := goleak.IgnoreCurrent()
+
+	rdb := srv.Client(t)
+	c, err := core.New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var locks []*core.Lock
+	for i := range 20 {
+		l, err := c.Acquire(ctx, "held-"+itoa(i), time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		locks = append(locks, l)
+	}
+	const waiters = 200
+	var started atomic.Int32
+	results := make(chan error, waiters)
+	for range waiters {
+		go func() {
+			started.Add(1)
+			_, err := c.Acquire(ctx, "busy", time.Second)
+			results <- err
+		}()
+	}
+	eventually(t, 5*time.Second, "waiters to subscribe", func() bool {
+		m := srv.Do(t, "PUBSUB", "NUMSUB", "lockkit:{busy}:released").([]any)
+		return started.Load() == waiters && m[1] == int64(1)
+	})
+	closed := time.Now()
+	if err := c.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range waiters {
+		select {
+		case err := <-results:
+			if !errors.Is(err, core.ErrClosed) {
+				t.Fatalf("waiter after Close: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a waiter was not woken by Close")
+		}
+	}
+	t.Logf("Close released 20 locks and woke %d waiters in %v", waiters, time.Since(closed))
+	for _, l := range locks {
+		if !errors.Is(context.Cause(l.Context()), core.ErrClosed) {
+			t.Fatalf("lock context cause %v", context.Cause(l.Context()))
+		}
+		if srv.Do(t, "EXISTS", l.Key()) != int64(0) {
+			t.Fatalf("%s left in Redis", l.Key())
+		}
+	}
+	if _, err := c.TryAcquire(ctx, "x", time.Second); !errors.Is(err, core.ErrClosed) {
+		t.Fatalf("acquire after Close: %v", err)
+	}
+	_ = rdb.Close()
+	goleak.VerifyNone(t, baseline)
+}

@@ -1,0 +1,86 @@
+package chaos_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/lockkit/lockkit/internal/chaos"
+)
+
+func op(client int, kind, tok string, call, ret int64, out string) porcupine.Operation {
+	ev := linEvent{Kind: kind, Client: client, Tok: tok, Call: call, Ret: ret, Out: out}
+	return porcupine.Operation{ClientId: client, Input: ev, Call: call, Output: out, Return: ret}
+}
+
+// The checker must be able to fail: two holders at once, a release of a lock nobody holds, and a
+// busy answer for a free lock are illegal; an unknown acquisition that expired is legal.
+func TestLockModel_rejectsOverlap(t *testing.T) {
+	m := lockModel.ToModel()
+	cases := []struct {
+		name  string
+		h     []porcupine.Operation
+		legal bool
+	}{
+		{"sequential", []porcupine.Operation{op(0, "acq", "a", 0, 1, "ok"), op(0, "rel", "a", 2, 3, "ok"), op(1, "acq", "b", 4, 5, "ok")}, true},
+		{"overlap", []porcupine.Operation{op(0, "acq", "a", 0, 1, "ok"), op(1, "acq", "b", 2, 3, "ok"), op(0, "rel", "a", 4, 5, "ok")}, false},
+		{"lost then taken", []porcupine.Operation{op(0, "acq", "a", 0, 1, "ok"), op(0, "exp", "a", 2, 10, "lost"), op(1, "acq", "b", 3, 4, "ok")}, true},
+		{"taken before loss", []porcupine.Operation{op(0, "acq", "a", 0, 1, "ok"), op(1, "acq", "b", 2, 3, "ok"), op(0, "exp", "a", 4, 10, "lost")}, false},
+		{"busy when free", []porcupine.Operation{op(0, "acq", "a", 0, 1, "busy")}, false},
+		{"unknown then free", []porcupine.Operation{op(0, "acq", "a", 0, 1, "unknown"), op(0, "exp", "a", 0, 5, ""), op(1, "acq", "b", 6, 7, "ok")}, true},
+		{"unknown held", []porcupine.Operation{op(0, "acq", "a", 0, 1, "unknown"), op(0, "exp", "a", 0, 5, ""), op(1, "acq", "b", 2, 3, "busy")}, true},
+		{"release not held", []porcupine.Operation{op(0, "acq", "a", 0, 1, "ok"), op(0, "rel", "a", 2, 3, "notheld")}, false},
+	}
+	for _, c := range cases {
+		if got := porcupine.CheckOperations(m, c.h); got != c.legal {
+			t.Errorf("%s: linearizable = %v, want %v", c.name, got, c.legal)
+		}
+	}
+}
+
+func TestCheckFenceOrder_flagsInversion(t *testing.T) {
+	rep := &chaos.Report{}
+	row := rep.Row("x")
+	ft := &fakeT{}
+	checkFenceOrder(ft, row, []linEvent{{Call: 0, Ret: 1, Fence: 5}, {Call: 2, Ret: 3, Fence: 7}, {Call: 1, Ret: 4, Fence: 6}})
+	if _, _, v := row.Counts(); v != 0 {
+		t.Fatalf("concurrent acquisitions flagged: %d", v)
+	}
+	checkFenceOrder(ft, row, []linEvent{{Call: 0, Ret: 1, Fence: 5}, {Call: 2, Ret: 3, Fence: 4}})
+	if _, _, v := row.Counts(); v != 1 {
+		t.Fatalf("inversion not flagged: %d violations", v)
+	}
+}
+
+// fakeT records errors instead of failing the test.
+type fakeT struct{ errs []string }
+
+func (f *fakeT) Helper()                        {}
+func (f *fakeT) Errorf(format string, _ ...any) { f.errs = append(f.errs, format) }
+
+func TestReport_percentilesAndTable(t *testing.T) {
+	ds := []time.Duration{5, 1, 4, 2, 3, 10, 9, 8, 7, 6}
+	for _, c := range []struct {
+		p    float64
+		want time.Duration
+	}{{50, 5}, {99, 10}, {100, 10}, {10, 1}, {0.0001, 1}} {
+		if got, ok := chaos.Percentile(ds, c.p); !ok || got != c.want {
+			t.Errorf("p%v = %v, want %v", c.p, got, c.want)
+		}
+	}
+	if _, ok := chaos.Percentile(nil, 50); ok {
+		t.Error("percentile of nothing")
+	}
+	rep := &chaos.Report{}
+	row := rep.Row("s")
+	row.Ops(3)
+	row.Faults(2)
+	row.Detection(1500 * time.Millisecond)
+	row.Margin(-3 * time.Millisecond)
+	row.Violation(&fakeT{}, "x")
+	want := "| s | 3 | 2 | 1 | 1.50 s | 1.50 s | -3.0 ms |"
+	if got := rep.Markdown(); !strings.Contains(got, want) {
+		t.Errorf("table:\n%s\nwant a row %q", got, want)
+	}
+}
