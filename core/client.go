@@ -40,7 +40,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	id := clientIDPrefix + newToken()[:16]
 	n := newNode(rdb, &s, id)
 	n.replicas, n.replicaWait = o.replicas, o.replicaWait
-	return newClient(n, o, id, false), nil
+	return newClient(n, o, id, 0), nil
 }
 
 func buildOptions(opts []Option) (options, error) {
@@ -51,10 +51,10 @@ func buildOptions(opts []Option) (options, error) {
 	return o, o.validate()
 }
 
-func newClient(st store, o options, id string, dedupe bool) *Client {
+func newClient(st store, o options, id string, quorum int) *Client {
 	c := &Client{id: id, st: st, opt: o, hook: chainHooks(o.hooks)}
 	c.wd = newWatchdog(c)
-	c.room = newWaitRoom(st.router(), id, dedupe)
+	c.room = newWaitRoom(st.router(), id, quorum)
 	return c
 }
 
@@ -274,7 +274,7 @@ func (c *Client) wait(ctx context.Context, l *Lock, wait bool, ao *acquireOption
 				h.Attempt(ctx, HookInfo{Name: k.name, Key: k.lock(), Attempts: attempts, Woken: woken, Acquired: r.ok,
 					RetryAfter: r.retryAfter, Err: aerr})
 			}
-			if woken && aerr == nil && !r.ok && !r.guarded {
+			if woken && aerr == nil && !r.ok && !r.guarded && !c.wd.holds(k.lock()) {
 				c.room.lostRace(w) // another process took the lock we were woken for
 			}
 			woken = false
@@ -304,10 +304,15 @@ func (c *Client) wait(ctx context.Context, l *Lock, wait bool, ao *acquireOption
 				continue
 			}
 		}
-		c.room.requeue(w)
+		head := c.room.requeue(w)
 		d := backoff
 		if res.retryAfter > 0 && res.retryAfter+time.Millisecond < d {
 			d = res.retryAfter + time.Millisecond
+		}
+		if !head {
+			// Only the first local waiter polls as a fallback; the others are woken in turn and
+			// poll rarely, so that many parked waiters cost Redis almost nothing.
+			d = max(d, 10*maxBack)
 		}
 		d = d/2 + rand.N(d/2+1)
 		if timer == nil {

@@ -45,7 +45,7 @@ func NewRedlock(nodes []redis.UniversalClient, opts ...Option) (*Client, error) 
 		nd.replicas, nd.replicaWait = o.replicas, o.replicaWait
 		rl.nodes = append(rl.nodes, nd)
 	}
-	return newClient(rl, o, id, true), nil
+	return newClient(rl, o, id, rl.quorum), nil
 }
 
 type redlock struct {

@@ -15,12 +15,12 @@ import (
 type waitRoom struct {
 	router        router
 	id            string // this client's id, as published in its release messages
-	dedupe        bool   // several feeds deliver each release (Redlock)
+	quorum        int    // Redlock: copies of a release message (one per node) that make a wake-up
 	mu            sync.Mutex
 	queues        map[string]*waitQueue
 	feeds         map[string]*feed
 	ops           []subOp
-	seen          map[string]time.Time // recent release messages, when deduplicating
+	seen          map[string]seenMsg // recent release messages (Redlock)
 	refreshNeeded bool
 	started       bool
 	kick          chan struct{}
@@ -29,6 +29,11 @@ type waitRoom struct {
 	cancel        context.CancelFunc
 	wg            sync.WaitGroup
 	shut          bool
+}
+
+type seenMsg struct {
+	copies int
+	at     time.Time
 }
 
 type subOp struct {
@@ -71,11 +76,11 @@ const (
 // churn on locks that are contended on and off.
 const idleAfter = 3 * time.Second
 
-func newWaitRoom(rt router, id string, dedupe bool) *waitRoom {
-	r := &waitRoom{router: rt, id: id, dedupe: dedupe, queues: make(map[string]*waitQueue),
+func newWaitRoom(rt router, id string, quorum int) *waitRoom {
+	r := &waitRoom{router: rt, id: id, quorum: quorum, queues: make(map[string]*waitQueue),
 		feeds: make(map[string]*feed), kick: make(chan struct{}, 1), closed: make(chan struct{})}
-	if dedupe {
-		r.seen = make(map[string]time.Time)
+	if quorum > 0 {
+		r.seen = make(map[string]seenMsg)
 	}
 	return r
 }
@@ -127,17 +132,19 @@ func (r *waitRoom) poke() {
 	}
 }
 
-// requeue puts w back at the head of its queue if a wake-up took it out.
-func (r *waitRoom) requeue(w *waiter) {
+// requeue puts w back at the head of its queue if a wake-up took it out. It reports whether w is
+// first in its queue.
+func (r *waitRoom) requeue(w *waiter) bool {
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	q := w.q
 	if !w.inQueue {
-		q := w.q
 		q.waiters = append(q.waiters, nil)
 		copy(q.waiters[1:], q.waiters)
 		q.waiters[0] = w
 		w.inQueue = true
 	}
-	r.mu.Unlock()
+	return q.waiters[0] == w
 }
 
 // leave removes w. A wake-up it received but did not use passes to the next waiter.
@@ -204,12 +211,19 @@ func (r *waitRoom) deliver(ch, payload string) {
 		r.wakeOne(q, payload)
 		return
 	}
-	if r.dedupe {
+	if r.quorum > 0 {
+		// Redlock: every node publishes the release. Wake on the quorum-th copy, when a quorum of
+		// nodes is free (an earlier attempt would fail), and ignore the rest.
 		key := ch + "\x00" + payload
-		if _, dup := r.seen[key]; dup {
+		n := r.seen[key]
+		n.copies++
+		if n.copies == 1 {
+			n.at = time.Now()
+		}
+		r.seen[key] = n
+		if n.copies != r.quorum {
 			return
 		}
-		r.seen[key] = time.Now()
 	}
 	if id, _, _ := strings.Cut(payload, "/"); id == r.id && time.Since(q.lostAt) < contestedFor {
 		time.AfterFunc(yieldAfterOwnRelease, func() {
@@ -278,8 +292,8 @@ func (r *waitRoom) sweep() {
 			r.ops = append(r.ops, subOp{ch: ch})
 		}
 	}
-	for k, t := range r.seen {
-		if now.Sub(t) > idleAfter {
+	for k, m := range r.seen {
+		if now.Sub(m.at) > idleAfter {
 			delete(r.seen, k)
 		}
 	}

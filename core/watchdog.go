@@ -136,6 +136,14 @@ func (w *watchdog) unschedule(e *entry) {
 	}
 }
 
+// holds reports whether this client holds the lock key (renewing it).
+func (w *watchdog) holds(key string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e := w.held[key]
+	return e != nil && !e.gone
+}
+
 // detach removes l from its entry and stops renewing when no local holder is left.
 func (w *watchdog) detach(l *Lock) {
 	w.mu.Lock()
