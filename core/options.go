@@ -19,16 +19,18 @@ type options struct {
 	nodeTimeout time.Duration // Redlock only; 0 = max(TTL/20, 10ms)
 	replicas    int
 	replicaWait time.Duration
+	driftFactor float64
 }
 
 func defaultOptions() options {
 	return options{
-		prefix:     "lockkit:",
-		renewRatio: 1.0 / 3,
-		backoffMin: 20 * time.Millisecond,
-		backoffMax: 1 * time.Second,
-		waiterTTL:  5 * time.Second,
-		batchSize:  1000,
+		prefix:      "lockkit:",
+		renewRatio:  1.0 / 3,
+		backoffMin:  20 * time.Millisecond,
+		backoffMax:  1 * time.Second,
+		waiterTTL:   5 * time.Second,
+		batchSize:   1000,
+		driftFactor: 0.01,
 	}
 }
 
@@ -44,6 +46,9 @@ func (o *options) validate() error {
 	}
 	if o.waiterTTL < 100*time.Millisecond {
 		return invalid("fair waiter timeout %v below 100ms", o.waiterTTL)
+	}
+	if !(o.driftFactor >= 0.01 && o.driftFactor <= 0.5) {
+		return invalid("drift factor %v outside [0.01, 0.5]", o.driftFactor)
 	}
 	if o.nodeTimeout < 0 {
 		return invalid("node timeout %v is negative", o.nodeTimeout)
@@ -80,6 +85,14 @@ func WithRetryBackoff(min, max time.Duration) Option {
 // WithFairWaiterTimeout sets how long a fair waiter keeps its place in the Redis-side queue without
 // refreshing it (default 5s). A waiter that dies is skipped after this long.
 func WithFairWaiterTimeout(d time.Duration) Option { return func(o *options) { o.waiterTTL = d } }
+
+// WithDriftFactor sets the safety margin a lock keeps before its expiry, as a fraction of its TTL
+// (plus 2ms): the lock's context is cancelled when renewals have failed until send time + TTL −
+// margin. The default, 0.01, is Redlock's clock drift allowance. A process whose timers can run
+// late (an overloaded host, long GC pauses, a throttled container) should use more, e.g. 0.1:
+// the margin must cover the lateness for the context to end before the lock can pass to someone
+// else. Allowed: 0.01 to 0.5.
+func WithDriftFactor(f float64) Option { return func(o *options) { o.driftFactor = f } }
 
 // WithNodeTimeout bounds each node's answer to a Redlock request (default: TTL/20, at least 10ms).
 // A slow or dead node costs at most this much. Ignored by New.

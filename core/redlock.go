@@ -39,7 +39,7 @@ func NewRedlock(nodes []redis.UniversalClient, opts ...Option) (*Client, error) 
 	}
 	s := loadScripts()
 	id := clientIDPrefix + newToken()[:16]
-	rl := &redlock{quorum: len(nodes)/2 + 1, timeout: o.nodeTimeout, rt: newFanRouter(nodes)}
+	rl := &redlock{quorum: len(nodes)/2 + 1, timeout: o.nodeTimeout, rt: newFanRouter(nodes), opt: &o}
 	for _, n := range nodes {
 		nd := newNode(n, &s, id)
 		nd.replicas, nd.replicaWait = o.replicas, o.replicaWait
@@ -49,6 +49,7 @@ func NewRedlock(nodes []redis.UniversalClient, opts ...Option) (*Client, error) 
 }
 
 type redlock struct {
+	opt     *options
 	nodes   []*node
 	quorum  int
 	timeout time.Duration
@@ -196,7 +197,7 @@ func (rl *redlock) acquire(ctx context.Context, k *keys, r *acquireReq) (acquire
 			out.retryAfter = res[i].retryAfter
 		}
 	}
-	validity := r.ttl - time.Since(start) - drift(r.ttl)
+	validity := r.ttl - time.Since(start) - rl.opt.drift(r.ttl)
 	if ok >= rl.quorum && !out.guarded && validity > 0 {
 		if err := rl.writeBack(ctx, k, r.ttl, res, errs, out.fence); err != nil {
 			rl.undo(k, r, res, errs)

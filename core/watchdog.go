@@ -8,8 +8,11 @@ import (
 	"time"
 )
 
-// drift is the clock drift allowance of Redlock: TTL·0.01 + 2ms.
-func drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
+// drift is the safety margin kept before a lock's expiry: TTL × the drift factor (0.01 by default,
+// as Redlock prescribes) + 2ms.
+func (o *options) drift(ttl time.Duration) time.Duration {
+	return time.Duration(float64(ttl)*o.driftFactor) + 2*time.Millisecond
+}
 
 // entry is one held lock (key + owner token) as the watchdog sees it. Reentrant Locks of the same
 // owner in this client share it.
@@ -95,7 +98,7 @@ func (w *watchdog) add(l *Lock, sent time.Time) bool {
 	if l.ttl > e.ttl {
 		e.ttl = l.ttl
 	}
-	if v := sent.Add(l.ttl - drift(l.ttl)); v.After(e.valid) {
+	if v := sent.Add(l.ttl - w.c.opt.drift(l.ttl)); v.After(e.valid) {
 		e.valid = v
 	}
 	e.next = sent.Add(w.interval(e.ttl))
@@ -171,7 +174,7 @@ func (w *watchdog) extended(e *entry, sent time.Time, ttl time.Duration) {
 		return
 	}
 	e.ttl = ttl
-	e.valid = sent.Add(ttl - drift(ttl))
+	e.valid = sent.Add(ttl - w.c.opt.drift(ttl))
 	e.next = sent.Add(w.interval(ttl))
 	w.schedule(e)
 }
@@ -310,7 +313,7 @@ func (w *watchdog) renew(batch []*entry, items []renewItem) {
 		switch {
 		case it.err == nil && it.ok:
 			e.lastErr = nil
-			if v := sent.Add(it.ttl - drift(it.ttl)); v.After(e.valid) {
+			if v := sent.Add(it.ttl - w.c.opt.drift(it.ttl)); v.After(e.valid) {
 				e.valid = v
 			}
 			e.next = sent.Add(w.interval(it.ttl))

@@ -242,3 +242,44 @@ func TestWatchdog_holdCountSurvivesRenewal(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// WithDriftFactor widens the margin kept before expiry: with 0.2 and Redis gone, the context ends
+// about 200ms of a 1s TTL before the lock could expire in Redis.
+func TestWatchdog_driftFactor_widensMargin(t *testing.T) {
+	var (
+		mu     sync.Mutex
+		lastOK time.Time
+	)
+	hook := core.Hook{Renewed: func(_ context.Context, in core.HookInfo) {
+		if in.Acquired {
+			mu.Lock()
+			lastOK = in.Start
+			mu.Unlock()
+		}
+	}}
+	srv, _, c := setup(t, core.WithHook(hook), core.WithDriftFactor(0.2))
+	ctx := context.Background()
+	const ttl = time.Second
+	mu.Lock()
+	lastOK = time.Now()
+	mu.Unlock()
+	l, err := c.Acquire(ctx, "k", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop(t)
+	select {
+	case <-l.Context().Done():
+	case <-time.After(2 * ttl):
+		t.Fatal("not cancelled")
+	}
+	mu.Lock()
+	margin := lastOK.Add(ttl).Sub(time.Now())
+	mu.Unlock()
+	if margin < 150*time.Millisecond {
+		t.Fatalf("cancelled %v before the earliest expiry, want about 200ms", margin)
+	}
+	if _, err := core.New(srv.Client(t), core.WithDriftFactor(0.001)); !errors.Is(err, core.ErrInvalid) {
+		t.Fatalf("drift factor 0.001: %v", err)
+	}
+}
