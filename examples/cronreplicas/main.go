@@ -13,6 +13,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"sync"
@@ -35,7 +36,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "cronreplicas: need -replicas >= 1, -duration >= 1s and 0 <= -skew < 500ms")
 		os.Exit(2)
 	}
-	if err := run(*replicas, *duration, *addr, *skew); err != nil {
+	if err := run(os.Stdout, *replicas, *duration, *addr, *skew); err != nil {
 		fmt.Fprintln(os.Stderr, "cronreplicas:", err)
 		os.Exit(1)
 	}
@@ -52,6 +53,7 @@ func (k skewed) Next(t time.Time) time.Time { return k.s.Next(t.Add(k.by)).Add(-
 
 // tally counts runs per tick and skips per outcome.
 type tally struct {
+	out   io.Writer
 	mu    sync.Mutex
 	runs  map[int64]int
 	skips map[string]int
@@ -61,7 +63,7 @@ func (t *tally) ran(tick time.Time, replica int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.runs[tick.Unix()]++
-	fmt.Printf("tick=%s replica=%d\n", tick.UTC().Format(time.RFC3339), replica)
+	fmt.Fprintf(t.out, "tick=%s replica=%d\n", tick.UTC().Format(time.RFC3339), replica)
 }
 
 func (t *tally) event(ev cronlock.Event) {
@@ -76,7 +78,8 @@ func (t *tally) event(ev cronlock.Event) {
 	}
 }
 
-func run(n int, duration time.Duration, addr string, maxSkew time.Duration) error {
+// run runs the replicas for duration and prints the runs and the summary to out.
+func run(out io.Writer, n int, duration time.Duration, addr string, maxSkew time.Duration) error {
 	if addr == "" {
 		mr, err := embedredis.Start()
 		if err != nil {
@@ -84,9 +87,9 @@ func run(n int, duration time.Duration, addr string, maxSkew time.Duration) erro
 		}
 		defer mr.Close()
 		addr = mr.Addr()
-		fmt.Println("embedded Redis at", addr)
+		fmt.Fprintln(out, "embedded Redis at", addr)
 	}
-	t := &tally{runs: map[int64]int{}, skips: map[string]int{}}
+	t := &tally{out: out, runs: map[int64]int{}, skips: map[string]int{}}
 	every := cronlock.Every(time.Second)
 	type replica struct {
 		c *cron.Cron
@@ -123,7 +126,7 @@ func run(n int, duration time.Duration, addr string, maxSkew time.Duration) erro
 		c := cron.New(cron.WithSeconds())
 		c.Schedule(skewed{every, skew}, l.Wrap("every-second", every)(cronlock.Func(job)))
 		reps = append(reps, replica{c, l})
-		fmt.Printf("replica %d: clock skew %+v\n", i+1, skew)
+		fmt.Fprintf(out, "replica %d: clock skew %+v\n", i+1, skew)
 	}
 	for _, r := range reps {
 		r.c.Start()
@@ -155,7 +158,7 @@ func summary(t *tally) error {
 			skipped += int(tick - ticks[i-1] - 1)
 		}
 	}
-	fmt.Printf("summary: ticks=%d runs=%d duplicates=%d skipped_ticks=%d (replica skips: busy=%d done=%d)\n",
+	fmt.Fprintf(t.out, "summary: ticks=%d runs=%d duplicates=%d skipped_ticks=%d (replica skips: busy=%d done=%d)\n",
 		len(ticks), runs, dups, skipped, t.skips[cronlock.OutcomeBusy], t.skips[cronlock.OutcomeDone])
 	if dups > 0 || skipped > 0 || len(ticks) == 0 {
 		return errors.New("not exactly once per tick")

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"time"
@@ -32,7 +33,7 @@ func main() {
 	dsn := flag.String("pg", "", "PostgreSQL connection string (optional)")
 	ttl := flag.Duration("ttl", time.Second, "lock TTL; process A pauses for twice as long")
 	flag.Parse()
-	if err := run(*addr, *dsn, *ttl); err != nil {
+	if err := run(os.Stdout, *addr, *dsn, *ttl); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -47,7 +48,8 @@ type named struct {
 	r    resource
 }
 
-func run(addr, dsn string, ttl time.Duration) error {
+// run plays the scene, printing it to out.
+func run(out io.Writer, addr, dsn string, ttl time.Duration) error {
 	ctx := context.Background()
 	if addr == "" {
 		mr, err := embedredis.Start()
@@ -56,7 +58,7 @@ func run(addr, dsn string, ttl time.Duration) error {
 		}
 		defer mr.Close()
 		addr = mr.Addr()
-		fmt.Println("embedded Redis (miniredis) at", addr)
+		fmt.Fprintln(out, "embedded Redis (miniredis) at", addr)
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: addr, DisableIdentity: true})
 	defer rdb.Close()
@@ -89,7 +91,7 @@ func run(addr, dsn string, ttl time.Duration) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("A holds the lock, fence %d; A checks its lock, then pauses for %v\n", a.Fence(), 2*ttl)
+	fmt.Fprintf(out, "A holds the lock, fence %d; A checks its lock, then pauses for %v\n", a.Fence(), 2*ttl)
 	checked := a.Context().Err() == nil
 	// procA's watchdog would keep renewing during a mere sleep; a real pause stops it too. Stop it
 	// here the only way the API allows: let B find the lock expired by deleting it.
@@ -99,29 +101,29 @@ func run(addr, dsn string, ttl time.Duration) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("B holds the lock, fence %d\n", b.Fence())
+	fmt.Fprintf(out, "B holds the lock, fence %d\n", b.Fence())
 	for _, x := range resources {
 		name, r := x.name, x.r
 		if err := r.Write(ctx, b.Fence(), "written by B"); err != nil {
 			return fmt.Errorf("write of B to %s: %w", name, err)
 		}
-		fmt.Printf("  B writes to %-8s accepted\n", name)
+		fmt.Fprintf(out, "  B writes to %-8s accepted\n", name)
 	}
-	fmt.Printf("A resumes; it checked its lock before the pause (held: %v) and writes\n", checked)
+	fmt.Fprintf(out, "A resumes; it checked its lock before the pause (held: %v) and writes\n", checked)
 	for _, x := range resources {
 		name, r := x.name, x.r
 		err := r.Write(ctx, a.Fence(), "written by A")
 		switch {
 		case errors.Is(err, fenced.ErrStale):
-			fmt.Printf("  A writes to %-8s rejected: %v\n", name, err)
+			fmt.Fprintf(out, "  A writes to %-8s rejected: %v\n", name, err)
 		case err != nil:
 			return err
 		default:
-			fmt.Printf("  A writes to %-8s ACCEPTED: the resource does not check fences\n", name)
+			fmt.Fprintf(out, "  A writes to %-8s ACCEPTED: the resource does not check fences\n", name)
 			os.Exit(1)
 		}
 	}
-	fmt.Printf("A's lock context: %v\n", context.Cause(a.Context()))
+	fmt.Fprintf(out, "A's lock context: %v\n", context.Cause(a.Context()))
 	return b.Release(ctx)
 }
 
