@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"os/exec"
+	"testing"
+	"time"
+)
+
+func TestParseInfo(t *testing.T) {
+	txt := "# Commandstats\r\ncmdstat_evalsha:calls=10,usec=5,usec_per_call=0.50,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_info:calls=2,usec=1\r\ncmdstat_config|resetstat:calls=1,usec=1\r\ncmdstat_subscribe:calls=1,usec=1\r\n" +
+		"# CPU\r\nused_cpu_sys:1.500000\r\nused_cpu_user:0.250000\r\n"
+	st, err := parseInfo(txt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.calls["evalsha"] != 10 || st.calls["subscribe"] != 1 || st.cpuUsec != 1_750_000 {
+		t.Errorf("parsed %+v", st)
+	}
+	if n := st.commands(); n != 11 {
+		t.Errorf("commands() = %d, want 11 (harness commands excluded)", n)
+	}
+	if _, err := parseInfo("# CPU\r\nused_cpu_sys:x\r\n"); err == nil {
+		t.Error("bad CPU figure accepted")
+	}
+	if _, err := parseInfo("# Commandstats\r\n"); err == nil {
+		t.Error("INFO without commandstats accepted")
+	}
+}
+
+// testServers starts n redis-servers for a test.
+func testServers(t *testing.T, n int) []*server {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("redis-server not installed")
+	}
+	ss, err := startServers("redis-server", n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stopServers(ss) })
+	return ss
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// The command counts the tables rest on: what each library sends top-level and what its
+// scripts run, for a known number of uncontended lock+unlock operations.
+func TestRig_countsTopLevelAndInScriptCommands(t *testing.T) {
+	ss := testServers(t, 1)
+	ctx := testCtx(t)
+	const ops = 25
+	cases := []struct {
+		cfg       config
+		top, trip int64
+		inner     func(int64) bool
+	}{
+		// SET NX top-level, release EVALSHA running GET + DEL
+		{rawConfig(), 2 * ops, 2 * ops, func(n int64) bool { return n == 2*ops }},
+		// same shape as the floor
+		{redsyncDefaults(1), 2 * ops, 2 * ops, func(n int64) bool { return n == 2*ops }},
+		// EVALSHA obtain (SET inside) + EVALSHA release (GET + DEL)
+		{redislockDefaults(), 2 * ops, 2 * ops, func(n int64) bool { return n == 3*ops }},
+		// two EVALSHAs; the scripts do the lock's work (hash, fence, publish)
+		{lockkitConfig(), 2 * ops, 2 * ops, func(n int64) bool { return n >= 6*ops }},
+	}
+	for _, c := range cases {
+		t.Run(c.cfg.name, func(t *testing.T) {
+			rg := newRig(ss)
+			defer rg.close()
+			im, err := c.cfg.make(rg.rdbs, time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = im.close() }()
+			if _, err := im.critical(ctx, "warm", nil); err != nil { // loads the scripts
+				t.Fatal(err)
+			}
+			if err := rg.begin(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for range ops {
+				if _, err := im.critical(ctx, "k", nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			u, err := rg.end(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if u.top != c.top || u.trips != c.trip || !c.inner(u.inner) {
+				t.Errorf("top %d trips %d inner %d (calls %v), want top %d trips %d", u.top, u.trips, u.inner, u.calls, c.top, c.trip)
+			}
+			if u.cpu <= 0 {
+				t.Errorf("server CPU %d µs", u.cpu)
+			}
+		})
+	}
+}
+
+func FuzzParseInfo(f *testing.F) {
+	f.Add("# Commandstats\r\ncmdstat_get:calls=3,usec=1\r\n# CPU\r\nused_cpu_sys:0.5\r\nused_cpu_user:0.25\r\n")
+	f.Add("cmdstat_set:calls=-1\r\n")
+	f.Add("cmdstat_x:usec=1,calls=99999999999999999999\n")
+	f.Add("used_cpu_user:NaN\ncmdstat_a:calls=1")
+	f.Fuzz(func(t *testing.T, txt string) {
+		st, err := parseInfo(txt)
+		if err != nil {
+			return
+		}
+		if len(st.calls) == 0 {
+			t.Fatalf("no error but no commandstats in %q", txt)
+		}
+		var want int64
+		for k, v := range st.calls {
+			if !harnessCommand(k) {
+				want += v
+			}
+		}
+		if st.commands() != want {
+			t.Fatalf("commands() = %d, want %d", st.commands(), want)
+		}
+	})
+}

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A whole round of every scenario at toy sizes, and the report it makes.
+func TestHarness_roundAndReport(t *testing.T) {
+	ss := testServers(t, 3)
+	ctx := testCtx(t)
+	p := fullParams()
+	// Hot windows long enough for redsync's defaults (50–250 ms retry delay) to complete critical sections.
+	p.window, p.hotWindow, p.sweepWindow, p.warm = 50*time.Millisecond, 400*time.Millisecond, 300*time.Millisecond, 20*time.Millisecond
+	p.goroutines, p.redlockG, p.holds = []int{2}, []int{2}, []time.Duration{time.Millisecond}
+	p.heldN, p.heldTTL, p.observe = 300, 3*time.Second, 1200*time.Millisecond
+	want, err := parseOnly("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	h := &harness{start: time.Now(), servers: ss, p: p, res: newStore(), log: &logs}
+	if err := h.round(ctx, 0, 1, want); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(logs.String(), "ERROR") {
+		t.Fatalf("a measurement failed:\n%s", logs.String())
+	}
+	if got := h.res.get("held", "300 locks", "lockkit", "lost"); got.n != 1 || got.med != 0 {
+		t.Errorf("lockkit lost %+v held locks", got)
+	}
+	if got := h.res.get("held", "300 locks", "redislock + DIY ticker", "goroutines"); got.med < 300 {
+		t.Errorf("DIY ticker added %v goroutines for 300 locks", got.med)
+	}
+	if got := h.res.get("held", "300 locks", "lockkit", "trips_int"); got.med <= 0 {
+		t.Errorf("no lockkit renewal seen in %v", p.observe)
+	}
+	m := collectMachine("redis-server", []string{"-quick"})
+	m.finish()
+	var out bytes.Buffer
+	if err := writeReport(&out, h, m, 1, want); err != nil {
+		t.Fatal(err)
+	}
+	doc := out.String()
+	for _, s := range []string{"cd bench && go run ./cmd/compare -quick", "## Verdict", "## Uncontended", "| 2 | lockkit |",
+		"## One hot key", "| 1 ms | redislock (tuned) |", "## Redlock over 3 nodes", "| 1 ms | lockkit Redlock |",
+		"## Many held locks", "redislock + DIY ticker", "## How the tuned settings were chosen", "Redis server v="} {
+		if !strings.Contains(doc, s) {
+			t.Errorf("report lacks %q", s)
+		}
+	}
+	if t.Failed() {
+		t.Log(doc)
+	}
+}
+
+func TestRun_rejectsBadFlags(t *testing.T) {
+	for _, args := range [][]string{{"-rounds", "0"}, {"-only", "nope"}, {"stray"}} {
+		if err := run(args, io.Discard); err == nil {
+			t.Errorf("run(%q) accepted", args)
+		}
+	}
+}
