@@ -274,7 +274,7 @@ func TestWatchdog_driftFactor_widensMargin(t *testing.T) {
 		t.Fatal("not cancelled")
 	}
 	mu.Lock()
-	margin := lastOK.Add(ttl).Sub(time.Now())
+	margin := time.Until(lastOK.Add(ttl))
 	mu.Unlock()
 	if margin < 150*time.Millisecond {
 		t.Fatalf("cancelled %v before the earliest expiry, want about 200ms", margin)
