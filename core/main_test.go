@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/locktest"
+
 	"github.com/lockkit/lockkit/core"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/redis/go-redis/v9"
@@ -15,17 +17,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // newClient returns a core.Client over rdb, closed when the test ends.
 func newClient(t testing.TB, rdb redis.UniversalClient, opts ...core.Option) *core.Client {
-	t.Helper()
-	c, err := core.New(rdb, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_ = c.Close(ctx)
-	})
-	return c
+	return locktest.NewClient(t, rdb, opts...)
 }
 
 // setup starts a fresh redis-server and returns it with a go-redis client and a lockkit client.
@@ -38,14 +30,7 @@ func setup(t testing.TB, opts ...core.Option) (*redistest.Server, *redis.Client,
 
 // eventually polls cond every few milliseconds until it holds or d passes.
 func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	locktest.Eventually(t, d, what, cond)
 }
 
 // subscribers returns how many connections are subscribed to the release channel of name.

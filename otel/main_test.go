@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/locktest"
+
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -258,14 +260,7 @@ func (e *env) hist(t *testing.T, name string, s attribute.Set) metricdata.Histog
 
 // eventually polls cond every few milliseconds until it holds or d passes.
 func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	locktest.Eventually(t, d, what, cond)
 }
 
 // redisClient returns a go-redis client, closed when the test ends.

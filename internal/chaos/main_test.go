@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/locktest"
+
 	"github.com/lockkit/lockkit/core"
 	"github.com/lockkit/lockkit/internal/chaos"
 	"github.com/redis/go-redis/v9"
@@ -41,17 +43,7 @@ func pick(bounded, fullN int) int {
 
 // newClient returns a core.Client over rdb, closed when the test ends.
 func newClient(t testing.TB, rdb redis.UniversalClient, opts ...core.Option) *core.Client {
-	t.Helper()
-	c, err := core.New(rdb, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = c.Close(ctx)
-	})
-	return c
+	return locktest.NewClient(t, rdb, opts...)
 }
 
 // redisVia returns a go-redis client with opts but connected to addr (e.g. a proxy), closed when the

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/locktest"
+
 	"github.com/hibiken/asynq"
 	"github.com/lockkit/lockkit/core"
 	"github.com/lockkit/lockkit/jobs/asynqlock"
@@ -17,17 +19,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // newLocks returns a core.Client over rdb, closed when the test ends.
 func newLocks(t testing.TB, rdb redis.UniversalClient, opts ...core.Option) *core.Client {
-	t.Helper()
-	c, err := core.New(rdb, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_ = c.Close(ctx)
-	})
-	return c
+	return locktest.NewClient(t, rdb, opts...)
 }
 
 // newMiddleware returns the middleware over c or fails the test.
@@ -104,14 +96,7 @@ func newInspector(rdb redis.UniversalClient) *asynq.Inspector {
 
 // eventually polls cond every few milliseconds until it holds or d passes.
 func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	locktest.Eventually(t, d, what, cond)
 }
 
 // receive waits up to d for a value from ch.

@@ -1,11 +1,12 @@
 package cronlock_test
 
 import (
-	"context"
 	"os"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lockkit/lockkit/internal/locktest"
 
 	"github.com/lockkit/lockkit/core"
 	"github.com/lockkit/lockkit/jobs/cronlock"
@@ -23,17 +24,7 @@ func TestMain(m *testing.M) {
 
 // newClient returns a core.Client over rdb, closed when the test ends.
 func newClient(t testing.TB, rdb redis.UniversalClient) *core.Client {
-	t.Helper()
-	c, err := core.New(rdb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_ = c.Close(ctx)
-	})
-	return c
+	return locktest.NewClient(t, rdb)
 }
 
 // newLocker returns a Locker over c, stopped when the test ends.
@@ -103,12 +94,5 @@ func stopCron(t testing.TB, c *cron.Cron, l *cronlock.Locker) {
 
 // eventually polls cond every few milliseconds until it holds or d passes.
 func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	locktest.Eventually(t, d, what, cond)
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/locktest"
+
 	"github.com/lockkit/lockkit/core"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/lockkit/lockkit/middleware/grpcmw"
@@ -160,17 +162,7 @@ func recovery(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grp
 
 // newClient returns a core.Client over rdb, closed when the test ends.
 func newClient(t testing.TB, rdb redis.UniversalClient, opts ...core.Option) *core.Client {
-	t.Helper()
-	c, err := core.New(rdb, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_ = c.Close(ctx)
-	})
-	return c
+	return locktest.NewClient(t, rdb, opts...)
 }
 
 // call invokes a unary method with value and returns the response value.
@@ -229,14 +221,7 @@ func retryDelay(t *testing.T, st *status.Status) time.Duration {
 
 // eventually polls cond every few milliseconds until it holds or d passes.
 func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	locktest.Eventually(t, d, what, cond)
 }
 
 // subscribers returns the number of connections subscribed to the release channel of the lock name,

@@ -1,0 +1,42 @@
+// Package locktest holds the helpers lockkit's own tests share. It is for tests only.
+package locktest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/lockkit/lockkit/core"
+	"github.com/redis/go-redis/v9"
+)
+
+// CloseTimeout bounds the Close of a client made by NewClient when the test ends.
+const CloseTimeout = 2 * time.Second
+
+// NewClient returns a core.Client over rdb, closed (releasing what it holds) when the test ends.
+func NewClient(t testing.TB, rdb redis.UniversalClient, opts ...core.Option) *core.Client {
+	t.Helper()
+	c, err := core.New(rdb, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), CloseTimeout)
+		defer cancel()
+		_ = c.Close(ctx)
+	})
+	return c
+}
+
+// Eventually polls cond every 2ms until it holds, and fails the test if d passes first. It is how
+// tests wait for a state another goroutine or process reaches (never a bare sleep).
+func Eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
