@@ -62,7 +62,7 @@ func runCluster(t *testing.T, rep *chaos.Report) {
 	wg.Wait()
 	n, lost := secs.check(t, row)
 	t.Logf("cluster: %d sections (%d lost), %d failovers, errors %v", n, lost, rounds, secs.errs)
-	if min := pick(4, 10); n < min { // the workload must have run; two bounded rounds give ~10
-		t.Errorf("only %d critical sections, want at least %d", n, min)
+	if want := pick(4, 10); n < want { // the workload must have run; two bounded rounds give ~10
+		t.Errorf("only %d critical sections, want at least %d", n, want)
 	}
 }
