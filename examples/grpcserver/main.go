@@ -187,8 +187,11 @@ const (
 )
 
 // registerDescriptor adds the service's file descriptor to the global registry, where the
-// reflection service finds it.
+// reflection service finds it; once per process, so that serve can run again (as tests do).
 func registerDescriptor() error {
+	if _, err := protoregistry.GlobalFiles.FindFileByPath(accountsDesc.Metadata.(string)); err == nil {
+		return nil
+	}
 	method := func(name string) *descriptorpb.MethodDescriptorProto {
 		return &descriptorpb.MethodDescriptorProto{Name: proto.String(name),
 			InputType: proto.String(".google.protobuf.Struct"), OutputType: proto.String(".google.protobuf.Struct")}
