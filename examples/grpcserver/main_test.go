@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/locktest"
+
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/lockkit/lockkit/middleware/grpcmw"
 	"go.uber.org/goleak"
@@ -18,26 +20,12 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// freeAddr returns a loopback address that was free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := lis.Addr().String()
-	if err := lis.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
-}
-
 // TestServeAndClient serves the accounts service against a real redis-server, runs the -client
 // demo against it (which fails on lost updates or a wrong balance), makes a retried withdrawal
 // directly and checks that it is replayed, then stops the server through its context.
 func TestServeAndClient(t *testing.T) {
 	srv := redistest.Start(t)
-	addr := freeAddr(t)
+	addr := locktest.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)

@@ -10,31 +10,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/locktest"
+
 	"github.com/lockkit/lockkit/internal/redistest"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// freeAddr returns a loopback address that was free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := lis.Addr().String()
-	if err := lis.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
-}
-
 // TestRun serves the orders API against a real redis-server, creates an order, replays the POST
 // with the same Idempotency-Key, and shuts the server down through its context.
 func TestRun(t *testing.T) {
 	srv := redistest.Start(t)
-	addr := freeAddr(t)
+	addr := locktest.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)

@@ -3,6 +3,7 @@ package locktest
 
 import (
 	"context"
+	"net"
 	"testing"
 	"time"
 
@@ -39,4 +40,18 @@ func Eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
+}
+
+// FreeAddr returns a loopback address that was free a moment ago, for a test server to listen on.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	if err := lis.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return addr
 }
