@@ -289,6 +289,11 @@ func (c *Client) wait(ctx context.Context, l *Lock, wait bool, ao *acquireOption
 				return res, sent, attempts, nil
 			}
 			if r.guarded {
+				if w != nil {
+					// No release will follow (the lock stays free behind the guard): the next
+					// local waiter must find the guard too.
+					c.room.passOn(w)
+				}
 				return res, sent, attempts, &GuardedError{Name: k.name, Key: ao.guard, Value: r.value}
 			}
 			if !wait {

@@ -230,3 +230,40 @@ func TestClose_wakesParkedWaiters(t *testing.T) {
 		}
 	}
 }
+
+// Every parked duplicate of a guarded call sees the guard as soon as it is set, not after its
+// fallback backoff: no release follows a ReleaseSet's wake-up, so each waiter passes it on.
+func TestWait_guardedWaitersAllWoken(t *testing.T) {
+	srv := redistest.Start(t)
+	holder := newClient(t, srv.Client(t))
+	c := newClient(t, srv.Client(t), core.WithRetryBackoff(5*time.Second, 10*time.Second))
+	ctx := context.Background()
+	const guard = "lockkit:done:{job}"
+	l, err := holder.TryAcquire(ctx, "job", 30*time.Second, core.WithGuard(guard))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 5
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			_, err := c.Acquire(ctx, "job", time.Second, core.WithGuard(guard))
+			errs <- err
+		}()
+	}
+	eventually(t, 5*time.Second, "duplicates parked", func() bool { return core.WaitersParked(c) == n })
+	set := time.Now()
+	if err := l.ReleaseSet(ctx, guard, []byte("done"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for range n {
+		select {
+		case err := <-errs:
+			if !errors.Is(err, core.ErrGuarded) {
+				t.Fatalf("duplicate got %v, want ErrGuarded", err)
+			}
+		case <-time.After(3 * time.Second):
+			t.Fatalf("a duplicate still waits %v after the guard was set (the fallback is 5s+)", time.Since(set))
+		}
+	}
+}

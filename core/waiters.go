@@ -172,6 +172,24 @@ func (r *waitRoom) leave(w *waiter) {
 	}
 }
 
+// passOn wakes the first waiter of w's queue other than w.
+func (r *waitRoom) passOn(w *waiter) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	q := w.q
+	for i, x := range q.waiters {
+		if x != w {
+			q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
+			x.inQueue = false
+			select {
+			case x.wake <- struct{}{}:
+			default:
+			}
+			return
+		}
+	}
+}
+
 // lostRace records that w, woken by a release, found the lock taken by another process.
 func (r *waitRoom) lostRace(w *waiter) {
 	r.mu.Lock()
