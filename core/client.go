@@ -243,7 +243,7 @@ func (c *Client) wait(ctx context.Context, l *Lock, wait bool, ao *acquireOption
 			timer.Stop()
 		}
 		if w != nil {
-			c.room.leave(w)
+			c.room.leave(w, err == nil)
 		}
 		if err != nil && ao.fair && fairTTL > 0 && attempts > 0 {
 			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)

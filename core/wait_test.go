@@ -267,3 +267,44 @@ func TestWait_guardedWaitersAllWoken(t *testing.T) {
 		}
 	}
 }
+
+// Only the first waiter polls. When it gives up without the lock, the next takes over polling at
+// once: after a silent expiry (no release message) it would otherwise sleep its long fallback.
+func TestWait_headGivesUp_nextPolls(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	holder := newClient(t, srv.Client(t))
+	c := newClient(t, srv.Client(t), core.WithRetryBackoff(time.Second, 2*time.Second))
+	ctx := context.Background()
+	l, err := holder.Acquire(ctx, "k", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	headErr := make(chan error, 1)
+	go func() {
+		_, err := c.Acquire(ctx, "k", time.Second, core.WithWait(300*time.Millisecond))
+		headErr <- err
+	}()
+	eventually(t, 5*time.Second, "head parked", func() bool { return core.WaitersParked(c) == 1 })
+	got := make(chan error, 1)
+	go func() {
+		w, err := c.Acquire(ctx, "k", time.Second)
+		if err == nil {
+			err = w.Release(ctx)
+		}
+		got <- err
+	}()
+	eventually(t, 5*time.Second, "second parked", func() bool { return core.WaitersParked(c) == 2 })
+	rdb.Del(ctx, l.Key()) // the holder's lock vanishes without a release message (as on expiry)
+	if err := <-headErr; !errors.Is(err, core.ErrNotAcquired) {
+		t.Fatalf("head: %v", err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the next waiter did not take over polling (its own fallback is 20s)")
+	}
+}

@@ -147,11 +147,20 @@ func (r *waitRoom) requeue(w *waiter) bool {
 	return q.waiters[0] == w
 }
 
-// leave removes w. A wake-up it received but did not use passes to the next waiter.
-func (r *waitRoom) leave(w *waiter) {
+// leave removes w. A wake-up it received but did not use passes to the next waiter, and so does
+// the head's polling duty when the head leaves without the lock (only the head polls; after an
+// expiry no release message would wake the next one).
+func (r *waitRoom) leave(w *waiter, acquired bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	q := w.q
+	if !acquired && len(q.waiters) > 1 && q.waiters[0] == w {
+		next := q.waiters[1]
+		select {
+		case next.wake <- struct{}{}:
+		default:
+		}
+	}
 	if w.inQueue {
 		for i, x := range q.waiters {
 			if x == w {
