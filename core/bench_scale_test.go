@@ -2,6 +2,8 @@ package core_test
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,17 +20,14 @@ func BenchmarkTopology(b *testing.B) {
 	nodes := redistest.StartN(b, 3)
 	cl := redistest.StartCluster(b)
 	ctx := context.Background()
-	run := func(b *testing.B, c *core.Client, name string) {
+	// latency runs op b.N times and reports its p50 and p99.
+	latency := func(b *testing.B, op func() error) {
 		lat := make([]time.Duration, 0, b.N)
 		b.ReportAllocs()
 		b.ResetTimer()
 		for range b.N {
 			t0 := time.Now()
-			l, err := c.Acquire(ctx, name, time.Second)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := l.Release(ctx); err != nil {
+			if err := op(); err != nil {
 				b.Fatal(err)
 			}
 			lat = append(lat, time.Since(t0))
@@ -36,6 +35,15 @@ func BenchmarkTopology(b *testing.B) {
 		b.StopTimer()
 		b.ReportMetric(float64(pct(lat, 50).Microseconds()), "p50-µs")
 		b.ReportMetric(float64(pct(lat, 99).Microseconds()), "p99-µs")
+	}
+	run := func(b *testing.B, c *core.Client, name string) {
+		latency(b, func() error {
+			l, err := c.Acquire(ctx, name, time.Second)
+			if err != nil {
+				return err
+			}
+			return l.Release(ctx)
+		})
 	}
 	b.Run("topology=single", func(b *testing.B) {
 		run(b, newClient(b, single.Client(b)), "t")
@@ -66,24 +74,41 @@ func BenchmarkTopology(b *testing.B) {
 		b.ReportMetric(float64(calls)/float64(len(nodes))/float64(b.N), "rtt/node")
 	})
 	raw := func(b *testing.B, rdb redis.UniversalClient) {
-		lat := make([]time.Duration, 0, b.N)
-		b.ReportAllocs()
-		b.ResetTimer()
-		for range b.N {
-			t0 := time.Now()
+		latency(b, func() error {
 			if ok, err := rdb.SetNX(ctx, "raw:{t}", "tok", time.Second).Result(); err != nil || !ok {
-				b.Fatal(ok, err)
+				return fmt.Errorf("raw lock: %v %v", ok, err)
 			}
-			if err := rawRelease.Run(ctx, rdb, []string{"raw:{t}"}, "tok").Err(); err != nil {
-				b.Fatal(err)
-			}
-			lat = append(lat, time.Since(t0))
-		}
-		b.StopTimer()
-		b.ReportMetric(float64(pct(lat, 50).Microseconds()), "p50-µs")
-		b.ReportMetric(float64(pct(lat, 99).Microseconds()), "p99-µs")
+			return rawRelease.Run(ctx, rdb, []string{"raw:{t}"}, "tok").Err()
+		})
 	}
 	b.Run("topology=single/raw-floor", func(b *testing.B) { raw(b, single.Client(b)) })
+	b.Run("topology=redlock3/raw-floor", func(b *testing.B) {
+		// The hardware's floor for a 3-node quorum: SET NX PX on every node in parallel, then the
+		// compare-and-delete on every node in parallel, as redsync does (no fence, no watchdog).
+		var rdbs []*redis.Client
+		for _, n := range nodes {
+			rdbs = append(rdbs, n.Client(b))
+		}
+		par := func(fn func(rdb *redis.Client) error) {
+			var wg sync.WaitGroup
+			errs := make([]error, len(rdbs))
+			for i, rdb := range rdbs {
+				wg.Add(1)
+				go func() { defer wg.Done(); errs[i] = fn(rdb) }()
+			}
+			wg.Wait()
+			for _, err := range errs {
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		latency(b, func() error {
+			par(func(rdb *redis.Client) error { return rdb.SetNX(ctx, "raw:{t}", "tok", time.Second).Err() })
+			par(func(rdb *redis.Client) error { return rawRelease.Run(ctx, rdb, []string{"raw:{t}"}, "tok").Err() })
+			return nil
+		})
+	})
 	b.Run("topology=cluster/raw-floor", func(b *testing.B) { raw(b, cl.Client(b)) })
 	b.Run("topology=cluster", func(b *testing.B) {
 		run(b, newClient(b, cl.Client(b)), "t")

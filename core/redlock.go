@@ -14,7 +14,10 @@ import (
 // NewRedlock returns a Client whose locks live on a quorum of independent Redis nodes (the Redlock
 // algorithm): an acquisition succeeds on N/2+1 nodes within its validity (TTL − elapsed − drift);
 // renewals need a quorum; releases go to every node. Requests to the nodes run in parallel, each
-// bounded by the per-node timeout (WithNodeTimeout), so a slow or dead node costs at most that.
+// bounded by the per-node timeout (WithNodeTimeout), so a slow or dead node costs at most that; and
+// Acquire and Release return once a quorum has answered, so a slow node usually costs nothing. (The
+// slower nodes' grants are kept after a successful acquisition, and their releases finish in the
+// background.)
 // The API is the same as New's, except Fair (not supported: each node would keep its own queue).
 //
 // Fencing tokens stay monotonic across quorums: the fence is the maximum of the quorum's counters,
@@ -107,33 +110,57 @@ func (rl *redlock) nodeTimeout(ttl time.Duration) time.Duration {
 // answered within it. It does not wait longer even if a go-redis client ignores context deadlines
 // on its sockets (ContextTimeoutEnabled false): fn's result for a node that answers later is not
 // counted, and late(i), if not nil, runs after it instead (e.g. to undo a late acquisition).
-func (rl *redlock) fan(ctx context.Context, ttl time.Duration, fn func(ctx context.Context, i int, n *node), late func(i int)) []bool {
-	return rl.fanFor(ctx, rl.nodeTimeout(ttl), fn, late)
+//
+// With need > 0 it also stops waiting once need calls of fn returned true (a quorum that settles
+// the outcome), so that the slowest node does not set the latency. The other calls go on in the
+// background, to their end or the per-node timeout, and count as late.
+func (rl *redlock) fan(ctx context.Context, ttl time.Duration, need int, fn func(ctx context.Context, i int, n *node) bool, late func(i int)) []bool {
+	return rl.fanFor(ctx, rl.nodeTimeout(ttl), need, fn, late)
 }
 
-func (rl *redlock) fanFor(ctx context.Context, t time.Duration, fn func(ctx context.Context, i int, n *node), late func(i int)) []bool {
+func (rl *redlock) fanFor(ctx context.Context, t time.Duration, need int, fn func(ctx context.Context, i int, n *node) bool, late func(i int)) []bool {
 	var (
 		mu       sync.Mutex
 		answered = make([]bool, len(rl.nodes))
 		left     = len(rl.nodes)
+		good     int
 		gaveUp   bool
-		all      = make(chan struct{})
+		enough   = make(chan struct{})
 	)
+	if need <= 0 || need > left {
+		need = left + 1 // never reached: wait for every node
+	}
 	// One deadline for every node: go-redis honours it on sockets with ContextTimeoutEnabled; the
-	// wait below honours it regardless.
+	// wait below honours it regardless. It is cancelled when the wait times out (stragglers are
+	// abandoned: their requests may as well stop), or else by the last node to answer.
 	nctx, cancel := context.WithTimeout(ctx, t)
-	defer cancel() // stragglers are abandoned: their requests may as well stop
+	timedOut := false
+	defer func() {
+		if timedOut {
+			cancel()
+		}
+	}()
 	for i, n := range rl.nodes {
 		go func() {
-			fn(nctx, i, n)
+			ok := fn(nctx, i, n)
 			mu.Lock()
 			tooLate := gaveUp
 			if !tooLate {
 				answered[i] = true
+				if ok {
+					good++
+				}
 			}
 			left--
+			if (!tooLate && good == need) || left == 0 {
+				select {
+				case <-enough:
+				default:
+					close(enough)
+				}
+			}
 			if left == 0 {
-				close(all)
+				cancel()
 			}
 			mu.Unlock()
 			if tooLate && late != nil {
@@ -142,8 +169,9 @@ func (rl *redlock) fanFor(ctx context.Context, t time.Duration, fn func(ctx cont
 		}()
 	}
 	select {
-	case <-all:
+	case <-enough:
 	case <-nctx.Done():
+		timedOut = true
 	}
 	mu.Lock()
 	gaveUp = true
@@ -162,7 +190,52 @@ func (rl *redlock) quorumErr(op string, ok int, errs []error) error {
 	return qe
 }
 
+// stragglers decides what happens to grants that arrive after an acquisition stopped waiting for
+// them: kept when the acquisition succeeded (the lock then lives on more nodes than the quorum,
+// which is what lets it survive the loss of a node), given back when it failed.
+type stragglers struct {
+	mu      sync.Mutex
+	decided bool
+	keep    bool
+	pending []int
+	undo    func(i int)
+}
+
+func (s *stragglers) late(i int) {
+	s.mu.Lock()
+	if !s.decided {
+		s.pending = append(s.pending, i)
+		s.mu.Unlock()
+		return
+	}
+	keep := s.keep
+	s.mu.Unlock()
+	if !keep {
+		s.undo(i)
+	}
+}
+
+func (s *stragglers) decide(keep bool) {
+	s.mu.Lock()
+	s.decided, s.keep = true, keep
+	pending := s.pending
+	s.pending = nil
+	s.mu.Unlock()
+	if !keep {
+		for _, i := range pending {
+			s.undo(i)
+		}
+	}
+}
+
 func (rl *redlock) acquire(ctx context.Context, k *keys, r *acquireReq) (acquireResult, error) {
+	sg := &stragglers{}
+	res, err := rl.acquireQuorum(ctx, k, r, sg)
+	sg.decide(err == nil && res.ok)
+	return res, err
+}
+
+func (rl *redlock) acquireQuorum(ctx context.Context, k *keys, r *acquireReq, sg *stragglers) (acquireResult, error) {
 	if r.fair {
 		return acquireResult{}, invalid("fair mode is not supported over Redlock")
 	}
@@ -174,12 +247,21 @@ func (rl *redlock) acquire(ctx context.Context, k *keys, r *acquireReq) (acquire
 	r = &rr
 	raw := make([]acquireResult, len(rl.nodes))
 	rawErrs := make([]error, len(rl.nodes))
-	answered := rl.fan(ctx, r.ttl, func(ctx context.Context, i int, n *node) { raw[i], rawErrs[i] = n.acquire(ctx, k, r) },
-		func(i int) { // granted after we stopped waiting: give it back
-			if rawErrs[i] == nil && raw[i].ok {
-				_, _ = rl.nodes[i].releaseWith(context.Background(), k, r.token, r.hold, false, rl.nodes[i].id)
-			}
-		})
+	// A quorum of grants settles an acquisition, unless a guard is checked: any node may hold the
+	// guard key, so every node must answer.
+	need := rl.quorum
+	if r.guard != nil {
+		need = 0
+	}
+	sg.undo = func(i int) { // a late grant of a failed acquisition: give it back
+		if rawErrs[i] == nil && raw[i].ok {
+			_, _ = rl.nodes[i].releaseWith(context.Background(), k, r.token, r.hold, false, rl.nodes[i].id)
+		}
+	}
+	answered := rl.fan(ctx, r.ttl, need, func(ctx context.Context, i int, n *node) bool {
+		raw[i], rawErrs[i] = n.acquire(ctx, k, r)
+		return rawErrs[i] == nil && raw[i].ok
+	}, sg.late)
 	res, errs := settle(answered, raw, rawErrs)
 	var ok, failed int
 	var out acquireResult
@@ -240,10 +322,11 @@ func (rl *redlock) writeBack(ctx context.Context, k *keys, ttl time.Duration, re
 	for _, j := range lag {
 		todo[j] = true
 	}
-	answered := rl.fan(ctx, ttl, func(ctx context.Context, i int, n *node) {
+	answered := rl.fan(ctx, ttl, 0, func(ctx context.Context, i int, n *node) bool {
 		if todo[i] {
 			werrs[i] = n.raiseFence(ctx, k, fence)
 		}
+		return true
 	}, nil)
 	_, we := settle(answered, todo, werrs)
 	for i := range todo {
@@ -261,10 +344,11 @@ func (rl *redlock) writeBack(ctx context.Context, k *keys, ttl time.Duration, re
 
 // undo releases what a failed attempt took, on every node that granted it (best effort).
 func (rl *redlock) undo(k *keys, r *acquireReq, res []acquireResult, errs []error) {
-	rl.fan(context.Background(), r.ttl, func(ctx context.Context, i int, n *node) {
+	rl.fan(context.Background(), r.ttl, 0, func(ctx context.Context, i int, n *node) bool {
 		if errs[i] == nil && res[i].ok {
 			_, _ = n.releaseWith(ctx, k, r.token, r.hold, false, n.id)
 		}
+		return true
 	}, nil)
 }
 
@@ -272,8 +356,9 @@ func (rl *redlock) release(ctx context.Context, k *keys, token, hold any, fair b
 	payload := rl.nodes[0].id.(string) + "/" + token.(string)
 	holds := make([]int64, len(rl.nodes))
 	errs := make([]error, len(rl.nodes))
-	answered := rl.fan(ctx, time.Second, func(ctx context.Context, i int, n *node) {
+	answered := rl.fan(ctx, time.Second, rl.quorum, func(ctx context.Context, i int, n *node) bool {
 		holds[i], errs[i] = n.releaseWith(ctx, k, token, hold, false, payload)
+		return errs[i] == nil && holds[i] >= 0
 	}, nil) // tally reads copies: stragglers may still write these
 	return rl.tally("release", holds, errs, answered)
 }
@@ -281,8 +366,9 @@ func (rl *redlock) release(ctx context.Context, k *keys, token, hold any, fair b
 func (rl *redlock) releaseSet(ctx context.Context, k *keys, token, hold any, key string, value []byte, ttl time.Duration) (int64, error) {
 	holds := make([]int64, len(rl.nodes))
 	errs := make([]error, len(rl.nodes))
-	answered := rl.fan(ctx, time.Second, func(ctx context.Context, i int, n *node) {
+	answered := rl.fan(ctx, time.Second, 0, func(ctx context.Context, i int, n *node) bool {
 		holds[i], errs[i] = n.releaseSet(ctx, k, token, hold, key, value, ttl)
+		return true
 	}, nil)
 	return rl.tally("release", holds, errs, answered)
 }
@@ -321,7 +407,10 @@ func (rl *redlock) renew(ctx context.Context, items []renewItem) error {
 	}
 	// A node that does not answer within the renewal bound is left behind: waiting for it until the
 	// validity deadline would lose locks that a quorum renewed.
-	answered := rl.fanFor(ctx, rl.renewBound(ctx, items), func(ctx context.Context, i int, n *node) { errs[i] = n.renew(ctx, per[i]) }, nil)
+	answered := rl.fanFor(ctx, rl.renewBound(ctx, items), 0, func(ctx context.Context, i int, n *node) bool {
+		errs[i] = n.renew(ctx, per[i])
+		return true
+	}, nil)
 	for j := range items {
 		var ok, notOurs int
 		nerrs := make([]error, len(rl.nodes))
@@ -370,7 +459,10 @@ func (rl *redlock) pttl(ctx context.Context, k *keys, token any) (time.Duration,
 	ds := make([]time.Duration, len(rl.nodes))
 	oks := make([]bool, len(rl.nodes))
 	errs := make([]error, len(rl.nodes))
-	in := rl.fan(ctx, time.Second, func(ctx context.Context, i int, n *node) { ds[i], oks[i], errs[i] = n.pttl(ctx, k, token) }, nil)
+	in := rl.fan(ctx, time.Second, 0, func(ctx context.Context, i int, n *node) bool {
+		ds[i], oks[i], errs[i] = n.pttl(ctx, k, token)
+		return true
+	}, nil)
 	d, _ := settle(in, ds, errs)
 	held1, e := settle(in, oks, errs)
 	var held, answered int

@@ -59,7 +59,7 @@ type watchdog struct {
 	mu      sync.Mutex
 	held    map[string]*entry // by lock key
 	h       entryHeap
-	kick    chan struct{}
+	t       *time.Timer // the scheduler's timer, reset under mu (nil until the first lock)
 	stop    chan struct{}
 	done    chan struct{}
 	batches sync.WaitGroup
@@ -71,8 +71,7 @@ type watchdog struct {
 }
 
 func newWatchdog(c *Client) *watchdog {
-	return &watchdog{c: c, held: make(map[string]*entry), kick: make(chan struct{}, 1),
-		stop: make(chan struct{}), done: make(chan struct{})}
+	return &watchdog{c: c, held: make(map[string]*entry), stop: make(chan struct{}), done: make(chan struct{})}
 }
 
 func (w *watchdog) interval(ttl time.Duration) time.Duration {
@@ -105,7 +104,8 @@ func (w *watchdog) add(l *Lock, sent time.Time) bool {
 	w.schedule(e)
 	if !w.started {
 		w.started = true
-		w.wakeAt = time.Now() // the first collect sets the timer
+		w.wakeAt = e.due()
+		w.t = time.NewTimer(time.Until(w.wakeAt))
 		go w.run()
 	}
 	return true
@@ -119,12 +119,16 @@ func (w *watchdog) schedule(e *entry) {
 	} else {
 		heap.Fix(&w.h, e.idx)
 	}
-	if e.due().Before(w.wakeAt) {
-		w.wakeAt = e.due()
-		select {
-		case w.kick <- struct{}{}:
-		default:
-		}
+	w.arm(e.due())
+}
+
+// arm makes the scheduler wake no later than at; the caller holds w.mu. Resetting the timer here,
+// rather than waking the scheduler to do it, keeps lock and unlock free of goroutine switches: a
+// timer that is already due earlier is left alone.
+func (w *watchdog) arm(at time.Time) {
+	if w.t != nil && at.Before(w.wakeAt) {
+		w.wakeAt = at
+		w.t.Reset(time.Until(at))
 	}
 }
 
@@ -196,26 +200,17 @@ type lostSet struct {
 
 func (w *watchdog) run() {
 	defer close(w.done)
-	t := time.NewTimer(time.Hour)
-	defer t.Stop()
+	defer w.t.Stop()
 	for {
-		batch, items, lost, wait := w.collect(time.Now())
+		batch, items, lost := w.collect(time.Now())
 		for _, ls := range lost {
 			w.c.lost(ls.locks, ls.why, ls.err)
 		}
 		if len(batch) > 0 {
 			w.dispatch(batch, items)
 		}
-		t.Reset(wait)
 		select {
-		case <-t.C:
-		case <-w.kick:
-			if !t.Stop() {
-				select {
-				case <-t.C:
-				default:
-				}
-			}
+		case <-w.t.C:
 		case <-w.stop:
 			w.batches.Wait()
 			return
@@ -225,7 +220,8 @@ func (w *watchdog) run() {
 
 // collect takes the entries due now (and those due within a quarter of their interval, so that
 // renewals travel in large batches), and the entries whose validity deadline passed.
-func (w *watchdog) collect(now time.Time) (batch []*entry, items []renewItem, lost []lostSet, wait time.Duration) {
+// It sets the timer for the next due entry.
+func (w *watchdog) collect(now time.Time) (batch []*entry, items []renewItem, lost []lostSet) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for len(w.h) > 0 {
@@ -243,12 +239,13 @@ func (w *watchdog) collect(now time.Time) (batch []*entry, items []renewItem, lo
 		batch = append(batch, e)
 		items = append(items, renewItem{keys: e.k.arr[:1], token: e.tok, ttl: e.ttl})
 	}
-	wait = time.Hour
+	wait := time.Hour
 	if len(w.h) > 0 {
 		wait = max(w.h[0].due().Sub(now), 0)
 	}
 	w.wakeAt = now.Add(wait)
-	return batch, items, lost, wait
+	w.t.Reset(wait)
+	return batch, items, lost
 }
 
 // maxRenewers bounds the goroutines sending one round of renewals, whatever the number of locks.
@@ -333,9 +330,8 @@ func (w *watchdog) renew(batch []*entry, items []renewItem) {
 			reports = append(reports, report{locks: append([]*Lock(nil), e.locks...), item: *it})
 		}
 	}
-	select {
-	case w.kick <- struct{}{}:
-	default:
+	if len(w.h) > 0 {
+		w.arm(w.h[0].due())
 	}
 	w.mu.Unlock()
 	for _, r := range reports {
