@@ -286,6 +286,9 @@ func (c *Client) wait(ctx context.Context, l *Lock, wait bool, ao *acquireOption
 			}
 			res = r
 			if r.ok {
+				if err := c.outlived(ctx, l, sent); err != nil {
+					return res, sent, attempts, err
+				}
 				return res, sent, attempts, nil
 			}
 			if r.guarded {

@@ -200,6 +200,13 @@ func TestCluster_failover_unreplicatedLockReportedLost(t *testing.T) {
 	const name = "doc-2"
 	master := cl.MasterOf(t, "lockkit:{"+name+"}")
 	replica := cl.ReplicaOf(t, master)
+	// A fresh cluster client's first command loads the topology from the nodes, the paused replica
+	// too (5 s): that would spend the lock's validity before Acquire returns.
+	warm, err := holder.TryAcquire(ctx, name, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = warm.Release(ctx)
 	replica.Pause(t)
 	master.Do(t, "CLIENT", "KILL", "TYPE", "replica") // the paused replica cannot reconnect
 	l, err := holder.Acquire(ctx, name, 900*time.Millisecond)

@@ -283,3 +283,40 @@ func TestWatchdog_driftFactor_widensMargin(t *testing.T) {
 		t.Fatalf("drift factor 0.001: %v", err)
 	}
 }
+
+// An acquisition answered after its validity deadline (here Redis is paused for longer than the
+// TTL while the script waits in its socket) must not be handed out: its safety margin is spent
+// before the caller sees it. Acquire reports ErrUnavailable and gives the lock back at once.
+func TestAcquire_replyAfterValidity_givesLockBack(t *testing.T) {
+	srv, _, c := setup(t)
+	ctx := context.Background()
+	const ttl = 500 * time.Millisecond
+	warm, err := c.TryAcquire(ctx, "warm-up", ttl) // load the scripts
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = warm.Release(ctx)
+	for _, try := range []bool{true, false} {
+		srv.Pause(t)
+		resume := time.AfterFunc(ttl+200*time.Millisecond, func() { srv.Resume(t) })
+		var l *core.Lock
+		if try {
+			l, err = c.TryAcquire(ctx, "slow", ttl)
+		} else {
+			l, err = c.Acquire(ctx, "slow", ttl)
+		}
+		resume.Stop()
+		if l != nil || !errors.Is(err, core.ErrUnavailable) {
+			t.Fatalf("try %v: an acquisition answered after its validity returned a lock: %v, error %v", try, l != nil, err)
+		}
+		if n := srv.Do(t, "EXISTS", "lockkit:{slow}"); n != int64(0) {
+			t.Fatalf("try %v: the lock was not given back (PTTL %v): %v", try, srv.Do(t, "PTTL", "lockkit:{slow}"), err)
+		}
+		t.Log(err)
+	}
+	l, err := c.TryAcquire(ctx, "slow", ttl)
+	if err != nil {
+		t.Fatalf("free lock after the slow acquisitions: %v", err)
+	}
+	_ = l.Release(ctx)
+}
