@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	mrand "math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -25,8 +26,11 @@ type linEvent struct {
 	Tok    string `json:"t"`
 	Call   int64  `json:"a"`
 	Ret    int64  `json:"b"`
-	Out    string `json:"o"` // acq: ok, busy, unknown; rel: ok, notheld, unknown; exp: ""
+	Out    string `json:"o"` // acq: ok, busy, unknown; rel: ok, notheld, unknown; exp: "", lost, notheld
 	Fence  int64  `json:"f,omitempty"`
+	// Live, for an exp of a held lock: when its holder stopped using it (the loss was reported, or
+	// Release was called). The lock must not have left Redis before then either (see holderView).
+	Live int64 `json:"l,omitempty"`
 }
 
 // linConfig is what the parent tells a lin child.
@@ -70,6 +74,9 @@ func linChild(addr, cfgText string, out io.Writer) error {
 		fmt.Fprintf(out, "op %s\n", b)
 		mu.Unlock()
 	}
+	// How late this process's timers ran: a watchdog that fires later than the drift cannot cancel a
+	// lock before it expires, and the parent must know whether that happened.
+	p := runProbe()
 	var wg sync.WaitGroup
 	errs := make(chan error, cfg.Clients)
 	end := time.Now().Add(cfg.Dur)
@@ -83,6 +90,8 @@ func linChild(addr, cfgText string, out io.Writer) error {
 		}()
 	}
 	wg.Wait()
+	p.close()
+	fmt.Fprintf(out, "late %d\n", p.take())
 	close(errs)
 	return <-errs
 }
@@ -97,27 +106,17 @@ const linSegment = 4 * time.Second
 func linName(t time.Time) string { return fmt.Sprintf("lin-%d", t.UnixNano()/int64(linSegment)) }
 
 func linClient(addr string, id int, ttl time.Duration, end time.Time, emit func(linEvent)) error {
-	// MaxRetries -1: a go-redis retry re-runs a script whose reply was lost, which core does not
-	// survive today (see retry_test.go); the history would then show that known bug.
+	// MaxRetries -1: every failed script shows in the history as an operation of unknown outcome
+	// (replayed scripts are retry_test.go's subject).
 	rdb := redis.NewClient(&redis.Options{Addr: addr, DisableIdentity: true, MaxRetries: -1})
 	defer rdb.Close()
-	var lostMu sync.Mutex
-	lost := map[int64]time.Time{}
-	c, err := core.New(rdb, core.WithHook(core.Hook{Lost: func(_ context.Context, info core.HookInfo) {
-		lostMu.Lock()
-		lost[info.Fence] = time.Now()
-		lostMu.Unlock()
-	}}))
+	sends := &sendLog{renewed: map[context.Context]time.Time{}, lost: map[context.Context]time.Time{}}
+	rdb.AddHook(sends)
+	c, err := core.New(rdb, core.WithHook(sends.hook()))
 	if err != nil {
 		return err
 	}
 	defer c.Close(context.Background())
-	lostAt := func(f int64) (time.Time, bool) {
-		lostMu.Lock()
-		defer lostMu.Unlock()
-		t, ok := lost[f]
-		return t, ok
-	}
 	ctx, cancel := background()
 	defer cancel()
 	// A lock left Redis within slack of the moment its holder stopped renewing it: TTL, plus how long
@@ -128,8 +127,10 @@ func linClient(addr string, id int, ttl time.Duration, end time.Time, emit func(
 		tok := newOwnerToken()
 		call := time.Now()
 		name := linName(call)
+		sends.acquiring(tok)
 		l, err := c.Acquire(ctx, name, ttl, core.WithOwner(tok), core.WithWait(ttl/2+mrand.N(ttl)))
 		ret := time.Now()
+		acqSent := sends.acquiring("")
 		ev := linEvent{Kind: "acq", Name: name, Client: id, Tok: tok, Call: us(call), Ret: us(ret)}
 		switch {
 		case err == nil:
@@ -140,7 +141,7 @@ func linClient(addr string, id int, ttl time.Duration, end time.Time, emit func(
 			ev.Out = "unknown" // the script may have run: if so, nobody renews it and it expires
 			emit(ev)
 			emit(linEvent{Kind: "exp", Name: name, Client: id, Tok: tok, Call: us(call), Ret: us(ret) + slack})
-			time.Sleep(50 * time.Millisecond) // back off while Redis is unreachable
+			awaitRedis(ctx, rdb, end)
 			continue
 		}
 		emit(ev)
@@ -154,9 +155,13 @@ func linClient(addr string, id int, ttl time.Duration, end time.Time, emit func(
 		rcall := time.Now()
 		rerr := l.Release(context.Background())
 		rret := time.Now()
-		if at, ok := lostAt(l.Fence()); ok {
-			// Lost before Release: the lock left Redis after `at`, within TTL.
-			emit(linEvent{Kind: "exp", Name: name, Client: id, Tok: tok, Call: us(at), Ret: us(at) + slack, Out: "lost"})
+		// The lock cannot leave Redis before TTL after the last script that set its expiry was sent.
+		earliest := us(sends.renewedAt(l.Context(), acqSent).Add(ttl))
+		exp := linEvent{Kind: "exp", Name: name, Client: id, Tok: tok, Call: earliest, Live: us(rcall)}
+		if at, ok := sends.lostAt(l.Context()); ok {
+			// Lost before Release: the lock left Redis after earliest, and within slack of the loss.
+			exp.Out, exp.Live, exp.Ret = "lost", us(at), us(at)+slack
+			emit(exp)
 			continue
 		}
 		rel := linEvent{Kind: "rel", Name: name, Client: id, Tok: tok, Call: us(rcall), Ret: us(rret)}
@@ -164,19 +169,110 @@ func linClient(addr string, id int, ttl time.Duration, end time.Time, emit func(
 		case rerr == nil:
 			rel.Out = "ok"
 		case errors.Is(rerr, core.ErrNotHeld):
-			// Redis said the token did not hold the lock: it expired after Release stopped renewing
-			// it and before the release reached Redis (a stalled network or Redis). Had it expired
-			// earlier, while its holder believed it held it, another acquisition before rcall
-			// would make the history illegal.
-			rel.Out = "notheld"
-			emit(linEvent{Kind: "exp", Name: name, Client: id, Tok: tok, Call: us(rcall), Ret: us(rret)})
+			// Redis said the token did not hold the lock: it expired before the release reached
+			// Redis (a stalled network or Redis).
+			rel.Out, exp.Out, exp.Ret = "notheld", "notheld", us(rret)
+			emit(exp)
 		default:
-			rel.Out = "unknown"
-			emit(linEvent{Kind: "exp", Name: name, Client: id, Tok: tok, Call: us(rcall), Ret: us(rret) + slack})
+			rel.Out, exp.Ret = "unknown", us(rret)+slack
+			emit(exp)
 		}
 		emit(rel)
 	}
 	return nil
+}
+
+// sendLog records, for one client, when the scripts that set a lock's expiry were sent: the
+// acquisition's (a go-redis hook sees the token go out) and each successful renewal's (core's
+// Renewed hook); and when losses were reported. Locks are told apart by their contexts.
+type sendLog struct {
+	mu      sync.Mutex
+	tok     string    // the token being acquired, "" between acquisitions
+	sent    time.Time // when the last script carrying tok was sent
+	renewed map[context.Context]time.Time
+	lost    map[context.Context]time.Time
+}
+
+// acquiring starts recording the scripts that carry tok ("": stops) and returns when the last
+// script of the previous token was sent: for a successful Acquire, the attempt that took the lock.
+func (s *sendLog) acquiring(tok string) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sent := s.sent
+	s.tok, s.sent = tok, time.Time{}
+	return sent
+}
+
+func (s *sendLog) renewedAt(lockCtx context.Context, acquired time.Time) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r := s.renewed[lockCtx]; r.After(acquired) {
+		return r
+	}
+	return acquired
+}
+
+func (s *sendLog) lostAt(lockCtx context.Context) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at, ok := s.lost[lockCtx]
+	return at, ok
+}
+
+func (s *sendLog) hook() core.Hook {
+	return core.Hook{
+		Renewed: func(lockCtx context.Context, info core.HookInfo) {
+			s.mu.Lock()
+			if info.Acquired && info.Start.After(s.renewed[lockCtx]) {
+				s.renewed[lockCtx] = info.Start
+			}
+			s.mu.Unlock()
+		},
+		Lost: func(lockCtx context.Context, _ core.HookInfo) {
+			s.mu.Lock()
+			s.lost[lockCtx] = time.Now()
+			s.mu.Unlock()
+		},
+	}
+}
+
+// DialHook implements redis.Hook.
+func (s *sendLog) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// ProcessHook implements redis.Hook: it notes when a script carrying the token being acquired was
+// sent.
+func (s *sendLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		t0 := time.Now()
+		err := next(ctx, cmd)
+		s.mu.Lock()
+		if s.tok != "" && strings.HasPrefix(strings.ToLower(cmd.Name()), "eval") && slices.Contains(cmd.Args(), any(s.tok)) {
+			s.sent = t0
+		}
+		s.mu.Unlock()
+		return err
+	}
+}
+
+// ProcessPipelineHook implements redis.Hook (renewals travel in pipelines; Renewed reports them).
+func (s *sendLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// awaitRedis backs off until Redis answers a PING (or end), without recording anything: a client
+// that retried at once would, against a connection that resets, add an operation of unknown outcome
+// every few milliseconds, each with a window of several TTLs in which its lock may expire; enough
+// of those overlapping make porcupine's search exponential.
+func awaitRedis(ctx context.Context, rdb *redis.Client, end time.Time) {
+	for time.Now().Before(end) {
+		time.Sleep(50 * time.Millisecond)
+		pctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		err := rdb.Ping(pctx).Err()
+		cancel()
+		if err == nil {
+			return
+		}
+	}
 }
 
 // parseLinEvent parses a child's "op {...}" line.
@@ -187,4 +283,13 @@ func parseLinEvent(line string) (linEvent, bool) {
 		return ev, false
 	}
 	return ev, true
+}
+
+// parseLate parses a child's last line, "late <ns>": how late its timers ran at worst.
+func parseLate(line string) (time.Duration, bool) {
+	var d int64
+	if _, err := fmt.Sscanf(line, "late %d", &d); err != nil || !strings.HasPrefix(line, "late ") {
+		return 0, false
+	}
+	return time.Duration(d), true
 }

@@ -284,6 +284,13 @@ type probe struct {
 }
 
 func startProbe(t *testing.T) *probe {
+	p := runProbe()
+	t.Cleanup(p.close)
+	return p
+}
+
+// runProbe starts a probe; close stops it.
+func runProbe() *probe {
 	p := &probe{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
@@ -300,9 +307,10 @@ func startProbe(t *testing.T) *probe {
 			}
 		}
 	}()
-	t.Cleanup(func() { close(p.stop); <-p.done })
 	return p
 }
+
+func (p *probe) close() { close(p.stop); <-p.done }
 
 // take returns the worst lateness since the last take.
 func (p *probe) take() time.Duration { return time.Duration(p.worst.Swap(0)) }
