@@ -148,8 +148,12 @@ func linClient(addr string, id int, ttl time.Duration, end time.Time, emit func(
 		if err != nil {
 			continue
 		}
+		work := mrand.N(ttl / 4)
+		if mrand.N(6) == 0 {
+			work = mrand.N(2 * ttl) // long enough to need renewals, and to be lost in a fault
+		}
 		select { // work under the lock
-		case <-time.After(mrand.N(ttl / 4)):
+		case <-time.After(work):
 		case <-l.Context().Done():
 		}
 		rcall := time.Now()

@@ -84,7 +84,7 @@ type faultMark struct {
 // recorded history must be linearizable for a lock with an owner, and fences must follow real time.
 func runLinearizability(t *testing.T, rep *chaos.Report) {
 	procs, clients := pick(3, 4), pick(2, 3)
-	dur := time.Duration(pick(7, 60)) * time.Second
+	dur := time.Duration(pick(8, 60)) * time.Second
 	const ttl = time.Second
 	row := rep.Row(fmt.Sprintf("linearizability: %d processes × %d clients, porcupine", procs, clients))
 	srv := redistest.Start(t)
