@@ -280,7 +280,12 @@ func (c *Client) outlived(ctx context.Context, l *Lock, sent time.Time) error {
 	}
 	// The lock expires at most TTL from now: there is no point in trying for longer.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.ttl)
-	_, _ = c.st.release(rctx, &l.k, l.tok, l.hold, l.fair)
+	_, err := c.st.release(rctx, &l.k, l.tok, l.hold, l.fair)
 	cancel()
-	return unavailable("acquire", fmt.Errorf("the reply took %v, longer than the lock's validity (%v); the lock was given back", took.Round(time.Millisecond), validity))
+	back := "the lock was given back"
+	if err != nil {
+		back = fmt.Sprintf("giving the lock back failed (%v); it expires within its TTL", err)
+	}
+	return unavailable("acquire", fmt.Errorf("the reply took %v, longer than the lock's validity (%v); %s",
+		took.Round(time.Millisecond), validity, back))
 }
