@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"testing"
@@ -37,6 +38,7 @@ func TestCluster_locksOnEveryMaster_wokenBySPUBLISH(t *testing.T) {
 	waiter := newClient(t, cl.Client(t), core.WithRetryBackoff(5*time.Second, 10*time.Second))
 	ctx := context.Background()
 	for name, master := range namesOnEveryMaster(t, cl) {
+		t.Logf("%s on %s", name, master.Addr())
 		l, err := holder.Acquire(ctx, name, 30*time.Second)
 		if err != nil {
 			t.Fatal(err)
@@ -52,10 +54,7 @@ func TestCluster_locksOnEveryMaster_wokenBySPUBLISH(t *testing.T) {
 			}
 			got <- err
 		}()
-		eventually(t, 5*time.Second, "waiter subscribed on the master", func() bool {
-			m := master.Do(t, "PUBSUB", "SHARDNUMSUB", "lockkit:{"+name+"}:released").([]any)
-			return m[1] == int64(1)
-		})
+		awaitShardSubscriber(t, cl, master, name, got)
 		released := time.Now()
 		if err := l.Release(ctx); err != nil {
 			t.Fatal(err)
@@ -73,6 +72,47 @@ func TestCluster_locksOnEveryMaster_wokenBySPUBLISH(t *testing.T) {
 		}
 		if st := master.CommandStats(t); st["spublish"] == 0 {
 			t.Fatalf("no SPUBLISH on %s: %v", master.Addr(), st)
+		}
+	}
+}
+
+// awaitShardSubscriber waits until the waiter has subscribed to name's release channel in master's
+// shard: on master, or on a replica of it, which SPUBLISH reaches through replication (a waiter
+// whose client has not yet seen a failover the load caused subscribes on the old master, now a
+// replica). A waiter that returned meanwhile (got) fails the test with its error; a subscription
+// that never shows up fails it with every node's role and count.
+func awaitShardSubscriber(t *testing.T, cl *redistest.Cluster, master *redistest.Server, name string, got chan error) {
+	t.Helper()
+	ch := "lockkit:{" + name + "}:released"
+	count := func(s *redistest.Server) any { return s.Do(t, "PUBSUB", "SHARDNUMSUB", ch).([]any)[1] }
+	inShard := func(s *redistest.Server) bool {
+		if s == master {
+			return true
+		}
+		role := s.Do(t, "ROLE").([]any)
+		return role[0] == "slave" && fmt.Sprintf("%v:%v", role[1], role[2]) == master.Addr()
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		for _, n := range cl.Nodes() {
+			if count(n) == int64(1) && inShard(n) {
+				if n != master {
+					t.Logf("the waiter subscribed on %s, a replica of %s", n.Addr(), master.Addr())
+				}
+				return
+			}
+		}
+		select {
+		case err := <-got:
+			t.Fatalf("the waiter on %s returned before the release: %v", name, err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			var counts []string
+			for _, n := range cl.Nodes() {
+				role := n.Do(t, "ROLE").([]any)
+				counts = append(counts, fmt.Sprintf("%s(%v %v)=%v", n.Addr(), role[0], role[1:2], count(n)))
+			}
+			t.Fatalf("waiter not subscribed in the shard of %s after 10s; SHARDNUMSUB per node: %v", master.Addr(), counts)
 		}
 	}
 }
