@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,6 +25,11 @@ type Client struct {
 	wd     *watchdog
 	room   *waitRoom
 	closed atomic.Bool
+	bgMu   sync.Mutex
+	bg     sync.WaitGroup // give-backs of acquisitions whose reply was lost
+	bgDone bool           // Close waited for bg: no more give-backs in the background
+	bgCtx  context.Context
+	bgStop context.CancelFunc
 }
 
 // New returns a Client over a go-redis client: a plain client, a Sentinel failover client or a
@@ -53,6 +59,7 @@ func buildOptions(opts []Option) (options, error) {
 
 func newClient(st store, o options, id string, quorum int) *Client {
 	c := &Client{id: id, st: st, opt: o, hook: chainHooks(o.hooks)}
+	c.bgCtx, c.bgStop = context.WithCancel(context.Background())
 	c.wd = newWatchdog(c)
 	c.room = newWaitRoom(st.router(), id, quorum)
 	return c
@@ -114,6 +121,7 @@ func (c *Client) Close(ctx context.Context) error {
 		return nil
 	}
 	c.room.close()
+	c.waitBackground(ctx)
 	var first error
 	for _, l := range c.wd.close() {
 		l.cancel(ErrClosed)
@@ -191,6 +199,7 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 		return nil, err
 	}
 	l.fence, l.holds, l.acquired = res.fence, res.holds, time.Now()
+	l.k.held(res.fence)
 	parent := hctx
 	if h != nil && h.Acquired != nil {
 		if x := h.Acquired(hctx, HookInfo{Name: name, Key: l.k.lock(), TTL: ttl, Fence: res.fence, Holds: res.holds,
@@ -279,6 +288,9 @@ func (c *Client) wait(ctx context.Context, l *Lock, wait bool, ao *acquireOption
 			}
 			woken = false
 			if aerr != nil {
+				if _, rl := c.st.(*redlock); !rl && mayHaveRun(aerr) {
+					c.giveBack(l) // (Redlock gives back what its nodes may have granted itself)
+				}
 				if cerr := ctx.Err(); cerr != nil {
 					return res, sent, attempts, notAcquired(cerr)
 				}
@@ -314,12 +326,15 @@ func (c *Client) wait(ctx context.Context, l *Lock, wait bool, ao *acquireOption
 		}
 		head := c.room.requeue(w)
 		d := backoff
-		if res.retryAfter > 0 && res.retryAfter+time.Millisecond < d {
+		if res.busy && res.retryAfter+time.Millisecond < d {
+			// The holder's TTL runs out first (PTTL 0: within a millisecond): be there when it does.
 			d = res.retryAfter + time.Millisecond
 		}
-		if !head {
+		if !head && !ao.fair {
 			// Only the first local waiter polls as a fallback; the others are woken in turn and
-			// poll rarely, so that many parked waiters cost Redis almost nothing.
+			// poll rarely, so that many parked waiters cost Redis almost nothing. (Every fair
+			// waiter polls within a third of its queue timeout: the poll keeps its place in the
+			// Redis-side queue, which would drop it otherwise.)
 			d = max(d, 10*maxBack)
 		}
 		d = d/2 + rand.N(d/2+1)

@@ -3,6 +3,7 @@ package core
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"strconv"
 )
 
 // keys holds the Redis names of one lock. All are substrings of one string, so computing them costs
@@ -11,8 +12,8 @@ import (
 type keys struct {
 	name    string
 	channel string    // prefix{name}:released
-	arr     [5]string // prefix{name}, :fence, :queue, :queue:deadlines, :receipt (all prefix{name}...)
-	rel     [2]string // prefix{name}, prefix{name}:receipt: what a release touches
+	arr     [5]string // prefix{name}, :fence, :queue, :queue:deadlines, :receipt:FENCE (all prefix{name}...)
+	rel     [2]string // prefix{name}, prefix{name}:receipt:FENCE: what a release touches
 }
 
 func (k *keys) lock() string { return k.arr[0] }
@@ -37,6 +38,14 @@ func (k *keys) init(prefix, name string) {
 	k.channel = s[ch:q]
 	k.arr = [5]string{s[:n], s[:ch], s[q : q+n+len(":queue")], s[q:r], s[r:]}
 	k.rel = [2]string{k.arr[0], k.arr[4]}
+}
+
+// held names the release receipt after the fence of the acquisition the holder took or entered
+// (see drop in lib.lua): a replayed release then finds its own receipt, whatever other acquisitions
+// of the name were released in between.
+func (k *keys) held(fence int64) {
+	k.arr[4] += ":" + strconv.FormatInt(fence, 10)
+	k.rel[1] = k.arr[4]
 }
 
 // newToken returns 128 random bits, hex encoded.

@@ -118,9 +118,11 @@ func (rl *redlock) acquireQuorum(ctx context.Context, k *keys, r *acquireReq, sg
 	if r.guard != nil {
 		need = 0
 	}
-	sg.undo = func(i int) { // a late grant of a failed acquisition: give it back
-		if rawErrs[i] == nil && raw[i].ok {
-			_, _ = rl.nodes[i].releaseWith(context.Background(), k, r.token, r.hold, false, rl.nodes[i].id)
+	sg.undo = func(i int) { // a late grant (or lost reply) of a failed acquisition: give it back
+		if (rawErrs[i] == nil && raw[i].ok) || mayHaveRun(rawErrs[i]) {
+			uctx, cancel := context.WithTimeout(context.Background(), rl.nodeTimeout(r.ttl))
+			_, _ = rl.nodes[i].releaseWith(uctx, k, r.token, r.hold, false, rl.nodes[i].id)
+			cancel()
 		}
 	}
 	answered := rl.fan(ctx, r.ttl, need, func(ctx context.Context, i int, n *node) bool {
@@ -140,13 +142,13 @@ func (rl *redlock) acquireQuorum(ctx context.Context, k *keys, r *acquireReq, sg
 			ok++
 			out.fence = max(out.fence, res[i].fence)
 			out.holds = max(out.holds, res[i].holds)
-		case out.retryAfter == 0 || res[i].retryAfter < out.retryAfter:
-			out.retryAfter = res[i].retryAfter
+		case res[i].busy && (!out.busy || res[i].retryAfter < out.retryAfter):
+			out.busy, out.retryAfter = true, res[i].retryAfter
 		}
 	}
 	validity := r.ttl - time.Since(start) - rl.opt.drift(r.ttl)
 	if ok >= rl.quorum && !out.guarded && validity > 0 {
-		if err := rl.writeBack(ctx, k, r.ttl, res, errs, out.fence); err != nil {
+		if err := rl.writeBack(ctx, k, r, res, errs, out.fence); err != nil {
 			rl.undo(k, r, res, errs)
 			return acquireResult{}, err
 		}
@@ -160,14 +162,14 @@ func (rl *redlock) acquireQuorum(ctx context.Context, k *keys, r *acquireReq, sg
 	case failed > len(rl.nodes)-rl.quorum:
 		return acquireResult{}, rl.quorumErr("acquire", ok, errs)
 	case ok >= rl.quorum: // validity used up by slow nodes: try again later
-		return acquireResult{retryAfter: r.ttl / 10}, nil
+		return acquireResult{busy: true, retryAfter: r.ttl / 10}, nil
 	}
-	return acquireResult{retryAfter: out.retryAfter}, nil
+	return acquireResult{busy: out.busy, retryAfter: out.retryAfter}, nil
 }
 
 // writeBack makes sure a quorum's fence counters are at least fence before the lock is handed out,
 // so that any later quorum sees it. Nodes already there are not written to.
-func (rl *redlock) writeBack(ctx context.Context, k *keys, ttl time.Duration, res []acquireResult, errs []error, fence int64) error {
+func (rl *redlock) writeBack(ctx context.Context, k *keys, r *acquireReq, res []acquireResult, errs []error, fence int64) error {
 	have := 0
 	var lag []int
 	for i := range res {
@@ -187,9 +189,9 @@ func (rl *redlock) writeBack(ctx context.Context, k *keys, ttl time.Duration, re
 	for _, j := range lag {
 		todo[j] = true
 	}
-	answered := rl.fan(ctx, ttl, 0, func(ctx context.Context, i int, n *node) bool {
+	answered := rl.fan(ctx, r.ttl, 0, func(ctx context.Context, i int, n *node) bool {
 		if todo[i] {
-			werrs[i] = n.raiseFence(ctx, k, fence)
+			werrs[i] = n.raiseFence(ctx, k, r.token, r.ttl, fence)
 		}
 		return true
 	}, nil)
@@ -207,10 +209,11 @@ func (rl *redlock) writeBack(ctx context.Context, k *keys, ttl time.Duration, re
 	return nil
 }
 
-// undo releases what a failed attempt took, on every node that granted it (best effort).
+// undo releases what a failed attempt took, on every node that granted it or whose reply was lost
+// (best effort). Nodes that had not answered yet are undone by stragglers when they do.
 func (rl *redlock) undo(k *keys, r *acquireReq, res []acquireResult, errs []error) {
 	rl.fan(context.Background(), r.ttl, 0, func(ctx context.Context, i int, n *node) bool {
-		if errs[i] == nil && res[i].ok {
+		if (errs[i] == nil && res[i].ok) || (errs[i] != errNodeTimeout && mayHaveRun(errs[i])) {
 			_, _ = n.releaseWith(ctx, k, r.token, r.hold, false, n.id)
 		}
 		return true

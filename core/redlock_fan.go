@@ -139,7 +139,7 @@ func (s *stragglers) decide(keep bool) {
 	s.mu.Unlock()
 	if !keep {
 		for _, i := range pending {
-			s.undo(i)
+			go s.undo(i) // bounded by the node timeout; the failed acquisition need not wait
 		}
 	}
 }

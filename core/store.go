@@ -5,8 +5,11 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -42,10 +45,10 @@ func loadScripts() scripts {
 		release:        mustScript("lib.lua", "release.lua"),
 		releaseFair:    mustScript("lib.lua", "release_fair.lua"),
 		releaseSet:     mustScript("lib.lua", "release_set.lua"),
-		renew:          mustScript("renew.lua"),
+		renew:          mustScript("lib.lua", "renew.lua"),
 		pttl:           mustScript("pttl.lua"),
 		dequeue:        mustScript("dequeue.lua"),
-		raiseFence:     mustScript("raise_fence.lua"),
+		raiseFence:     mustScript("lib.lua", "raise_fence.lua"),
 	}
 }
 
@@ -54,6 +57,7 @@ type acquireResult struct {
 	fence      int64
 	holds      int64
 	retryAfter time.Duration
+	busy       bool   // another owner holds the lock, for retryAfter more (0: it is about to expire)
 	guarded    bool   // the guard key exists; nothing was taken
 	value      string // the guard key's value
 }
@@ -73,6 +77,7 @@ type renewItem struct {
 	keys  []string
 	token any
 	ttl   time.Duration
+	seq   uint64 // the entry's seq when the renewal was sent
 	ok    bool
 	err   error
 }
@@ -156,7 +161,7 @@ func parseAcquire(v any) (acquireResult, error) {
 		if x > 0 {
 			return acquireResult{ok: true, fence: x, holds: 1}, nil
 		}
-		return acquireResult{retryAfter: time.Duration(-1-x) * time.Millisecond}, nil
+		return acquireResult{busy: true, retryAfter: time.Duration(-1-x) * time.Millisecond}, nil
 	case []any:
 		if len(x) == 2 && x[0] == "guarded" {
 			val, _ := x[1].(string)
@@ -228,9 +233,10 @@ func (n *node) releaseWith(ctx context.Context, k *keys, token, hold any, fair b
 	return n.s.release.Run(ctx, n.rdb, k.rel[:], token, n.pubCmd, payload, hold).Int64()
 }
 
-// raiseFence sets the fence counter to at least fence (Redlock write-back).
-func (n *node) raiseFence(ctx context.Context, k *keys, fence int64) error {
-	return n.s.raiseFence.Run(ctx, n.rdb, k.arr[1:2], fence).Err()
+// raiseFence sets the fence counter, and the fence recorded in token's lock, to at least fence
+// (Redlock write-back).
+func (n *node) raiseFence(ctx context.Context, k *keys, token any, ttl time.Duration, fence int64) error {
+	return n.s.raiseFence.Run(ctx, n.rdb, []string{k.arr[1], k.arr[0]}, fence, token, ms(ttl)).Err()
 }
 
 func (n *node) releaseSet(ctx context.Context, k *keys, token, hold any, key string, value []byte, ttl time.Duration) (int64, error) {
@@ -271,6 +277,22 @@ func (n *node) renewOnce(ctx context.Context, items []renewItem) error {
 		return nil
 	}
 	return err
+}
+
+// mayHaveRun reports whether a script whose call failed with err may still have run in Redis: it
+// was sent, and its reply was lost (a timeout, a cancellation, a broken connection). An error reply
+// from Redis means it did not run; neither did a call that found no connection.
+func mayHaveRun(err error) bool {
+	var ne net.Error
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, syscall.EPIPE):
+		return true
+	}
+	return false
 }
 
 func isNoScript(err error) bool {

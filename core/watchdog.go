@@ -23,6 +23,7 @@ type entry struct {
 	valid    time.Time // local validity deadline: last successful send + ttl − drift
 	next     time.Time // next renewal
 	idx      int       // heap index, -1 when not scheduled
+	seq      uint64    // bumped by Extend: a renewal sent before carries an older seq
 	inflight bool
 	gone     bool
 	lastErr  error
@@ -92,15 +93,21 @@ func (w *watchdog) add(l *Lock, sent time.Time) bool {
 		e.locks = e.one[:0]
 		w.held[l.k.lock()] = e
 	}
+	fresh := len(e.locks) == 0
 	e.locks = append(e.locks, l)
 	l.e = e
 	if l.ttl > e.ttl {
 		e.ttl = l.ttl
 	}
+	// The script left the lock with at least l.ttl to live (a re-entry never shortens it).
 	if v := sent.Add(l.ttl - w.c.opt.drift(l.ttl)); v.After(e.valid) {
 		e.valid = v
 	}
-	e.next = sent.Add(w.interval(e.ttl))
+	// A re-entry never postpones the entry's renewal: its own TTL may be far shorter than the
+	// validity the entry must keep up.
+	if next := sent.Add(w.interval(e.ttl)); fresh || next.Before(e.next) {
+		e.next = next
+	}
 	w.schedule(e)
 	if !w.started {
 		w.started = true
@@ -170,13 +177,15 @@ func (w *watchdog) detach(l *Lock) {
 	}
 }
 
-// extended records a successful Extend sent at sent.
+// extended records a successful Extend sent at sent. Renewals in flight, sent with the old TTL, are
+// made stale: their replies cannot lengthen the validity beyond what the new TTL allows.
 func (w *watchdog) extended(e *entry, sent time.Time, ttl time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if e.gone {
 		return
 	}
+	e.seq++
 	e.ttl = ttl
 	e.valid = sent.Add(ttl - w.c.opt.drift(ttl))
 	e.next = sent.Add(w.interval(ttl))
@@ -237,7 +246,7 @@ func (w *watchdog) collect(now time.Time) (batch []*entry, items []renewItem, lo
 		e.inflight = true
 		heap.Fix(&w.h, 0)
 		batch = append(batch, e)
-		items = append(items, renewItem{keys: e.k.arr[:1], token: e.tok, ttl: e.ttl})
+		items = append(items, renewItem{keys: e.k.arr[:1], token: e.tok, ttl: e.ttl, seq: e.seq})
 	}
 	wait := time.Hour
 	if len(w.h) > 0 {
@@ -310,10 +319,19 @@ func (w *watchdog) renew(batch []*entry, items []renewItem) {
 		switch {
 		case it.err == nil && it.ok:
 			e.lastErr = nil
-			if v := sent.Add(it.ttl - w.c.opt.drift(it.ttl)); v.After(e.valid) {
+			ttl := it.ttl
+			if it.seq != e.seq {
+				// Extend changed the TTL while this renewal was in flight. Redis keeps at least
+				// it.ttl from when the renewal ran (renewals never shorten), but the holder now
+				// counts on the TTL it asked for last: never more than that.
+				ttl = min(ttl, e.ttl)
+			}
+			if v := sent.Add(ttl - w.c.opt.drift(ttl)); v.After(e.valid) {
 				e.valid = v
 			}
-			e.next = sent.Add(w.interval(it.ttl))
+			if it.seq == e.seq {
+				e.next = sent.Add(w.interval(ttl))
+			}
 		case it.err == nil:
 			ls := w.lose(e)
 			lost = append(lost, lostSet{e: e, locks: ls, why: "not_owner"})

@@ -1,35 +1,68 @@
 -- Shared functions, prepended to the acquire scripts when they are loaded (Redis scripts cannot
 -- include one another).
 
+-- FENCE is the lock hash's field that holds the fence of the acquisition it belongs to (a token
+-- cannot start with a NUL byte, so no owner field can clash with it).
+local FENCE = '\0fence'
+
 -- fence returns the next fencing token: the counter + 1, but never below a clock (milliseconds ×
 -- 1000), so that fences keep increasing even if the counter is lost (restart without persistence,
--- failover before replication): neither takes less than a millisecond. Millisecond steps let the
--- counter win, and spare the SET, for all but the first acquisition of a name in a millisecond.
--- The clock is the server's, or the floor the client passes (Redlock: one floor for every node, so
--- that the nodes agree and no write-back is needed).
-local function fence(key, floorArg)
+-- failover before replication, or its own expiry): neither takes less than a millisecond.
+-- Millisecond steps let the counter win, and spare the SET, for all but the first acquisition of a
+-- name in a millisecond. The clock is the server's, or the floor the client passes (Redlock: one
+-- floor for every node, so that the nodes agree and no write-back is needed); a counter that is
+-- missing (INCR answers 1) always takes the server's clock too, so a client clock that runs behind
+-- cannot take fences back after the counter expired.
+-- The counter expires ctr_ttl ms after the last acquisition (lockkit writes no key without a TTL);
+-- the clock floor keeps fences increasing across that expiry.
+local function fence(key, floorArg, ctr_ttl)
   local f = redis.call('INCR', key)
   local floor = tonumber(floorArg or '')
-  if not floor then
+  if not floor or f == 1 then
     local t = redis.call('TIME')
-    floor = tonumber(t[1]) * 1000000 + math.floor(tonumber(t[2]) / 1000) * 1000
+    local now = tonumber(t[1]) * 1000000 + math.floor(tonumber(t[2]) / 1000) * 1000
+    if not floor or now > floor then floor = now end
   end
   if f < floor then
-    redis.call('SET', key, string.format('%.0f', floor))
+    redis.call('SET', key, string.format('%.0f', floor), 'PX', ctr_ttl)
     return floor
   end
+  redis.call('PEXPIRE', key, ctr_ttl)
   return f
+end
+
+-- counter_ttl is how long a fence counter outlives the last acquisition: the lock's TTL, at least
+-- 10 s.
+local function counter_ttl(ttl)
+  local t = tonumber(ttl)
+  if t < 10000 then t = 10000 end
+  return t
 end
 
 -- Holds are recorded twice in the lock hash: token -> hold count (the owner's entry, checked by
 -- renewals), and token NUL hold -> 1 for each hold, so that a replayed call (go-redis retries a
 -- script whose reply was lost) finds its own hold and counts nothing twice.
 
--- take creates the lock for token (the caller checked that it is free) and returns the new fence.
+-- take creates the lock for token (the caller checked that it is free) and returns the new fence,
+-- which it also records in the lock hash (re-entries answer it from there).
 local function take(lock, fenceKey, token, hold, ttl, floorArg)
-  redis.call('HSET', lock, token, 1, token .. '\0' .. hold, 1)
+  local f = fence(fenceKey, floorArg, counter_ttl(ttl))
+  redis.call('HSET', lock, token, 1, token .. '\0' .. hold, 1, FENCE, string.format('%.0f', f))
   redis.call('PEXPIRE', lock, ttl)
-  return fence(fenceKey, floorArg)
+  return f
+end
+
+-- extend sets the lock's TTL to ttl unless it already has more: a TTL another hold of the lock
+-- relies on (a co-owner with a longer TTL) is never shortened.
+local function extend(lock, ttl)
+  if redis.call('PTTL', lock) < tonumber(ttl) then
+    redis.call('PEXPIRE', lock, ttl)
+  end
+end
+
+-- held_fence is the fence of the acquisition a lock hash belongs to.
+local function held_fence(lock, fenceKey)
+  return tonumber(redis.call('HGET', lock, FENCE) or redis.call('GET', fenceKey) or '0')
 end
 
 -- reenter adds hold to token's holds if token holds the lock, keeping the longer of the two TTLs,
@@ -45,16 +78,16 @@ local function reenter(lock, fenceKey, token, hold, ttl)
   else
     holds = tonumber(redis.call('HGET', lock, token))
   end
-  if redis.call('PTTL', lock) < tonumber(ttl) then
-    redis.call('PEXPIRE', lock, ttl)
-  end
-  return {tonumber(redis.call('GET', fenceKey) or '0'), holds}
+  extend(lock, ttl)
+  return {held_fence(lock, fenceKey), holds}
 end
 
 -- drop removes hold from token's holds. It returns the holds left, or -1 when token does not hold
 -- the lock, and nil when the lock is now free (the caller deletes it and tells the waiters). A
 -- replay of a release that ran already answers as the release did: the holds left, or 0 when the
--- receipt key says this hold was the last.
+-- receipt says the acquisition this hold belonged to was released (the receipt key is named after
+-- that acquisition's fence, so the release of another acquisition of the name cannot hide it; and
+-- the lock is deleted only when every hold of the owner was dropped, this one included).
 local function drop(lock, receipt, token, hold)
   local field = token .. '\0' .. hold
   if redis.call('HDEL', lock, field) == 0 then
@@ -62,7 +95,7 @@ local function drop(lock, receipt, token, hold)
     if holds then
       return tonumber(holds)
     end
-    if redis.call('GET', receipt) == field then
+    if redis.call('EXISTS', receipt) == 1 then
       return 0
     end
     return -1
@@ -72,7 +105,7 @@ local function drop(lock, receipt, token, hold)
     return holds
   end
   redis.call('DEL', lock)
-  redis.call('SET', receipt, field, 'PX', 5000)
+  redis.call('SET', receipt, 1, 'PX', 5000)
   return nil
 end
 
