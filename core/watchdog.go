@@ -318,20 +318,7 @@ func (w *watchdog) renew(batch []*entry, items []renewItem) {
 		}
 		switch {
 		case it.err == nil && it.ok:
-			e.lastErr = nil
-			ttl := it.ttl
-			if it.seq != e.seq {
-				// Extend changed the TTL while this renewal was in flight. Redis keeps at least
-				// it.ttl from when the renewal ran (renewals never shorten), but the holder now
-				// counts on the TTL it asked for last: never more than that.
-				ttl = min(ttl, e.ttl)
-			}
-			if v := sent.Add(ttl - w.c.opt.drift(ttl)); v.After(e.valid) {
-				e.valid = v
-			}
-			if it.seq == e.seq {
-				e.next = sent.Add(w.interval(ttl))
-			}
+			w.renewed(e, it, sent)
 		case it.err == nil:
 			ls := w.lose(e)
 			lost = append(lost, lostSet{e: e, locks: ls, why: "not_owner"})
@@ -360,6 +347,24 @@ func (w *watchdog) renew(batch []*entry, items []renewItem) {
 	}
 	for _, ls := range lost {
 		w.c.lost(ls.locks, ls.why, nil)
+	}
+}
+
+// renewed records a successful renewal sent at sent; the caller holds w.mu.
+func (w *watchdog) renewed(e *entry, it *renewItem, sent time.Time) {
+	e.lastErr = nil
+	ttl := it.ttl
+	if it.seq != e.seq {
+		// Extend changed the TTL while this renewal was in flight. Redis keeps at least it.ttl from
+		// when the renewal ran (renewals never shorten), but the holder counts on the TTL it asked
+		// for last: never more than that.
+		ttl = min(ttl, e.ttl)
+	}
+	if v := sent.Add(ttl - w.c.opt.drift(ttl)); v.After(e.valid) {
+		e.valid = v
+	}
+	if it.seq == e.seq {
+		e.next = sent.Add(w.interval(ttl))
 	}
 }
 
