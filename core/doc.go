@@ -17,8 +17,9 @@
 //
 // Keys (prefix "lockkit:" by default; every key of a lock shares the {name} hash tag):
 //
-//	lockkit:{NAME}                 hash: owner token -> hold count, with the lock's TTL
-//	lockkit:{NAME}:fence           fencing counter, never expires
+//	lockkit:{NAME}                 hash: owner token -> hold count (and the fence), with the lock's TTL
+//	lockkit:{NAME}:fence           fencing counter, expires 10s (or the TTL) after the last acquisition
+//	lockkit:{NAME}:receipt:FENCE   marks that acquisition released, for 5s (replayed releases)
 //	lockkit:{NAME}:released        release channel (SPUBLISH on a cluster)
 //	lockkit:{NAME}:queue           fair-mode waiter queue (list) and
 //	lockkit:{NAME}:queue:deadlines its waiters' deadlines (hash)

@@ -125,9 +125,11 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	return d, nil
 }
 
-// Extend sets the lock's TTL to ttl (10ms to 24h) now, if it is still ours; the watchdog renews with
-// the new TTL from then on. It returns ErrNotHeld when the lock is not ours any more; the lock is
-// then treated as lost.
+// Extend makes the lock live at least ttl (10ms to 24h) from now, if it is still ours; the watchdog
+// renews with the new TTL from then on, and the lock's validity deadline follows the new TTL. It
+// never shortens the TTL Redis holds (another hold of the lock, e.g. a co-owner through WithOwner,
+// may count on it): a shorter TTL takes effect in Redis as the longer one runs down. It returns
+// ErrNotHeld when the lock is not ours any more; the lock is then treated as lost.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := validTTL(ttl); err != nil {
 		return err
