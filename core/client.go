@@ -117,7 +117,7 @@ func (c *Client) Close(ctx context.Context) error {
 	var first error
 	for _, l := range c.wd.close() {
 		l.cancel(ErrClosed)
-		n, err := c.st.release(ctx, &l.k, l.tok, l.hold, l.fair)
+		n, err := c.st.release(ctx, &l.k, l.tok, l.hold, l.fair, l.ttl)
 		if err != nil {
 			err = unavailable("release", err)
 			if first == nil {
@@ -202,7 +202,7 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 	l.ctx, l.cancel = context.WithCancelCause(&l.vctx)
 	if !c.wd.add(l, sent) {
 		l.cancel(ErrClosed)
-		_, _ = c.st.release(context.WithoutCancel(ctx), &l.k, l.tok, l.hold, l.fair)
+		_, _ = c.st.release(context.WithoutCancel(ctx), &l.k, l.tok, l.hold, l.fair, l.ttl)
 		return nil, ErrClosed
 	}
 	return l, nil

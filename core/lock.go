@@ -115,7 +115,7 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if err := l.heldErr(); err != nil {
 		return 0, err
 	}
-	d, ok, err := l.c.st.pttl(ctx, &l.k, l.tok)
+	d, ok, err := l.c.st.pttl(ctx, &l.k, l.tok, l.ttl)
 	if err != nil {
 		return 0, unavailable("pttl", err)
 	}
@@ -158,7 +158,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 // ErrNotHeld (and ErrLost) and sends nothing. If Redis cannot be reached the error matches
 // ErrUnavailable, the lock is no longer renewed, and Release may be called again.
 func (l *Lock) Release(ctx context.Context) error {
-	return l.release(ctx, func() (int64, error) { return l.c.st.release(ctx, &l.k, l.tok, l.hold, l.fair) })
+	return l.release(ctx, func() (int64, error) { return l.c.st.release(ctx, &l.k, l.tok, l.hold, l.fair, l.ttl) })
 }
 
 func (l *Lock) release(ctx context.Context, send func() (int64, error)) error {
@@ -199,7 +199,7 @@ func (l *Lock) ReleaseSet(ctx context.Context, key string, value []byte, ttl tim
 		return ErrClosed // the lock was released by Close: the value was not written
 	}
 	return l.release(ctx, func() (int64, error) {
-		return l.c.st.releaseSet(ctx, &l.k, l.tok, l.hold, key, value, ttl)
+		return l.c.st.releaseSet(ctx, &l.k, l.tok, l.hold, key, value, ttl, l.ttl)
 	})
 }
 
@@ -280,7 +280,7 @@ func (c *Client) outlived(ctx context.Context, l *Lock, sent time.Time) error {
 	}
 	// The lock expires at most TTL from now: there is no point in trying for longer.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.ttl)
-	_, err := c.st.release(rctx, &l.k, l.tok, l.hold, l.fair)
+	_, err := c.st.release(rctx, &l.k, l.tok, l.hold, l.fair, l.ttl)
 	cancel()
 	back := "the lock was given back"
 	if err != nil {

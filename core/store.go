@@ -82,14 +82,15 @@ type renewItem struct {
 type store interface {
 	acquire(ctx context.Context, k *keys, r *acquireReq) (acquireResult, error)
 	// release drops one hold of token; it returns the holds left, or -1 when token does not hold
-	// the lock. fair names the next waiter of the Redis-side queue in the release message.
-	release(ctx context.Context, k *keys, token, hold any, fair bool) (int64, error)
+	// the lock. fair names the next waiter of the Redis-side queue in the release message. lockTTL
+	// (the lock's TTL) sets Redlock's per-node timeout, here and in releaseSet and pttl.
+	release(ctx context.Context, k *keys, token, hold any, fair bool, lockTTL time.Duration) (int64, error)
 	// releaseSet releases and, if token held the lock, sets key to value for ttl.
-	releaseSet(ctx context.Context, k *keys, token, hold any, key string, value []byte, ttl time.Duration) (int64, error)
+	releaseSet(ctx context.Context, k *keys, token, hold any, key string, value []byte, ttl, lockTTL time.Duration) (int64, error)
 	// renew fills in ok/err of every item; it returns an error when the whole batch failed.
 	renew(ctx context.Context, items []renewItem) error
 	// pttl returns the remaining TTL, or ok=false when token does not hold the lock.
-	pttl(ctx context.Context, k *keys, token any) (time.Duration, bool, error)
+	pttl(ctx context.Context, k *keys, token any, lockTTL time.Duration) (time.Duration, bool, error)
 	extend(ctx context.Context, k *keys, token any, ttl time.Duration) (bool, error)
 	dequeue(ctx context.Context, k *keys, token any) error
 	// router tells where release channels are subscribed.
@@ -211,13 +212,13 @@ func (n *node) acquireAcked(ctx context.Context, k *keys, r *acquireReq) (acquir
 		return res, err
 	}
 	if acked, _ := w.Int64(); acked < int64(n.replicas) {
-		_, _ = n.release(context.WithoutCancel(ctx), k, r.token, r.hold, false)
+		_, _ = n.release(context.WithoutCancel(ctx), k, r.token, r.hold, false, r.ttl)
 		return acquireResult{}, fmt.Errorf("only %d of %d replicas acknowledged the lock within %v", acked, n.replicas, n.replicaWait)
 	}
 	return res, nil
 }
 
-func (n *node) release(ctx context.Context, k *keys, token, hold any, fair bool) (int64, error) {
+func (n *node) release(ctx context.Context, k *keys, token, hold any, fair bool, _ time.Duration) (int64, error) {
 	return n.releaseWith(ctx, k, token, hold, fair, n.id)
 }
 
@@ -233,7 +234,7 @@ func (n *node) raiseFence(ctx context.Context, k *keys, fence int64) error {
 	return n.s.raiseFence.Run(ctx, n.rdb, k.arr[1:2], fence).Err()
 }
 
-func (n *node) releaseSet(ctx context.Context, k *keys, token, hold any, key string, value []byte, ttl time.Duration) (int64, error) {
+func (n *node) releaseSet(ctx context.Context, k *keys, token, hold any, key string, value []byte, ttl, _ time.Duration) (int64, error) {
 	return n.s.releaseSet.Run(ctx, n.rdb, []string{k.lock(), key, k.arr[4]}, token, n.pubCmd, value, ms(ttl), n.id, hold).Int64()
 }
 
@@ -277,7 +278,7 @@ func isNoScript(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
 }
 
-func (n *node) pttl(ctx context.Context, k *keys, token any) (time.Duration, bool, error) {
+func (n *node) pttl(ctx context.Context, k *keys, token any, _ time.Duration) (time.Duration, bool, error) {
 	v, err := n.s.pttl.Run(ctx, n.rdb, k.arr[:1], token).Int64()
 	if err != nil || v == -3 {
 		return 0, false, err
