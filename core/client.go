@@ -145,8 +145,8 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 	if len(ao.owner) > maxToken || strings.IndexByte(ao.owner, 0) >= 0 || ao.maxWait < 0 {
 		return nil, invalid("owner token over %d bytes or with a NUL byte, or negative wait", maxToken)
 	}
-	if ao.guard != "" && (ao.fair || !strings.Contains(ao.guard, "{"+name+"}") || len(ao.guard) > 2*maxNameLen) {
-		return nil, invalid("guard key (%d bytes) must contain the lock's hash tag {name} and cannot be used with Fair", len(ao.guard))
+	if ao.guard != "" && (ao.fair || !sameSlot(ao.guard, name) || len(ao.guard) > 2*maxNameLen) {
+		return nil, invalid("guard key (%d bytes) must have the lock's hash tag {name} as its first and cannot be used with Fair", len(ao.guard))
 	}
 	if _, ok := c.st.(*redlock); ok && ao.fair {
 		return nil, invalid("fair mode is not supported over Redlock")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 )
@@ -186,11 +185,11 @@ func (l *Lock) release(ctx context.Context, send func() (int64, error)) error {
 
 // ReleaseSet is Release that also sets key to value for ttl, in the same round trip and only if the
 // lock is still ours: a result or completion marker is never written by a holder that lost the
-// lock. key must contain the lock's hash tag "{name}" (see WithGuard). Errors as for Release; after
-// a successful ReleaseSet, Release returns nil.
+// lock. key must have the lock's hash tag "{name}" as its first (see WithGuard). Errors as for
+// Release; after a successful ReleaseSet, Release returns nil.
 func (l *Lock) ReleaseSet(ctx context.Context, key string, value []byte, ttl time.Duration) error {
-	if !strings.Contains(key, "{"+l.k.name+"}") {
-		return invalid("key (%d bytes) must contain the lock's hash tag {name}", len(key))
+	if !sameSlot(key, l.k.name) {
+		return invalid("key (%d bytes) must have the lock's hash tag {name} as its first", len(key))
 	}
 	if ttl < time.Millisecond {
 		return invalid("TTL %v below 1ms", ttl)

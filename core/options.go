@@ -133,8 +133,10 @@ func Fair() AcquireOption { return func(o *acquireOptions) { o.fair = true } }
 // WithGuard makes the acquisition conditional on a guard key, checked in the same round trip: if the
 // key exists (a stored result, a completion marker), nothing is taken and the call returns a
 // *GuardedError with the key's value; a waiting Acquire returns it as soon as the key appears. The
-// key must contain the lock's hash tag "{name}" so that it lives in the lock's cluster slot; pair it
-// with Lock.ReleaseSet, which writes it atomically with the release. Not combinable with Fair.
+// key must live in the lock's cluster slot: its hash tag (the first "{…}" that is not empty, as
+// Redis reads it) must be the lock's, "{name}" (e.g. "lockkit:idem:{name}"); otherwise the call
+// fails with ErrInvalid before anything is sent. Pair it with Lock.ReleaseSet, which writes it
+// atomically with the release. Not combinable with Fair.
 func WithGuard(key string) AcquireOption { return func(o *acquireOptions) { o.guard = key } }
 
 const (
@@ -162,3 +164,18 @@ func validTTL(ttl time.Duration) error {
 	}
 	return nil
 }
+
+// hashTag returns the part of key that Redis Cluster hashes: the text between the first '{' and
+// the first '}' after it, if that is not empty; otherwise the whole key.
+func hashTag(key string) string {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			return key[i+1 : i+1+j]
+		}
+	}
+	return key
+}
+
+// sameSlot reports whether Redis hashes key as it hashes the keys of the lock name (prefix{name}…),
+// so that one script may touch both on a cluster. (The prefix has no braces.)
+func sameSlot(key, name string) bool { return hashTag(key) == hashTag("{"+name+"}") }
