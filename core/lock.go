@@ -17,6 +17,11 @@ const (
 
 // Lock is a held lock. Its methods are safe for concurrent use. Work done under the lock should use
 // Context, which is cancelled the moment the lock is released or lost.
+//
+// The methods of a nil *Lock (what a failed acquisition returns) do not panic: Release, ReleaseSet,
+// Extend and TTL return ErrNotHeld and send nothing, the accessors return zero values, and Context
+// returns an already cancelled context whose cause is ErrNotHeld, so that no work proceeds under a
+// lock that does not exist.
 type Lock struct {
 	c        *Client
 	k        keys
@@ -75,14 +80,29 @@ func FromContext(ctx context.Context) (*Lock, bool) {
 }
 
 // Name returns the lock name.
-func (l *Lock) Name() string { return l.k.name }
+func (l *Lock) Name() string {
+	if l == nil {
+		return ""
+	}
+	return l.k.name
+}
 
 // Key returns the Redis key of the lock.
-func (l *Lock) Key() string { return l.k.lock() }
+func (l *Lock) Key() string {
+	if l == nil {
+		return ""
+	}
+	return l.k.lock()
+}
 
 // Token returns the owner token. Hand it to WithOwner to re-enter the lock from elsewhere; keep it
 // out of logs (whoever knows it can release the lock).
-func (l *Lock) Token() string { return l.token }
+func (l *Lock) Token() string {
+	if l == nil {
+		return ""
+	}
+	return l.token
+}
 
 // Fence returns the fencing token: a number that strictly increases with every fresh acquisition of
 // the name. Pass it to the resource the lock protects and have the resource reject writes carrying
@@ -94,23 +114,43 @@ func (l *Lock) Token() string { return l.token }
 // step back and the loss comes at least a millisecond after the last acquisition (a restart or a
 // failover always takes longer). Expect large numbers (about 1.8e15 in 2026), well within int64
 // and float64 precision.
-func (l *Lock) Fence() int64 { return l.fence }
+func (l *Lock) Fence() int64 {
+	if l == nil {
+		return 0
+	}
+	return l.fence
+}
 
 // Holds returns the owner's hold count right after this acquisition: 1 for a fresh acquisition,
 // more when re-entered.
-func (l *Lock) Holds() int64 { return l.holds }
+func (l *Lock) Holds() int64 {
+	if l == nil {
+		return 0
+	}
+	return l.holds
+}
 
 // Reentrant reports whether this acquisition re-entered a lock the owner already held.
-func (l *Lock) Reentrant() bool { return l.holds > 1 }
+func (l *Lock) Reentrant() bool { return l.Holds() > 1 }
 
 // Context returns a context derived from the one passed to Acquire (with its values and its
 // cancellation) that is also cancelled when the lock is released (cause ErrReleased), lost (cause a
 // *LostError) or its Client closed (cause ErrClosed). Read the reason with context.Cause.
-func (l *Lock) Context() context.Context { return l.ctx }
+func (l *Lock) Context() context.Context {
+	if l == nil {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		cancel(ErrNotHeld)
+		return ctx
+	}
+	return l.ctx
+}
 
 // TTL asks Redis for the lock's remaining time to live, checking that it is still ours. It returns
 // ErrNotHeld when it is not.
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
+	if l == nil {
+		return 0, ErrNotHeld
+	}
 	if err := l.heldErr(); err != nil {
 		return 0, err
 	}
@@ -128,6 +168,9 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 // the new TTL from then on. It returns ErrNotHeld when the lock is not ours any more; the lock is
 // then treated as lost.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
+	if l == nil {
+		return ErrNotHeld
+	}
 	if err := validTTL(ttl); err != nil {
 		return err
 	}
@@ -157,6 +200,9 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 // ErrNotHeld (and ErrLost) and sends nothing. If Redis cannot be reached the error matches
 // ErrUnavailable, the lock is no longer renewed, and Release may be called again.
 func (l *Lock) Release(ctx context.Context) error {
+	if l == nil {
+		return ErrNotHeld
+	}
 	return l.release(ctx, func() (int64, error) { return l.c.st.release(ctx, &l.k, l.tok, l.hold, l.fair, l.ttl) })
 }
 
@@ -188,6 +234,9 @@ func (l *Lock) release(ctx context.Context, send func() (int64, error)) error {
 // lock. key must have the lock's hash tag "{name}" as its first (see WithGuard). Errors as for
 // Release; after a successful ReleaseSet, Release returns nil.
 func (l *Lock) ReleaseSet(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+	if l == nil {
+		return ErrNotHeld
+	}
 	if !sameSlot(key, l.k.name) {
 		return invalid("key (%d bytes) must have the lock's hash tag {name} as its first", len(key))
 	}
