@@ -216,7 +216,12 @@ func (l *Lock) release(ctx context.Context, send func() (int64, error)) error {
 	l.cancel(ErrReleased)
 	l.c.wd.detach(l)
 	n, err := send()
-	if err != nil {
+	var short *ackError
+	if errors.As(err, &short) {
+		// Released (and ReleaseSet's value written), but not acknowledged by enough replicas.
+		l.setState(stateReleased)
+		err = unavailable("release", err)
+	} else if err != nil {
 		err = unavailable("release", err)
 	} else if n < 0 {
 		lost := &LostError{Name: l.k.name, Reason: "not_owner"}
@@ -233,6 +238,10 @@ func (l *Lock) release(ctx context.Context, send func() (int64, error)) error {
 // lock is still ours: a result or completion marker is never written by a holder that lost the
 // lock. key must have the lock's hash tag "{name}" as its first (see WithGuard). Errors as for
 // Release; after a successful ReleaseSet, Release returns nil.
+//
+// With WithReplicaAck, ReleaseSet also waits for the replicas. If too few acknowledge in time, the
+// value was written and the lock released all the same (Release returns nil afterwards), but the
+// error, matching ErrUnavailable, says that the write may not survive a failover.
 func (l *Lock) ReleaseSet(ctx context.Context, key string, value []byte, ttl time.Duration) error {
 	if l == nil {
 		return ErrNotHeld

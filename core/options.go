@@ -98,11 +98,14 @@ func WithDriftFactor(f float64) Option { return func(o *options) { o.driftFactor
 // A slow or dead node costs at most this much. Ignored by New.
 func WithNodeTimeout(d time.Duration) Option { return func(o *options) { o.nodeTimeout = d } }
 
-// WithReplicaAck makes every acquisition wait, on the same connection, until n replicas of the
-// master acknowledged it (Redis WAIT), at most timeout. If fewer do, the lock is released and the
-// acquisition fails with ErrUnavailable. It narrows the failover window in which a replica promoted
-// before it received the lock lets a second holder in; it costs the replication delay on every
-// acquisition. Works with plain, Sentinel and Cluster clients, and on each Redlock node.
+// WithReplicaAck makes every acquisition (plain, Fair or WithGuard) and every Lock.ReleaseSet wait,
+// on the same connection, until n replicas of the master acknowledged it (Redis WAIT), at most
+// timeout. If fewer do, an acquisition is released and fails with ErrUnavailable; a ReleaseSet
+// stays done (value written, lock released) and returns an error matching ErrUnavailable saying
+// that the write may not survive a failover. It narrows the failover window in which a replica
+// promoted before it received the lock (or a guard's value) lets a second holder in (or the work
+// run again); it costs the replication delay on each of these calls. Works with plain, Sentinel and
+// Cluster clients, and on each Redlock node.
 func WithReplicaAck(n int, timeout time.Duration) Option {
 	return func(o *options) { o.replicas, o.replicaWait = n, timeout }
 }

@@ -231,11 +231,21 @@ func (rl *redlock) release(ctx context.Context, k *keys, token, hold any, fair b
 func (rl *redlock) releaseSet(ctx context.Context, k *keys, token, hold any, key string, value []byte, ttl, lockTTL time.Duration) (int64, error) {
 	holds := make([]int64, len(rl.nodes))
 	errs := make([]error, len(rl.nodes))
+	short := make([]error, len(rl.nodes)) // done, but too few replicas acknowledged (WithReplicaAck)
 	answered := rl.fan(ctx, lockTTL, 0, func(ctx context.Context, i int, n *node) bool {
 		holds[i], errs[i] = n.releaseSet(ctx, k, token, hold, key, value, ttl, lockTTL)
+		var ae *ackError
+		if errors.As(errs[i], &ae) {
+			short[i], errs[i] = errs[i], nil
+		}
 		return true
 	}, nil)
-	return rl.tally("release", holds, errs, answered)
+	shortIn, _ := settle(answered, short, errs)
+	left, err := rl.tally("release", holds, errs, answered)
+	if err == nil && left >= 0 {
+		err = errors.Join(shortIn...)
+	}
+	return left, err
 }
 
 // tally turns per-node release answers into one. Released if some node released and, with the
