@@ -94,8 +94,9 @@ func WithFairWaiterTimeout(d time.Duration) Option { return func(o *options) { o
 // else. Allowed: 0.01 to 0.5.
 func WithDriftFactor(f float64) Option { return func(o *options) { o.driftFactor = f } }
 
-// WithNodeTimeout bounds each node's answer to a Redlock request (default: TTL/20, at least 10ms).
-// A slow or dead node costs at most this much. Ignored by New.
+// WithNodeTimeout bounds each node's answer to a Redlock request (default: the lock's TTL/20, at
+// least 10ms, for every call on the lock). A slow or dead node costs at most this much. Ignored by
+// New.
 func WithNodeTimeout(d time.Duration) Option { return func(o *options) { o.nodeTimeout = d } }
 
 // WithReplicaAck makes every acquisition (plain, Fair or WithGuard) and every Lock.ReleaseSet wait,

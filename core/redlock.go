@@ -14,9 +14,9 @@ import (
 // algorithm): an acquisition succeeds on N/2+1 nodes within its validity (TTL − elapsed − drift);
 // renewals need a quorum; releases go to every node. Requests to the nodes run in parallel, each
 // bounded by the per-node timeout (WithNodeTimeout), so a slow or dead node costs at most that; and
-// Acquire and Release return once a quorum has answered, so a slow node usually costs nothing. (The
-// slower nodes' grants are kept after a successful acquisition, and their releases finish in the
-// background.)
+// Acquire, Release and Extend return once a quorum has answered, so a slow node usually costs
+// nothing. (The slower nodes' grants are kept after a successful acquisition, and their releases
+// finish in the background.)
 // The API is the same as New's, except Fair (not supported: each node would keep its own queue).
 //
 // Fencing tokens stay monotonic across quorums: the fence is the maximum of the quorum's counters,
