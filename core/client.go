@@ -125,7 +125,7 @@ func (c *Client) Close(ctx context.Context) error {
 	var first error
 	for _, l := range c.wd.close() {
 		l.cancel(ErrClosed)
-		n, err := c.st.release(ctx, &l.k, l.tok, l.hold, l.fair)
+		n, err := c.st.release(ctx, &l.k, l.tok, l.hold, l.fair, l.ttl)
 		if err != nil {
 			err = unavailable("release", err)
 			if first == nil {
@@ -153,8 +153,8 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 	if len(ao.owner) > maxToken || strings.IndexByte(ao.owner, 0) >= 0 || ao.maxWait < 0 {
 		return nil, invalid("owner token over %d bytes or with a NUL byte, or negative wait", maxToken)
 	}
-	if ao.guard != "" && (ao.fair || !strings.Contains(ao.guard, "{"+name+"}") || len(ao.guard) > 2*maxNameLen) {
-		return nil, invalid("guard key (%d bytes) must contain the lock's hash tag {name} and cannot be used with Fair", len(ao.guard))
+	if ao.guard != "" && (ao.fair || !sameSlot(ao.guard, name) || len(ao.guard) > 2*maxNameLen) {
+		return nil, invalid("guard key (%d bytes) must have the lock's hash tag {name} as its first and cannot be used with Fair", len(ao.guard))
 	}
 	if _, ok := c.st.(*redlock); ok && ao.fair {
 		return nil, invalid("fair mode is not supported over Redlock")
@@ -211,7 +211,7 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 	l.ctx, l.cancel = context.WithCancelCause(&l.vctx)
 	if !c.wd.add(l, sent) {
 		l.cancel(ErrClosed)
-		_, _ = c.st.release(context.WithoutCancel(ctx), &l.k, l.tok, l.hold, l.fair)
+		_, _ = c.st.release(context.WithoutCancel(ctx), &l.k, l.tok, l.hold, l.fair, l.ttl)
 		return nil, ErrClosed
 	}
 	return l, nil

@@ -30,7 +30,7 @@ var (
 	// said it belongs to someone else. A lock's context is cancelled with a *LostError cause.
 	ErrLost = &Error{"lockkit: lock lost", "lost"}
 	// ErrNotHeld means the caller does not hold the lock (any more): Release, Extend or TTL after the
-	// lock was lost or expired. Nothing in Redis was changed.
+	// lock was lost or expired, or on a nil *Lock. Nothing in Redis was changed.
 	ErrNotHeld = &Error{"lockkit: lock not held", "not_held"}
 	// ErrReleased is the cause of a lock's context after Release.
 	ErrReleased = &Error{"lockkit: lock released", "released"}

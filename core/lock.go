@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 )
@@ -18,6 +17,11 @@ const (
 
 // Lock is a held lock. Its methods are safe for concurrent use. Work done under the lock should use
 // Context, which is cancelled the moment the lock is released or lost.
+//
+// The methods of a nil *Lock (what a failed acquisition returns) do not panic: Release, ReleaseSet,
+// Extend and TTL return ErrNotHeld and send nothing, the accessors return zero values, and Context
+// returns an already cancelled context whose cause is ErrNotHeld, so that no work proceeds under a
+// lock that does not exist.
 type Lock struct {
 	c        *Client
 	k        keys
@@ -76,14 +80,29 @@ func FromContext(ctx context.Context) (*Lock, bool) {
 }
 
 // Name returns the lock name.
-func (l *Lock) Name() string { return l.k.name }
+func (l *Lock) Name() string {
+	if l == nil {
+		return ""
+	}
+	return l.k.name
+}
 
 // Key returns the Redis key of the lock.
-func (l *Lock) Key() string { return l.k.lock() }
+func (l *Lock) Key() string {
+	if l == nil {
+		return ""
+	}
+	return l.k.lock()
+}
 
 // Token returns the owner token. Hand it to WithOwner to re-enter the lock from elsewhere; keep it
 // out of logs (whoever knows it can release the lock).
-func (l *Lock) Token() string { return l.token }
+func (l *Lock) Token() string {
+	if l == nil {
+		return ""
+	}
+	return l.token
+}
 
 // Fence returns the fencing token: a number that strictly increases with every fresh acquisition of
 // the name. Pass it to the resource the lock protects and have the resource reject writes carrying
@@ -95,27 +114,47 @@ func (l *Lock) Token() string { return l.token }
 // step back and the loss comes at least a millisecond after the last acquisition (a restart or a
 // failover always takes longer). Expect large numbers (about 1.8e15 in 2026), well within int64
 // and float64 precision.
-func (l *Lock) Fence() int64 { return l.fence }
+func (l *Lock) Fence() int64 {
+	if l == nil {
+		return 0
+	}
+	return l.fence
+}
 
 // Holds returns the owner's hold count right after this acquisition: 1 for a fresh acquisition,
 // more when re-entered.
-func (l *Lock) Holds() int64 { return l.holds }
+func (l *Lock) Holds() int64 {
+	if l == nil {
+		return 0
+	}
+	return l.holds
+}
 
 // Reentrant reports whether this acquisition re-entered a lock the owner already held.
-func (l *Lock) Reentrant() bool { return l.holds > 1 }
+func (l *Lock) Reentrant() bool { return l.Holds() > 1 }
 
 // Context returns a context derived from the one passed to Acquire (with its values and its
 // cancellation) that is also cancelled when the lock is released (cause ErrReleased), lost (cause a
 // *LostError) or its Client closed (cause ErrClosed). Read the reason with context.Cause.
-func (l *Lock) Context() context.Context { return l.ctx }
+func (l *Lock) Context() context.Context {
+	if l == nil {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		cancel(ErrNotHeld)
+		return ctx
+	}
+	return l.ctx
+}
 
 // TTL asks Redis for the lock's remaining time to live, checking that it is still ours. It returns
 // ErrNotHeld when it is not.
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
+	if l == nil {
+		return 0, ErrNotHeld
+	}
 	if err := l.heldErr(); err != nil {
 		return 0, err
 	}
-	d, ok, err := l.c.st.pttl(ctx, &l.k, l.tok)
+	d, ok, err := l.c.st.pttl(ctx, &l.k, l.tok, l.ttl)
 	if err != nil {
 		return 0, unavailable("pttl", err)
 	}
@@ -131,6 +170,9 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 // may count on it): a shorter TTL takes effect in Redis as the longer one runs down. It returns
 // ErrNotHeld when the lock is not ours any more; the lock is then treated as lost.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
+	if l == nil {
+		return ErrNotHeld
+	}
 	if err := validTTL(ttl); err != nil {
 		return err
 	}
@@ -160,7 +202,10 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 // ErrNotHeld (and ErrLost) and sends nothing. If Redis cannot be reached the error matches
 // ErrUnavailable, the lock is no longer renewed, and Release may be called again.
 func (l *Lock) Release(ctx context.Context) error {
-	return l.release(ctx, func() (int64, error) { return l.c.st.release(ctx, &l.k, l.tok, l.hold, l.fair) })
+	if l == nil {
+		return ErrNotHeld
+	}
+	return l.release(ctx, func() (int64, error) { return l.c.st.release(ctx, &l.k, l.tok, l.hold, l.fair, l.ttl) })
 }
 
 func (l *Lock) release(ctx context.Context, send func() (int64, error)) error {
@@ -173,7 +218,12 @@ func (l *Lock) release(ctx context.Context, send func() (int64, error)) error {
 	l.cancel(ErrReleased)
 	l.c.wd.detach(l)
 	n, err := send()
-	if err != nil {
+	var short *ackError
+	if errors.As(err, &short) {
+		// Released (and ReleaseSet's value written), but not acknowledged by enough replicas.
+		l.setState(stateReleased)
+		err = unavailable("release", err)
+	} else if err != nil {
 		err = unavailable("release", err)
 	} else if n < 0 {
 		lost := &LostError{Name: l.k.name, Reason: "not_owner"}
@@ -188,11 +238,18 @@ func (l *Lock) release(ctx context.Context, send func() (int64, error)) error {
 
 // ReleaseSet is Release that also sets key to value for ttl, in the same round trip and only if the
 // lock is still ours: a result or completion marker is never written by a holder that lost the
-// lock. key must contain the lock's hash tag "{name}" (see WithGuard). Errors as for Release; after
-// a successful ReleaseSet, Release returns nil.
+// lock. key must have the lock's hash tag "{name}" as its first (see WithGuard). Errors as for
+// Release; after a successful ReleaseSet, Release returns nil.
+//
+// With WithReplicaAck, ReleaseSet also waits for the replicas. If too few acknowledge in time, the
+// value was written and the lock released all the same (Release returns nil afterwards), but the
+// error, matching ErrUnavailable, says that the write may not survive a failover.
 func (l *Lock) ReleaseSet(ctx context.Context, key string, value []byte, ttl time.Duration) error {
-	if !strings.Contains(key, "{"+l.k.name+"}") {
-		return invalid("key (%d bytes) must contain the lock's hash tag {name}", len(key))
+	if l == nil {
+		return ErrNotHeld
+	}
+	if !sameSlot(key, l.k.name) {
+		return invalid("key (%d bytes) must have the lock's hash tag {name} as its first", len(key))
 	}
 	if ttl < time.Millisecond {
 		return invalid("TTL %v below 1ms", ttl)
@@ -201,7 +258,7 @@ func (l *Lock) ReleaseSet(ctx context.Context, key string, value []byte, ttl tim
 		return ErrClosed // the lock was released by Close: the value was not written
 	}
 	return l.release(ctx, func() (int64, error) {
-		return l.c.st.releaseSet(ctx, &l.k, l.tok, l.hold, key, value, ttl)
+		return l.c.st.releaseSet(ctx, &l.k, l.tok, l.hold, key, value, ttl, l.ttl)
 	})
 }
 
@@ -282,7 +339,7 @@ func (c *Client) outlived(ctx context.Context, l *Lock, sent time.Time) error {
 	}
 	// The lock expires at most TTL from now: there is no point in trying for longer.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.ttl)
-	_, err := c.st.release(rctx, &l.k, l.tok, l.hold, l.fair)
+	_, err := c.st.release(rctx, &l.k, l.tok, l.hold, l.fair, l.ttl)
 	cancel()
 	back := "the lock was given back"
 	if err != nil {

@@ -94,15 +94,19 @@ func WithFairWaiterTimeout(d time.Duration) Option { return func(o *options) { o
 // else. Allowed: 0.01 to 0.5.
 func WithDriftFactor(f float64) Option { return func(o *options) { o.driftFactor = f } }
 
-// WithNodeTimeout bounds each node's answer to a Redlock request (default: TTL/20, at least 10ms).
-// A slow or dead node costs at most this much. Ignored by New.
+// WithNodeTimeout bounds each node's answer to a Redlock request (default: the lock's TTL/20, at
+// least 10ms, for every call on the lock). A slow or dead node costs at most this much. Ignored by
+// New.
 func WithNodeTimeout(d time.Duration) Option { return func(o *options) { o.nodeTimeout = d } }
 
-// WithReplicaAck makes every acquisition wait, on the same connection, until n replicas of the
-// master acknowledged it (Redis WAIT), at most timeout. If fewer do, the lock is released and the
-// acquisition fails with ErrUnavailable. It narrows the failover window in which a replica promoted
-// before it received the lock lets a second holder in; it costs the replication delay on every
-// acquisition. Works with plain, Sentinel and Cluster clients, and on each Redlock node.
+// WithReplicaAck makes every acquisition (plain, Fair or WithGuard) and every Lock.ReleaseSet wait,
+// on the same connection, until n replicas of the master acknowledged it (Redis WAIT), at most
+// timeout. If fewer do, an acquisition is released and fails with ErrUnavailable; a ReleaseSet
+// stays done (value written, lock released) and returns an error matching ErrUnavailable saying
+// that the write may not survive a failover. It narrows the failover window in which a replica
+// promoted before it received the lock (or a guard's value) lets a second holder in (or the work
+// run again); it costs the replication delay on each of these calls. Works with plain, Sentinel and
+// Cluster clients, and on each Redlock node.
 func WithReplicaAck(n int, timeout time.Duration) Option {
 	return func(o *options) { o.replicas, o.replicaWait = n, timeout }
 }
@@ -133,8 +137,10 @@ func Fair() AcquireOption { return func(o *acquireOptions) { o.fair = true } }
 // WithGuard makes the acquisition conditional on a guard key, checked in the same round trip: if the
 // key exists (a stored result, a completion marker), nothing is taken and the call returns a
 // *GuardedError with the key's value; a waiting Acquire returns it as soon as the key appears. The
-// key must contain the lock's hash tag "{name}" so that it lives in the lock's cluster slot; pair it
-// with Lock.ReleaseSet, which writes it atomically with the release. Not combinable with Fair.
+// key must live in the lock's cluster slot: its hash tag (the first "{…}" that is not empty, as
+// Redis reads it) must be the lock's, "{name}" (e.g. "lockkit:idem:{name}"); otherwise the call
+// fails with ErrInvalid before anything is sent. Pair it with Lock.ReleaseSet, which writes it
+// atomically with the release. Not combinable with Fair.
 func WithGuard(key string) AcquireOption { return func(o *acquireOptions) { o.guard = key } }
 
 const (
@@ -162,3 +168,18 @@ func validTTL(ttl time.Duration) error {
 	}
 	return nil
 }
+
+// hashTag returns the part of key that Redis Cluster hashes: the text between the first '{' and
+// the first '}' after it, if that is not empty; otherwise the whole key.
+func hashTag(key string) string {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			return key[i+1 : i+1+j]
+		}
+	}
+	return key
+}
+
+// sameSlot reports whether Redis hashes key as it hashes the keys of the lock name (prefix{name}…),
+// so that one script may touch both on a cluster. (The prefix has no braces.)
+func sameSlot(key, name string) bool { return hashTag(key) == hashTag("{"+name+"}") }

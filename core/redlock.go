@@ -14,9 +14,9 @@ import (
 // algorithm): an acquisition succeeds on N/2+1 nodes within its validity (TTL − elapsed − drift);
 // renewals need a quorum; releases go to every node. Requests to the nodes run in parallel, each
 // bounded by the per-node timeout (WithNodeTimeout), so a slow or dead node costs at most that; and
-// Acquire and Release return once a quorum has answered, so a slow node usually costs nothing. (The
-// slower nodes' grants are kept after a successful acquisition, and their releases finish in the
-// background.)
+// Acquire, Release and Extend return once a quorum has answered, so a slow node usually costs
+// nothing. (The slower nodes' grants are kept after a successful acquisition, and their releases
+// finish in the background.)
 // The API is the same as New's, except Fair (not supported: each node would keep its own queue).
 //
 // Fencing tokens stay monotonic across quorums: the fence is the maximum of the quorum's counters,
@@ -220,25 +220,35 @@ func (rl *redlock) undo(k *keys, r *acquireReq, res []acquireResult, errs []erro
 	}, nil)
 }
 
-func (rl *redlock) release(ctx context.Context, k *keys, token, hold any, fair bool) (int64, error) {
+func (rl *redlock) release(ctx context.Context, k *keys, token, hold any, fair bool, lockTTL time.Duration) (int64, error) {
 	payload := rl.nodes[0].id.(string) + "/" + token.(string)
 	holds := make([]int64, len(rl.nodes))
 	errs := make([]error, len(rl.nodes))
-	answered := rl.fan(ctx, time.Second, rl.quorum, func(ctx context.Context, i int, n *node) bool {
+	answered := rl.fan(ctx, lockTTL, rl.quorum, func(ctx context.Context, i int, n *node) bool {
 		holds[i], errs[i] = n.releaseWith(ctx, k, token, hold, false, payload)
 		return errs[i] == nil && holds[i] >= 0
 	}, nil) // tally reads copies: stragglers may still write these
 	return rl.tally("release", holds, errs, answered)
 }
 
-func (rl *redlock) releaseSet(ctx context.Context, k *keys, token, hold any, key string, value []byte, ttl time.Duration) (int64, error) {
+func (rl *redlock) releaseSet(ctx context.Context, k *keys, token, hold any, key string, value []byte, ttl, lockTTL time.Duration) (int64, error) {
 	holds := make([]int64, len(rl.nodes))
 	errs := make([]error, len(rl.nodes))
-	answered := rl.fan(ctx, time.Second, 0, func(ctx context.Context, i int, n *node) bool {
-		holds[i], errs[i] = n.releaseSet(ctx, k, token, hold, key, value, ttl)
+	short := make([]error, len(rl.nodes)) // done, but too few replicas acknowledged (WithReplicaAck)
+	answered := rl.fan(ctx, lockTTL, 0, func(ctx context.Context, i int, n *node) bool {
+		holds[i], errs[i] = n.releaseSet(ctx, k, token, hold, key, value, ttl, lockTTL)
+		var ae *ackError
+		if errors.As(errs[i], &ae) {
+			short[i], errs[i] = errs[i], nil
+		}
 		return true
 	}, nil)
-	return rl.tally("release", holds, errs, answered)
+	shortIn, _ := settle(answered, short, errs)
+	left, err := rl.tally("release", holds, errs, answered)
+	if err == nil && left >= 0 {
+		err = errors.Join(shortIn...)
+	}
+	return left, err
 }
 
 // tally turns per-node release answers into one. Released if some node released and, with the
@@ -267,17 +277,29 @@ func (rl *redlock) tally(op string, holds []int64, errs []error, answered []bool
 	return 0, rl.quorumErr(op, ok, errs)
 }
 
+// renew is the watchdog's batched renewal. A node that does not answer within the renewal bound is
+// left behind: waiting for it until the validity deadline would lose locks that a quorum renewed.
 func (rl *redlock) renew(ctx context.Context, items []renewItem) error {
+	rl.renewWithin(ctx, items, rl.renewBound(ctx, items), 0)
+	return nil
+}
+
+// renewWithin renews items on every node, waiting at most bound, or only until need nodes renewed
+// every item (need 0: every node), and fills in each item's outcome.
+func (rl *redlock) renewWithin(ctx context.Context, items []renewItem, bound time.Duration, need int) {
 	per := make([][]renewItem, len(rl.nodes))
 	errs := make([]error, len(rl.nodes))
 	for i := range rl.nodes {
 		per[i] = append([]renewItem(nil), items...)
 	}
-	// A node that does not answer within the renewal bound is left behind: waiting for it until the
-	// validity deadline would lose locks that a quorum renewed.
-	answered := rl.fanFor(ctx, rl.renewBound(ctx, items), 0, func(ctx context.Context, i int, n *node) bool {
+	answered := rl.fanFor(ctx, bound, need, func(ctx context.Context, i int, n *node) bool {
 		errs[i] = n.renew(ctx, per[i])
-		return true
+		for _, it := range per[i] {
+			if it.err != nil || !it.ok {
+				return false
+			}
+		}
+		return errs[i] == nil
 	}, nil)
 	for j := range items {
 		var ok, notOurs int
@@ -305,7 +327,6 @@ func (rl *redlock) renew(ctx context.Context, items []renewItem) error {
 			items[j].ok, items[j].err = false, rl.quorumErr("renew", ok, nerrs)
 		}
 	}
-	return nil
 }
 
 // renewBound is how long a renewal round waits for the nodes: a sixth of the shortest TTL in the
@@ -323,12 +344,12 @@ func (rl *redlock) renewBound(ctx context.Context, items []renewItem) time.Durat
 	return d
 }
 
-func (rl *redlock) pttl(ctx context.Context, k *keys, token any) (time.Duration, bool, error) {
+func (rl *redlock) pttl(ctx context.Context, k *keys, token any, lockTTL time.Duration) (time.Duration, bool, error) {
 	ds := make([]time.Duration, len(rl.nodes))
 	oks := make([]bool, len(rl.nodes))
 	errs := make([]error, len(rl.nodes))
-	in := rl.fan(ctx, time.Second, 0, func(ctx context.Context, i int, n *node) bool {
-		ds[i], oks[i], errs[i] = n.pttl(ctx, k, token)
+	in := rl.fan(ctx, lockTTL, 0, func(ctx context.Context, i int, n *node) bool {
+		ds[i], oks[i], errs[i] = n.pttl(ctx, k, token, lockTTL)
 		return true
 	}, nil)
 	d, _ := settle(in, ds, errs)
@@ -356,11 +377,10 @@ func (rl *redlock) pttl(ctx context.Context, k *keys, token any) (time.Duration,
 	return 0, false, rl.quorumErr("pttl", held, e)
 }
 
+// extend returns once a quorum renewed, and waits for the other nodes at most the node timeout.
 func (rl *redlock) extend(ctx context.Context, k *keys, token any, ttl time.Duration) (bool, error) {
 	items := []renewItem{{keys: k.arr[:1], token: token, ttl: ttl}}
-	if err := rl.renew(ctx, items); err != nil {
-		return false, err
-	}
+	rl.renewWithin(ctx, items, rl.nodeTimeout(ttl), rl.quorum)
 	return items[0].ok, items[0].err
 }
 

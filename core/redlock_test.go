@@ -17,9 +17,19 @@ import (
 // redlockClient returns a Redlock client over srvs, with one go-redis client per node.
 func redlockClient(t testing.TB, srvs []*redistest.Server, opts ...core.Option) *core.Client {
 	t.Helper()
-	var nodes []redis.UniversalClient
+	var nodes []*redis.Options
 	for _, s := range srvs {
-		o := s.Options()
+		nodes = append(nodes, s.Options())
+	}
+	return redlockOver(t, nodes, opts...)
+}
+
+// redlockOver returns a Redlock client with one go-redis client per node, from the nodes' options
+// with the settings topologies.md recommends.
+func redlockOver(t testing.TB, opts []*redis.Options, copts ...core.Option) *core.Client {
+	t.Helper()
+	var nodes []redis.UniversalClient
+	for _, o := range opts {
 		o.MaxRetries = -1 // a dead node must cost one timeout, not several
 		o.ContextTimeoutEnabled = true
 		o.DialerRetries = 1 // report "connection refused", not a deadline after 5 dial retries
@@ -27,7 +37,7 @@ func redlockClient(t testing.TB, srvs []*redistest.Server, opts ...core.Option) 
 		t.Cleanup(func() { rdb.Close() })
 		nodes = append(nodes, rdb)
 	}
-	c, err := core.NewRedlock(nodes, opts...)
+	c, err := core.NewRedlock(nodes, copts...)
 	if err != nil {
 		t.Fatal(err)
 	}

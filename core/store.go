@@ -87,14 +87,15 @@ type renewItem struct {
 type store interface {
 	acquire(ctx context.Context, k *keys, r *acquireReq) (acquireResult, error)
 	// release drops one hold of token; it returns the holds left, or -1 when token does not hold
-	// the lock. fair names the next waiter of the Redis-side queue in the release message.
-	release(ctx context.Context, k *keys, token, hold any, fair bool) (int64, error)
+	// the lock. fair names the next waiter of the Redis-side queue in the release message. lockTTL
+	// (the lock's TTL) sets Redlock's per-node timeout, here and in releaseSet and pttl.
+	release(ctx context.Context, k *keys, token, hold any, fair bool, lockTTL time.Duration) (int64, error)
 	// releaseSet releases and, if token held the lock, sets key to value for ttl.
-	releaseSet(ctx context.Context, k *keys, token, hold any, key string, value []byte, ttl time.Duration) (int64, error)
+	releaseSet(ctx context.Context, k *keys, token, hold any, key string, value []byte, ttl, lockTTL time.Duration) (int64, error)
 	// renew fills in ok/err of every item; it returns an error when the whole batch failed.
 	renew(ctx context.Context, items []renewItem) error
 	// pttl returns the remaining TTL, or ok=false when token does not hold the lock.
-	pttl(ctx context.Context, k *keys, token any) (time.Duration, bool, error)
+	pttl(ctx context.Context, k *keys, token any, lockTTL time.Duration) (time.Duration, bool, error)
 	extend(ctx context.Context, k *keys, token any, ttl time.Duration) (bool, error)
 	dequeue(ctx context.Context, k *keys, token any) error
 	// router tells where release channels are subscribed.
@@ -108,7 +109,7 @@ type node struct {
 	pubCmd      any // "PUBLISH" or "SPUBLISH", boxed once
 	id          any // the client's id, published on release
 	cluster     bool
-	replicas    int           // WithReplicaAck: replicas that must acknowledge an acquisition
+	replicas    int           // WithReplicaAck: replicas that must acknowledge an acquisition or ReleaseSet
 	replicaWait time.Duration // and how long to wait for them
 }
 
@@ -132,27 +133,42 @@ func (n *node) addr(i int) string {
 }
 
 func (n *node) acquire(ctx context.Context, k *keys, r *acquireReq) (acquireResult, error) {
-	if n.replicas > 0 && !r.fair && r.guard == nil {
-		return n.acquireAcked(ctx, k, r)
+	script, keys, args := n.acquireCall(k, r)
+	if n.replicas == 0 {
+		v, err := script.Run(ctx, n.rdb, keys, args...).Result()
+		if err != nil {
+			return acquireResult{}, err
+		}
+		return parseAcquire(v)
 	}
-	var v any
-	var err error
-	switch {
-	case r.fair:
-		v, err = n.s.acquireFair.Run(ctx, n.rdb, k.fair(), r.token, ms(r.ttl), ms(r.waiterTTL), r.hold).Result()
-	case r.guard != nil && r.floor > 0:
-		v, err = n.s.acquireGuarded.Run(ctx, n.rdb, r.guard, r.token, ms(r.ttl), r.hold, r.floor).Result()
-	case r.guard != nil:
-		v, err = n.s.acquireGuarded.Run(ctx, n.rdb, r.guard, r.token, ms(r.ttl), r.hold).Result()
-	case r.floor > 0:
-		v, err = n.s.acquire.Run(ctx, n.rdb, k.both(), r.token, ms(r.ttl), r.hold, r.floor).Result()
-	default:
-		v, err = n.s.acquire.Run(ctx, n.rdb, k.both(), r.token, ms(r.ttl), r.hold).Result()
-	}
+	v, acked, err := n.acked(ctx, script, keys, args...)
 	if err != nil {
 		return acquireResult{}, err
 	}
-	return parseAcquire(v)
+	res, err := parseAcquire(v)
+	if err != nil || !res.ok {
+		return res, err
+	}
+	if acked < int64(n.replicas) {
+		_, _ = n.release(context.WithoutCancel(ctx), k, r.token, r.hold, r.fair, r.ttl)
+		return acquireResult{}, &ackError{what: "the lock", acked: acked, want: int64(n.replicas), wait: n.replicaWait}
+	}
+	return res, nil
+}
+
+// acquireCall returns the script, keys and arguments of an acquire attempt.
+func (n *node) acquireCall(k *keys, r *acquireReq) (*redis.Script, []string, []any) {
+	if r.fair {
+		return n.s.acquireFair, k.fair(), []any{r.token, ms(r.ttl), ms(r.waiterTTL), r.hold}
+	}
+	args := []any{r.token, ms(r.ttl), r.hold}
+	if r.floor > 0 {
+		args = append(args, r.floor)
+	}
+	if r.guard != nil {
+		return n.s.acquireGuarded, r.guard, args
+	}
+	return n.s.acquire, k.both(), args
 }
 
 func parseAcquire(v any) (acquireResult, error) {
@@ -178,51 +194,58 @@ func parseAcquire(v any) (acquireResult, error) {
 	return acquireResult{}, errors.New("unexpected acquire reply")
 }
 
-// acquireAcked sends the acquire script and WAIT on one connection (a pipeline to the key's master),
-// so that WAIT counts the replicas that received this acquisition.
-func (n *node) acquireAcked(ctx context.Context, k *keys, r *acquireReq) (acquireResult, error) {
+// acked runs script and WAIT (WithReplicaAck) on one connection, a pipeline to the master of the
+// script's first key, so that WAIT counts the replicas that received this script's writes. It
+// returns the script's reply and the number of replicas that acknowledged.
+func (n *node) acked(ctx context.Context, script *redis.Script, keys []string, args ...any) (any, int64, error) {
 	var p redis.Pipeliner
 	if c, ok := n.rdb.(*redis.ClusterClient); ok {
-		m, err := c.MasterForKey(ctx, k.lock())
+		m, err := c.MasterForKey(ctx, keys[0])
 		if err != nil {
-			return acquireResult{}, err
+			return nil, 0, err
 		}
 		p = m.Pipeline()
 	} else {
 		p = n.rdb.Pipeline()
 	}
-	args := []any{r.token, ms(r.ttl), r.hold}
-	if r.floor > 0 {
-		args = append(args, r.floor)
-	}
 	send := func() (*redis.Cmd, *redis.Cmd, error) {
-		ev := p.EvalSha(ctx, n.s.acquire.Hash(), k.both(), args...)
+		ev := p.EvalSha(ctx, script.Hash(), keys, args...)
 		w := p.Do(ctx, "WAIT", n.replicas, ms(n.replicaWait))
 		_, err := p.Exec(ctx)
 		return ev, w, err
 	}
 	ev, w, err := send()
 	if isNoScript(ev.Err()) {
-		if err = n.s.acquire.Load(ctx, n.rdb).Err(); err != nil {
-			return acquireResult{}, err
+		if err = script.Load(ctx, n.rdb).Err(); err != nil {
+			return nil, 0, err
 		}
 		ev, w, err = send()
 	}
 	if err != nil {
-		return acquireResult{}, err
+		return nil, 0, err
 	}
-	res, err := parseAcquire(ev.Val())
-	if err != nil || !res.ok {
-		return res, err
-	}
-	if acked, _ := w.Int64(); acked < int64(n.replicas) {
-		_, _ = n.release(context.WithoutCancel(ctx), k, r.token, r.hold, false)
-		return acquireResult{}, fmt.Errorf("only %d of %d replicas acknowledged the lock within %v", acked, n.replicas, n.replicaWait)
-	}
-	return res, nil
+	acked, _ := w.Int64()
+	return ev.Val(), acked, nil
 }
 
-func (n *node) release(ctx context.Context, k *keys, token, hold any, fair bool) (int64, error) {
+// ackError reports that fewer replicas than WithReplicaAck asks for acknowledged a write in time.
+type ackError struct {
+	what        string // "the lock", or "the value" of ReleaseSet
+	acked, want int64
+	wait        time.Duration
+}
+
+func (e *ackError) Error() string {
+	msg := fmt.Sprintf("only %d of %d replicas acknowledged %s within %v", e.acked, e.want, e.what, e.wait)
+	if e.what == ackedValue {
+		msg += ": the value was written and the lock released, but the write may not survive a failover"
+	}
+	return msg
+}
+
+const ackedValue = "the value"
+
+func (n *node) release(ctx context.Context, k *keys, token, hold any, fair bool, _ time.Duration) (int64, error) {
 	return n.releaseWith(ctx, k, token, hold, fair, n.id)
 }
 
@@ -239,8 +262,26 @@ func (n *node) raiseFence(ctx context.Context, k *keys, token any, ttl time.Dura
 	return n.s.raiseFence.Run(ctx, n.rdb, []string{k.arr[1], k.arr[0]}, fence, token, ms(ttl)).Err()
 }
 
-func (n *node) releaseSet(ctx context.Context, k *keys, token, hold any, key string, value []byte, ttl time.Duration) (int64, error) {
-	return n.s.releaseSet.Run(ctx, n.rdb, []string{k.lock(), key, k.arr[4]}, token, n.pubCmd, value, ms(ttl), n.id, hold).Int64()
+// releaseSet returns an *ackError with the holds left when the value was written and the release
+// done, but too few replicas acknowledged them (WithReplicaAck).
+func (n *node) releaseSet(ctx context.Context, k *keys, token, hold any, key string, value []byte, ttl, _ time.Duration) (int64, error) {
+	keys := []string{k.lock(), key, k.arr[4]}
+	args := []any{token, n.pubCmd, value, ms(ttl), n.id, hold}
+	if n.replicas == 0 {
+		return n.s.releaseSet.Run(ctx, n.rdb, keys, args...).Int64()
+	}
+	v, acked, err := n.acked(ctx, n.s.releaseSet, keys, args...)
+	if err != nil {
+		return 0, err
+	}
+	holds, ok := v.(int64)
+	if !ok {
+		return 0, errors.New("unexpected release reply")
+	}
+	if holds >= 0 && acked < int64(n.replicas) {
+		return holds, &ackError{what: ackedValue, acked: acked, want: int64(n.replicas), wait: n.replicaWait}
+	}
+	return holds, nil
 }
 
 func (n *node) renew(ctx context.Context, items []renewItem) error {
@@ -299,7 +340,7 @@ func isNoScript(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
 }
 
-func (n *node) pttl(ctx context.Context, k *keys, token any) (time.Duration, bool, error) {
+func (n *node) pttl(ctx context.Context, k *keys, token any, _ time.Duration) (time.Duration, bool, error) {
 	v, err := n.s.pttl.Run(ctx, n.rdb, k.arr[:1], token).Int64()
 	if err != nil || v == -3 {
 		return 0, false, err

@@ -35,8 +35,13 @@ if redis.call('HEXISTS', KEYS[4], ARGV[1]) == 0 then
   redis.call('RPUSH', KEYS[3], ARGV[1])
 end
 redis.call('HSET', KEYS[4], ARGV[1], now + timeout)
-redis.call('PEXPIRE', KEYS[3], timeout * 2)
-redis.call('PEXPIRE', KEYS[4], timeout * 2)
+-- The queue outlives its waiters: lengthen its TTL, never shorten it (other waiters may have longer
+-- timeouts).
+for i = 3, 4 do
+  if redis.call('PTTL', KEYS[i]) < timeout * 2 then
+    redis.call('PEXPIRE', KEYS[i], timeout * 2)
+  end
+end
 local wait
 if free then
   wait = tonumber(redis.call('HGET', KEYS[4], head) or '0') - now

@@ -16,7 +16,8 @@
 //
 // Servers can be stopped, killed, restarted on the same port, paused
 // (SIGSTOP) and resumed (SIGCONT) to simulate crashes, restarts and network
-// stalls. Admin helpers (Do, Flush, CommandStats, ResetStats) run on a
+// stalls; Server.StartDelayProxy puts a fixed reply latency in front of one
+// (a distant server, without a fault-injection library). Admin helpers (Do, Flush, CommandStats, ResetStats) run on a
 // short-lived connection that authenticates with full privileges, whatever
 // users the test configured.
 //

@@ -1,0 +1,59 @@
+package core_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/lockkit/lockkit/core"
+)
+
+// Issue #16, defect 9: a fair waiter with a short timeout does not cut the queue's lifetime under
+// a waiter with a longer one: the queue's TTL is only ever lengthened.
+func TestFair_shortWaiterKeepsQueueTTL(t *testing.T) {
+	srv, rdb, holder := setup(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const name, queue, deadlines = "q", "lockkit:{q}:queue", "lockkit:{q}:queue:deadlines"
+	l, err := holder.Acquire(ctx, name, 30*time.Second, core.Fair())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const longTimeout = 20 * time.Second
+	long := newClient(t, srv.Client(t), core.WithFairWaiterTimeout(longTimeout))
+	short := newClient(t, srv.Client(t), core.WithFairWaiterTimeout(200*time.Millisecond))
+	done := make(chan error, 2)
+	wait := func(c *core.Client) {
+		_, err := c.Acquire(ctx, name, time.Second, core.Fair())
+		done <- err
+	}
+	go wait(long)
+	eventually(t, 5*time.Second, "long waiter queued", func() bool { return rdb.LLen(ctx, queue).Val() == 1 })
+	first := rdb.LIndex(ctx, queue, 0).Val()
+	go wait(short)
+	eventually(t, 5*time.Second, "short waiter queued", func() bool { return rdb.LLen(ctx, queue).Val() == 2 })
+	second := rdb.LIndex(ctx, queue, 1).Val()
+	joined, _ := rdb.HGet(ctx, deadlines, second).Int64()
+	check := func(when string) {
+		t.Helper()
+		for _, k := range []string{queue, deadlines} {
+			if d := rdb.PTTL(ctx, k).Val(); d < longTimeout {
+				t.Fatalf("%s: PTTL(%s) = %v, below the long waiter's timeout %v", when, k, d, longTimeout)
+			}
+		}
+	}
+	check("after the short waiter joined")
+	eventually(t, 5*time.Second, "short waiter refreshed its place", func() bool {
+		d, _ := rdb.HGet(ctx, deadlines, second).Int64()
+		return d > joined
+	})
+	check("after the short waiter refreshed")
+	if rdb.LIndex(ctx, queue, 0).Val() != first {
+		t.Fatal("the long waiter lost its place")
+	}
+	cancel()
+	for range 2 {
+		<-done
+	}
+	_ = l.Release(context.Background())
+}

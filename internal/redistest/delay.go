@@ -1,0 +1,125 @@
+package redistest
+
+import (
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// DelayProxy is a TCP forwarder in front of a server that holds back every reply for a fixed delay,
+// so a loopback server behaves like a distant one (a round trip costs the delay). Requests pass at
+// once; replies keep their order. It needs no fault-injection library.
+type DelayProxy struct {
+	s     *Server
+	ln    net.Listener
+	delay time.Duration
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+}
+
+// StartDelayProxy starts a DelayProxy to s on a free 127.0.0.1 port, delaying replies by d. It is
+// stopped, with every connection through it, when the test ends.
+func (s *Server) StartDelayProxy(t testing.TB, d time.Duration) *DelayProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("redistest: delay proxy: %v", err)
+	}
+	p := &DelayProxy{s: s, ln: ln, delay: d, conns: make(map[net.Conn]struct{})}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(p.close)
+	return p
+}
+
+// Addr returns the proxy's address.
+func (p *DelayProxy) Addr() string { return p.ln.Addr().String() }
+
+// Options returns the server's client options (see Server.Options) with the proxy's address.
+func (p *DelayProxy) Options() *redis.Options {
+	o := p.s.Options()
+	o.Addr = p.Addr()
+	return o
+}
+
+// track registers c for closing; it reports false (and closes c) once the proxy is closed.
+func (p *DelayProxy) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.conns == nil {
+		_ = c.Close()
+		return false
+	}
+	p.conns[c] = struct{}{}
+	return true
+}
+
+func (p *DelayProxy) accept() {
+	defer p.wg.Done()
+	for {
+		client, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		server, err := net.Dial("tcp", p.s.Addr())
+		if err != nil {
+			_ = client.Close()
+			continue
+		}
+		if !p.track(client) || !p.track(server) {
+			_ = server.Close()
+			return
+		}
+		p.wg.Add(3)
+		go func() { // requests: at once
+			defer p.wg.Done()
+			_, _ = io.Copy(server, client)
+			_ = server.Close()
+		}()
+		type chunk struct {
+			b  []byte
+			at time.Time
+		}
+		replies := make(chan chunk, 64)
+		go func() { // replies: stamped on arrival
+			defer p.wg.Done()
+			defer close(replies)
+			for {
+				b := make([]byte, 32<<10)
+				n, err := server.Read(b)
+				if n > 0 {
+					replies <- chunk{b[:n], time.Now()}
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+		go func() { // and passed on once their delay is over
+			defer p.wg.Done()
+			defer client.Close()
+			for c := range replies {
+				time.Sleep(time.Until(c.at.Add(p.delay))) // the injected latency itself
+				if _, err := client.Write(c.b); err != nil {
+					_ = server.Close()
+				}
+			}
+		}()
+	}
+}
+
+func (p *DelayProxy) close() {
+	_ = p.ln.Close()
+	p.mu.Lock()
+	for c := range p.conns {
+		_ = c.Close()
+	}
+	p.conns = nil
+	p.mu.Unlock()
+	p.wg.Wait()
+}
