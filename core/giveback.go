@@ -13,7 +13,7 @@ import (
 func (c *Client) giveBack(l *Lock) {
 	k, tok, hold, fair, ttl := l.k, l.tok, l.hold, l.fair, l.ttl
 	attempt := func(ctx context.Context) bool {
-		n, err := c.st.release(ctx, &k, tok, hold, fair)
+		n, err := c.st.release(ctx, &k, tok, hold, fair, ttl)
 		return err == nil && n >= 0
 	}
 	c.bgMu.Lock()
