@@ -123,17 +123,24 @@ func (c *Client) Close(ctx context.Context) error {
 	c.room.close()
 	c.waitBackground(ctx)
 	var first error
-	for _, l := range c.wd.close() {
-		l.cancel(ErrClosed)
-		n, err := c.st.release(ctx, &l.k, l.tok, l.hold, l.fair, l.ttl)
-		if err != nil {
-			err = unavailable("release", err)
-			if first == nil {
-				first = err
+	for _, set := range c.wd.close() {
+		for i, l := range set.locks {
+			l.cancel(ErrClosed)
+			n, err := c.st.release(ctx, &l.k, l.tok, l.hold, l.fair, l.ttl)
+			if err != nil {
+				err = unavailable("release", err)
+				if first == nil {
+					first = err
+				}
 			}
+			l.setState(stateClosed)
+			last := i == len(set.locks)-1
+			held := 0
+			if last {
+				held = -set.counted
+			}
+			l.reportReleased(max(n, 0), err, held, last)
 		}
-		l.setState(stateClosed)
-		l.reportReleased(max(n, 0), err)
 	}
 	return first
 }
@@ -186,32 +193,36 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 	hctx := ctx
 	h := c.hook
 	if h != nil && h.WaitStart != nil {
-		if x := h.WaitStart(ctx, HookInfo{Name: name, Key: l.k.lock(), TTL: ttl}); x != nil {
+		if x := h.WaitStart(ctx, WaitInfo{Name: name, Key: l.k.lock(), TTL: ttl}); x != nil {
 			hctx = x
 		}
 	}
 	res, sent, attempts, err := c.wait(hctx, l, wait, &ao, start)
 	if h != nil && h.WaitDone != nil {
-		h.WaitDone(hctx, HookInfo{Name: name, Key: l.k.lock(), Attempts: attempts, Duration: time.Since(start),
-			Outcome: Outcome(err), Err: err})
+		h.WaitDone(hctx, WaitInfo{Name: name, Key: l.k.lock(), TTL: ttl, Attempts: attempts,
+			Duration: time.Since(start), Outcome: Outcome(err), Err: err})
 	}
 	if err != nil {
 		return nil, err
 	}
 	l.fence, l.holds, l.acquired = res.fence, res.holds, time.Now()
 	l.k.held(res.fence)
-	parent := hctx
+	parent, held := hctx, 0
 	if h != nil && h.Acquired != nil {
-		if x := h.Acquired(hctx, HookInfo{Name: name, Key: l.k.lock(), TTL: ttl, Fence: res.fence, Holds: res.holds,
-			Reentrant: res.holds > 1}); x != nil {
+		if !c.wd.holding(l.k.lock(), l.tok) {
+			held = 1
+		}
+		if x := h.Acquired(hctx, HoldInfo{Lock: l, TTL: ttl, Held: held}); x != nil {
 			parent = x
 		}
 	}
 	l.vctx = valueCtx{Context: parent, l: l}
 	l.ctx, l.cancel = context.WithCancelCause(&l.vctx)
-	if !c.wd.add(l, sent) {
+	if !c.wd.add(l, sent, held) {
 		l.cancel(ErrClosed)
-		_, _ = c.st.release(context.WithoutCancel(ctx), &l.k, l.tok, l.hold, l.fair, l.ttl)
+		n, err := c.st.release(context.WithoutCancel(ctx), &l.k, l.tok, l.hold, l.fair, l.ttl)
+		l.setState(stateClosed)
+		l.reportReleased(max(n, 0), err, -held, held > 0)
 		return nil, ErrClosed
 	}
 	return l, nil
@@ -280,10 +291,10 @@ func (c *Client) wait(ctx context.Context, l *Lock, wait bool, ao *acquireOption
 			r, aerr := c.st.acquire(ctx, k, &l.req)
 			attempts++
 			if h := c.hook; h != nil && h.Attempt != nil {
-				h.Attempt(ctx, HookInfo{Name: k.name, Key: k.lock(), Attempts: attempts, Woken: woken, Acquired: r.ok,
+				h.Attempt(ctx, WaitInfo{Name: k.name, Key: k.lock(), TTL: l.ttl, Attempts: attempts, Woken: woken, Acquired: r.ok,
 					RetryAfter: r.retryAfter, Err: aerr})
 			}
-			if woken && aerr == nil && !r.ok && !r.guarded && !c.wd.holds(k.lock()) {
+			if woken && aerr == nil && !r.ok && !r.guarded && !c.wd.holding(k.lock(), l.tok) {
 				c.room.lostRace(w) // another process took the lock we were woken for
 			}
 			woken = false
@@ -381,15 +392,27 @@ func (c *Client) ready(ctx context.Context, w *waiter, deadline <-chan time.Time
 	}
 }
 
-// lost cancels locks whose entry the watchdog gave up.
-func (c *Client) lost(locks []*Lock, why string, err error) {
-	for _, l := range locks {
-		cause := &LostError{Name: l.k.name, Reason: why, Err: err}
-		if !l.setLost(cause) {
-			continue
+// lost cancels the locks of an entry the watchdog gave up.
+func (c *Client) lost(ls lostSet) {
+	h := c.hook
+	if h == nil || h.Lost == nil {
+		h = nil
+	}
+	var lost []*Lock
+	for _, l := range ls.locks {
+		cause := &LostError{Name: l.k.name, Reason: ls.why, Err: ls.err}
+		if l.setLost(cause) {
+			lost = append(lost, l)
 		}
-		if h := c.hook; h != nil && h.Lost != nil {
-			h.Lost(l.ctx, HookInfo{Name: l.k.name, Key: l.k.lock(), Fence: l.fence, Duration: time.Since(l.acquired), Err: cause})
+	}
+	for i, l := range lost {
+		cause := l.lostCause()
+		if h != nil && l.endReported() {
+			in := HoldInfo{Lock: l, Duration: time.Since(l.acquired), Err: cause}
+			if i == len(lost)-1 {
+				in.Held, in.Last = -ls.counted, true
+			}
+			h.Lost(l.ctx, in)
 		}
 		l.cancel(cause)
 	}

@@ -179,11 +179,11 @@ func ExampleNew_cluster() {
 
 func ExampleHook() {
 	hook := core.Hook{
-		WaitDone: func(ctx context.Context, in core.HookInfo) {
-			log.Printf("lock %s: %s after %v (%d attempts)", in.Name, in.Outcome, in.Duration, in.Attempts)
+		WaitDone: func(ctx context.Context, w core.WaitInfo) {
+			log.Printf("lock %s: %s after %v (%d attempts)", w.Name, w.Outcome, w.Duration, w.Attempts)
 		},
-		Lost: func(ctx context.Context, in core.HookInfo) {
-			log.Printf("lock %s lost after %v: %v", in.Name, in.Duration, in.Err)
+		Lost: func(ctx context.Context, h core.HoldInfo) {
+			log.Printf("lock %s (fence %d) lost after %v: %v", h.Lock.Name(), h.Lock.Fence(), h.Duration, h.Err)
 		},
 	}
 	locks, _ := core.New(redis.NewClient(&redis.Options{Addr: "localhost:6379"}), core.WithHook(hook))

@@ -8,49 +8,82 @@ import (
 // Hook observes locks, in the style of net/http/httptrace: every field is optional. Instrumentation
 // (see package otel) installs one with WithHook. Calls are synchronous and must be quick.
 //
+// An acquire call is reported by WaitStart, Attempt (once per round trip) and WaitDone, all with a
+// WaitInfo; a hold it produced by Acquired, Renewed, and then Lost or Released, with a HoldInfo whose
+// Lock identifies the hold. Each hold ends with exactly one Lost or Released call.
+//
 // The context flows through the hook: WaitStart and Acquired return the context used from then on,
 // so a span started there becomes the parent of the Redis commands of the wait and of the work done
 // under the lock (Lock.Context derives from the context Acquired returns).
 type Hook struct {
 	// WaitStart is called when Acquire, TryAcquire or Do starts. It returns the context for the rest
-	// of the call (nil keeps ctx). Set: Name, Key, TTL.
-	WaitStart func(ctx context.Context, info HookInfo) context.Context
-	// Attempt is called after every acquire round trip. Set: Name, Key, Attempts, Woken (the attempt
-	// followed a release message), Acquired, RetryAfter, Err.
-	Attempt func(ctx context.Context, info HookInfo)
-	// WaitDone is called once per call with the outcome. Set: Name, Key, Attempts, Duration (time
-	// spent), Outcome, Err.
-	WaitDone func(ctx context.Context, info HookInfo)
+	// of the call (nil keeps ctx).
+	WaitStart func(ctx context.Context, w WaitInfo) context.Context
+	// Attempt is called after every acquire round trip.
+	Attempt func(ctx context.Context, w WaitInfo)
+	// WaitDone is called once per call with its outcome.
+	WaitDone func(ctx context.Context, w WaitInfo)
 	// Acquired is called on success, after WaitDone, with WaitStart's context. It returns the parent
-	// context of the lock's context (nil keeps ctx). Set: Name, Key, TTL, Fence, Holds, Reentrant.
-	Acquired func(ctx context.Context, info HookInfo) context.Context
-	// Renewed is called after every renewal attempt of a held lock, with the lock's context. Set:
-	// Name, Key, TTL, Start (when it was sent), Duration (latency), Acquired (true: renewed), Err.
-	Renewed func(lockCtx context.Context, info HookInfo)
-	// Lost is called when a held lock is lost, with the lock's context (not yet cancelled). Set: Name,
-	// Key, Fence, Duration (time held), Err (a *LostError).
-	Lost func(lockCtx context.Context, info HookInfo)
-	// Released is called after Release removed this hold, with the lock's context. Set: Name, Key,
-	// Fence, Holds (left for this owner), Duration (time held), Err (if the release failed).
-	Released func(lockCtx context.Context, info HookInfo)
+	// context of the lock's context (nil keeps ctx). HoldInfo.Lock's Context is not set yet.
+	Acquired func(ctx context.Context, h HoldInfo) context.Context
+	// Renewed is called after every renewal attempt of a held lock: once per renewal, for the
+	// outermost hold this Client still has of it (re-entered holds are renewed together), with that
+	// hold's context.
+	Renewed func(lockCtx context.Context, h HoldInfo)
+	// Lost is called when a held lock is lost, for each of this Client's holds of it, with the
+	// hold's context (not yet cancelled). Last is set on exactly one of them: count losses there.
+	Lost func(lockCtx context.Context, h HoldInfo)
+	// Released is called when Release or Close ended a hold, with the hold's context.
+	Released func(lockCtx context.Context, h HoldInfo)
 }
 
-// HookInfo describes a lock event. Which fields are set depends on the event; see Hook.
-type HookInfo struct {
-	Name       string        // lock name
-	Key        string        // Redis key of the lock (may hold user data: record it only if allowed)
-	TTL        time.Duration // requested or renewed TTL
-	Fence      int64         // fencing token of the hold
-	Holds      int64         // owner's hold count (after acquiring; left after releasing)
-	Reentrant  bool          // the acquisition re-entered a lock the owner held
-	Attempts   int           // acquire round trips so far
-	Woken      bool          // the attempt followed a release message
-	Acquired   bool          // the attempt or renewal succeeded
-	Outcome    string        // see Outcome
-	RetryAfter time.Duration // holder's remaining TTL after a failed attempt
-	Start      time.Time     // when a renewal was sent
-	Duration   time.Duration // wait time, hold time or renewal latency, by event
-	Err        error         // the event's error, if any
+// WaitInfo describes an acquire call. Which fields are set depends on the event.
+type WaitInfo struct {
+	// Name is the lock name and Key its Redis key (may hold user data: record it only if allowed).
+	Name, Key string
+	// TTL is the requested TTL.
+	TTL time.Duration
+	// Attempts is the number of acquire round trips so far (Attempt, WaitDone).
+	Attempts int
+	// Woken reports that the attempt followed a release message (Attempt).
+	Woken bool
+	// Acquired reports that the attempt succeeded (Attempt).
+	Acquired bool
+	// RetryAfter is the holder's remaining TTL after a failed attempt (Attempt).
+	RetryAfter time.Duration
+	// Outcome classifies the call's result, see Outcome (WaitDone).
+	Outcome string
+	// Duration is the time the call spent (WaitDone).
+	Duration time.Duration
+	// Err is the attempt's or the call's error, if any (Attempt, WaitDone).
+	Err error
+}
+
+// HoldInfo describes a hold: a Lock from its acquisition to its end. Which fields are set depends on
+// the event.
+type HoldInfo struct {
+	// Lock is the hold; it identifies the hold across events and gives its Name, Key, Fence, Holds
+	// and Reentrant.
+	Lock *Lock
+	// TTL is the hold's TTL (Acquired), or the TTL a renewal asked for (Renewed).
+	TTL time.Duration
+	// Held is the change this event makes to the number of locks this Client holds: +1 on the
+	// acquisition that made the Client hold the lock (not a re-entry into a hold it has), minus as
+	// many on the event that ends the Client's last hold of it (Released, Lost), 0 otherwise.
+	// Summed over events it never drifts.
+	Held int
+	// Last is set on the event that ends this Client's last hold of the lock (Released, Lost).
+	Last bool
+	// Holds is the owner's hold count left in Redis after a release (Released).
+	Holds int64
+	// Start is when a renewal was sent (Renewed).
+	Start time.Time
+	// Duration is the renewal's latency (Renewed), or how long the hold lasted (Lost, Released).
+	Duration time.Duration
+	// Renewed reports that the renewal succeeded (Renewed).
+	Renewed bool
+	// Err is the event's error: a renewal's, the *LostError of a loss, a failed release's.
+	Err error
 }
 
 // chainHooks folds several hooks into one; the context flows from each to the next.
@@ -63,7 +96,7 @@ func chainHooks(hs []Hook) *Hook {
 		return &h
 	}
 	var out Hook
-	out.WaitStart = func(ctx context.Context, in HookInfo) context.Context {
+	out.WaitStart = func(ctx context.Context, in WaitInfo) context.Context {
 		for _, h := range hs {
 			if h.WaitStart != nil {
 				if c := h.WaitStart(ctx, in); c != nil {
@@ -73,7 +106,7 @@ func chainHooks(hs []Hook) *Hook {
 		}
 		return ctx
 	}
-	out.Acquired = func(ctx context.Context, in HookInfo) context.Context {
+	out.Acquired = func(ctx context.Context, in HoldInfo) context.Context {
 		for _, h := range hs {
 			if h.Acquired != nil {
 				if c := h.Acquired(ctx, in); c != nil {
@@ -83,19 +116,21 @@ func chainHooks(hs []Hook) *Hook {
 		}
 		return ctx
 	}
-	each := func(pick func(Hook) func(context.Context, HookInfo)) func(context.Context, HookInfo) {
-		return func(ctx context.Context, in HookInfo) {
-			for _, h := range hs {
-				if f := pick(h); f != nil {
-					f(ctx, in)
-				}
+	out.Attempt = each(hs, func(h Hook) func(context.Context, WaitInfo) { return h.Attempt })
+	out.WaitDone = each(hs, func(h Hook) func(context.Context, WaitInfo) { return h.WaitDone })
+	out.Renewed = each(hs, func(h Hook) func(context.Context, HoldInfo) { return h.Renewed })
+	out.Lost = each(hs, func(h Hook) func(context.Context, HoldInfo) { return h.Lost })
+	out.Released = each(hs, func(h Hook) func(context.Context, HoldInfo) { return h.Released })
+	return &out
+}
+
+// each calls the picked callback of every hook that has it.
+func each[I any](hs []Hook, pick func(Hook) func(context.Context, I)) func(context.Context, I) {
+	return func(ctx context.Context, in I) {
+		for _, h := range hs {
+			if f := pick(h); f != nil {
+				f(ctx, in)
 			}
 		}
 	}
-	out.Attempt = each(func(h Hook) func(context.Context, HookInfo) { return h.Attempt })
-	out.WaitDone = each(func(h Hook) func(context.Context, HookInfo) { return h.WaitDone })
-	out.Renewed = each(func(h Hook) func(context.Context, HookInfo) { return h.Renewed })
-	out.Lost = each(func(h Hook) func(context.Context, HookInfo) { return h.Lost })
-	out.Released = each(func(h Hook) func(context.Context, HookInfo) { return h.Released })
-	return &out
 }

@@ -44,7 +44,7 @@ type Lock struct {
 	mu       sync.Mutex
 	state    int
 	cause    error
-	reported bool // the Released hook ran
+	reported bool // the Released or Lost hook ran: the hold's one end event
 }
 
 type heldKey struct{}
@@ -185,10 +185,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		return unavailable("extend", err)
 	}
 	if !ok {
-		l.c.wd.mu.Lock()
-		locks := l.c.wd.lose(l.e)
-		l.c.wd.mu.Unlock()
-		l.c.lost(locks, "not_owner", nil)
+		l.c.wd.notOwner(l.e)
 		return errors.Join(ErrNotHeld, l.lostCause())
 	}
 	l.c.wd.extended(l.e, sent, ttl)
@@ -216,7 +213,7 @@ func (l *Lock) release(ctx context.Context, send func() (int64, error)) error {
 		return err
 	}
 	l.cancel(ErrReleased)
-	l.c.wd.detach(l)
+	held, last := l.c.wd.detach(l)
 	n, err := send()
 	var short *ackError
 	if errors.As(err, &short) {
@@ -229,10 +226,11 @@ func (l *Lock) release(ctx context.Context, send func() (int64, error)) error {
 		lost := &LostError{Name: l.k.name, Reason: "not_owner"}
 		l.setLost(lost)
 		err = errors.Join(ErrNotHeld, lost)
+		l.c.wd.notOwner(l.e) // this Client's other holds of the lock are gone too
 	} else {
 		l.setState(stateReleased)
 	}
-	l.reportReleased(max(n, 0), err)
+	l.reportReleased(max(n, 0), err, held, last)
 	return err
 }
 
@@ -263,19 +261,24 @@ func (l *Lock) ReleaseSet(ctx context.Context, key string, value []byte, ttl tim
 }
 
 // reportReleased runs the Released hook once per Lock.
-func (l *Lock) reportReleased(holds int64, err error) {
+func (l *Lock) reportReleased(holds int64, err error, held int, last bool) {
 	h := l.c.hook
 	if h == nil || h.Released == nil {
 		return
 	}
-	l.mu.Lock()
-	done := l.reported
-	l.reported = true
-	l.mu.Unlock()
-	if !done {
-		h.Released(l.ctx, HookInfo{Name: l.k.name, Key: l.k.lock(), Fence: l.fence, Holds: holds,
+	if l.endReported() {
+		h.Released(l.ctx, HoldInfo{Lock: l, Held: held, Last: last, Holds: holds,
 			Duration: time.Since(l.acquired), Err: err})
 	}
+}
+
+// endReported marks the hold's end as reported to the hook; it reports false if it was already.
+func (l *Lock) endReported() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	first := !l.reported
+	l.reported = true
+	return first
 }
 
 func (l *Lock) closedByClient() bool {

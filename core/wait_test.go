@@ -57,7 +57,7 @@ func TestWait_wakesOneFIFO(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	var woken, plain atomic.Int64
-	hook := core.Hook{Attempt: func(_ context.Context, in core.HookInfo) {
+	hook := core.Hook{Attempt: func(_ context.Context, in core.WaitInfo) {
 		if in.Woken {
 			woken.Add(1)
 		} else {

@@ -24,6 +24,7 @@ type entry struct {
 	next     time.Time // next renewal
 	idx      int       // heap index, -1 when not scheduled
 	seq      uint64    // bumped by Extend: a renewal sent before carries an older seq
+	counted  int       // holds reported to the hook as making the Client hold the lock (HoldInfo.Held)
 	inflight bool
 	gone     bool
 	lastErr  error
@@ -79,8 +80,17 @@ func (w *watchdog) interval(ttl time.Duration) time.Duration {
 	return time.Duration(float64(ttl) * w.c.opt.renewRatio)
 }
 
-// add registers a freshly acquired Lock, sent being when its acquire request was sent.
-func (w *watchdog) add(l *Lock, sent time.Time) bool {
+// holding reports whether this client already holds key for token (a new hold of it re-enters it).
+func (w *watchdog) holding(key string, token any) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e := w.held[key]
+	return e != nil && !e.gone && e.tok == token && len(e.locks) > 0
+}
+
+// add registers a freshly acquired Lock, sent being when its acquire request was sent; held is what
+// the hook was told the acquisition adds to the locks the Client holds (HoldInfo.Held).
+func (w *watchdog) add(l *Lock, sent time.Time, held int) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.stopped {
@@ -94,6 +104,7 @@ func (w *watchdog) add(l *Lock, sent time.Time) bool {
 		w.held[l.k.lock()] = e
 	}
 	fresh := len(e.locks) == 0
+	e.counted += held
 	e.locks = append(e.locks, l)
 	l.e = e
 	if l.ttl > e.ttl {
@@ -150,21 +161,14 @@ func (w *watchdog) unschedule(e *entry) {
 	}
 }
 
-// holds reports whether this client holds the lock key (renewing it).
-func (w *watchdog) holds(key string) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	e := w.held[key]
-	return e != nil && !e.gone
-}
-
-// detach removes l from its entry and stops renewing when no local holder is left.
-func (w *watchdog) detach(l *Lock) {
+// detach removes l from its entry and stops renewing when no local holder is left. It returns the
+// change to the locks the Client holds (minus what the entry counted, when l was its last hold).
+func (w *watchdog) detach(l *Lock) (held int, last bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	e := l.e
 	if e == nil {
-		return
+		return 0, false
 	}
 	for i, x := range e.locks {
 		if x == l {
@@ -174,7 +178,21 @@ func (w *watchdog) detach(l *Lock) {
 	}
 	if len(e.locks) == 0 && !e.gone {
 		w.unschedule(e)
+		return -e.counted, true
 	}
+	return 0, false
+}
+
+// notOwner ends e because Redis said its token does not hold the lock (Extend, Release), and
+// reports its remaining holds lost.
+func (w *watchdog) notOwner(e *entry) {
+	w.mu.Lock()
+	var ls lostSet
+	if !e.gone {
+		ls = w.lose(e, "not_owner", nil)
+	}
+	w.mu.Unlock()
+	w.c.lost(ls)
 }
 
 // extended records a successful Extend sent at sent. Renewals in flight, sent with the old TTL, are
@@ -192,19 +210,20 @@ func (w *watchdog) extended(e *entry, sent time.Time, ttl time.Duration) {
 	w.schedule(e)
 }
 
-// lose removes e and returns its locks; the caller holds w.mu.
-func (w *watchdog) lose(e *entry) []*Lock {
-	w.unschedule(e)
-	ls := append([]*Lock(nil), e.locks...)
-	e.locks = e.locks[:0]
-	return ls
+// lostSet is an entry given up by the watchdog: its locks, and why.
+type lostSet struct {
+	locks   []*Lock
+	counted int // the entry's HoldInfo.Held count
+	why     string
+	err     error
 }
 
-type lostSet struct {
-	e     *entry
-	locks []*Lock
-	why   string
-	err   error
+// lose removes e and returns its locks; the caller holds w.mu.
+func (w *watchdog) lose(e *entry, why string, err error) lostSet {
+	w.unschedule(e)
+	ls := lostSet{locks: append([]*Lock(nil), e.locks...), counted: e.counted, why: why, err: err}
+	e.locks = e.locks[:0]
+	return ls
 }
 
 func (w *watchdog) run() {
@@ -213,7 +232,7 @@ func (w *watchdog) run() {
 	for {
 		batch, items, lost := w.collect(time.Now())
 		for _, ls := range lost {
-			w.c.lost(ls.locks, ls.why, ls.err)
+			w.c.lost(ls)
 		}
 		if len(batch) > 0 {
 			w.dispatch(batch, items)
@@ -236,8 +255,7 @@ func (w *watchdog) collect(now time.Time) (batch []*entry, items []renewItem, lo
 	for len(w.h) > 0 {
 		e := w.h[0]
 		if !now.Before(e.valid) {
-			err := e.lastErr
-			lost = append(lost, lostSet{e: e, locks: w.lose(e), why: "expired", err: err})
+			lost = append(lost, w.lose(e, "expired", e.lastErr))
 			continue
 		}
 		if e.inflight || e.next.After(now.Add(w.interval(e.ttl)/4)) {
@@ -301,8 +319,8 @@ func (w *watchdog) renew(batch []*entry, items []renewItem) {
 
 	var lost []lostSet
 	type report struct {
-		locks []*Lock
-		item  renewItem
+		l  *Lock // the entry's outermost hold
+		it renewItem
 	}
 	var reports []report
 	hook := w.c.hook != nil && w.c.hook.Renewed != nil
@@ -316,37 +334,31 @@ func (w *watchdog) renew(batch []*entry, items []renewItem) {
 		if it.err == nil && err != nil {
 			it.err = err
 		}
+		if hook && len(e.locks) > 0 {
+			reports = append(reports, report{l: e.locks[0], it: *it})
+		}
 		switch {
 		case it.err == nil && it.ok:
 			w.renewed(e, it, sent)
 		case it.err == nil:
-			ls := w.lose(e)
-			lost = append(lost, lostSet{e: e, locks: ls, why: "not_owner"})
-			if hook {
-				reports = append(reports, report{locks: ls, item: *it})
-			}
+			lost = append(lost, w.lose(e, "not_owner", nil))
 			continue
 		default:
 			e.lastErr = it.err
 			e.next = time.Now().Add(min(w.interval(e.ttl)/8, 250*time.Millisecond))
 		}
 		heap.Fix(&w.h, e.idx)
-		if hook {
-			reports = append(reports, report{locks: append([]*Lock(nil), e.locks...), item: *it})
-		}
 	}
 	if len(w.h) > 0 {
 		w.arm(w.h[0].due())
 	}
 	w.mu.Unlock()
 	for _, r := range reports {
-		for _, l := range r.locks {
-			w.c.hook.Renewed(l.ctx, HookInfo{Name: l.k.name, Key: l.k.lock(), TTL: r.item.ttl, Start: sent,
-				Duration: took, Acquired: r.item.ok, Err: r.item.err})
-		}
+		w.c.hook.Renewed(r.l.ctx, HoldInfo{Lock: r.l, TTL: r.it.ttl, Start: sent, Duration: took,
+			Renewed: r.it.ok, Err: r.it.err})
 	}
 	for _, ls := range lost {
-		w.c.lost(ls.locks, ls.why, nil)
+		w.c.lost(ls)
 	}
 }
 
@@ -369,12 +381,12 @@ func (w *watchdog) renewed(e *entry, it *renewItem, sent time.Time) {
 }
 
 // close stops the scheduler and returns every entry still held.
-func (w *watchdog) close() []*Lock {
+func (w *watchdog) close() []lostSet {
 	w.mu.Lock()
 	w.stopped = true
-	var ls []*Lock
+	var sets []lostSet
 	for len(w.h) > 0 {
-		ls = append(ls, w.lose(w.h[0])...)
+		sets = append(sets, w.lose(w.h[0], "closed", nil))
 	}
 	started := w.started
 	w.mu.Unlock()
@@ -382,5 +394,5 @@ func (w *watchdog) close() []*Lock {
 	if started {
 		<-w.done
 	}
-	return ls
+	return sets
 }

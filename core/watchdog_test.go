@@ -94,8 +94,8 @@ func TestWatchdog_redisStopped_cancelsBeforeExpiry(t *testing.T) {
 		mu     sync.Mutex
 		lastOK time.Time
 	)
-	hook := core.Hook{Renewed: func(_ context.Context, in core.HookInfo) {
-		if in.Acquired {
+	hook := core.Hook{Renewed: func(_ context.Context, in core.HoldInfo) {
+		if in.Renewed {
 			mu.Lock()
 			lastOK = in.Start
 			mu.Unlock()
@@ -132,9 +132,9 @@ func TestWatchdog_redisStopped_cancelsBeforeExpiry(t *testing.T) {
 
 func TestWatchdog_renewsManyTTLs_andNeverAfterRelease(t *testing.T) {
 	renewals := make(chan string, 1000)
-	hook := core.Hook{Renewed: func(_ context.Context, in core.HookInfo) {
-		if in.Acquired {
-			renewals <- in.Name
+	hook := core.Hook{Renewed: func(_ context.Context, in core.HoldInfo) {
+		if in.Renewed {
+			renewals <- in.Lock.Name()
 		}
 	}}
 	srv, rdb, c := setup(t, core.WithHook(hook))
@@ -211,8 +211,8 @@ func TestWatchdog_renewsManyTTLs_andNeverAfterRelease(t *testing.T) {
 
 func TestWatchdog_holdCountSurvivesRenewal(t *testing.T) {
 	renewed := make(chan struct{}, 100)
-	_, rdb, c := setup(t, core.WithHook(core.Hook{Renewed: func(_ context.Context, in core.HookInfo) {
-		if in.Acquired {
+	_, rdb, c := setup(t, core.WithHook(core.Hook{Renewed: func(_ context.Context, in core.HoldInfo) {
+		if in.Renewed {
 			renewed <- struct{}{}
 		}
 	}}))
@@ -250,8 +250,8 @@ func TestWatchdog_driftFactor_widensMargin(t *testing.T) {
 		mu     sync.Mutex
 		lastOK time.Time
 	)
-	hook := core.Hook{Renewed: func(_ context.Context, in core.HookInfo) {
-		if in.Acquired {
+	hook := core.Hook{Renewed: func(_ context.Context, in core.HoldInfo) {
+		if in.Renewed {
 			mu.Lock()
 			lastOK = in.Start
 			mu.Unlock()

@@ -93,16 +93,16 @@ func BenchmarkLockUnlock(b *testing.B) {
 // attribute, event, link or metric.
 func bareSpans(tr trace.Tracer) core.Hook {
 	return core.Hook{
-		WaitStart: func(ctx context.Context, _ core.HookInfo) context.Context {
+		WaitStart: func(ctx context.Context, _ core.WaitInfo) context.Context {
 			ctx, _ = tr.Start(ctx, "lock.wait")
 			return ctx
 		},
-		WaitDone: func(ctx context.Context, _ core.HookInfo) { trace.SpanFromContext(ctx).End() },
-		Acquired: func(ctx context.Context, _ core.HookInfo) context.Context {
+		WaitDone: func(ctx context.Context, _ core.WaitInfo) { trace.SpanFromContext(ctx).End() },
+		Acquired: func(ctx context.Context, _ core.HoldInfo) context.Context {
 			ctx, _ = tr.Start(ctx, "lock.hold")
 			return ctx
 		},
-		Released: func(ctx context.Context, _ core.HookInfo) { trace.SpanFromContext(ctx).End() },
+		Released: func(ctx context.Context, _ core.HoldInfo) { trace.SpanFromContext(ctx).End() },
 	}
 }
 
@@ -182,17 +182,18 @@ func BenchmarkHookOnly(b *testing.B) {
 		b.Run("hook="+hook, func(b *testing.B) {
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
-				info := core.HookInfo{Name: "bench", Key: "lockkit:{bench}", TTL: time.Second}
+				info := core.WaitInfo{Name: "bench", Key: "lockkit:{bench}", TTL: time.Second}
 				for pb.Next() {
 					ctx := context.Background()
 					wctx := h.WaitStart(ctx, info)
 					if wctx == nil {
 						wctx = ctx
 					}
-					h.Attempt(wctx, core.HookInfo{Name: info.Name, Attempts: 1, Acquired: true})
-					h.WaitDone(wctx, core.HookInfo{Name: info.Name, Attempts: 1, Outcome: "acquired", Duration: time.Millisecond})
-					lctx := h.Acquired(wctx, core.HookInfo{Name: info.Name, TTL: time.Second, Fence: 1, Holds: 1})
-					h.Released(lctx, core.HookInfo{Name: info.Name})
+					h.Attempt(wctx, core.WaitInfo{Name: info.Name, Attempts: 1, Acquired: true})
+					h.WaitDone(wctx, core.WaitInfo{Name: info.Name, Attempts: 1, Outcome: "acquired", Duration: time.Millisecond})
+					// A nil *core.Lock answers zero values: the hook's own cost, without a lock.
+					lctx := h.Acquired(wctx, core.HoldInfo{TTL: time.Second, Held: 1})
+					h.Released(lctx, core.HoldInfo{Held: -1, Last: true})
 				}
 			})
 		})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -103,22 +102,15 @@ func (c *waitCtx) Value(key any) any {
 }
 
 // holdState is the context Acquired returns, carrying the lock.hold span: the parent of the lock's
-// context.
+// context. Everything else about the hold (its name, fence, holds, whether it re-entered, which event
+// ends it and whether that counts a loss) comes from core's HoldInfo.
 type holdState struct {
 	context.Context
-	h         *hook
-	span      trace.Span
-	name, key string
-	ttl       time.Duration
-	fence     int64
-	holds     int64
-	start     time.Time
-	fresh     bool       // not a re-entry: this hold counts in lockkit.lock.held
-	outer     *holdState // the hold of the same key this one re-entered, found in the caller's context
-	root      *holdState // the outermost of outer's chain (itself when outer is nil)
-	ended     atomic.Bool
-	// On root only: the group's lock was counted as lost / no longer held.
-	lostDone, heldDone atomic.Bool
+	h     *hook
+	span  trace.Span
+	l     *core.Lock
+	ttl   time.Duration
+	start time.Time
 }
 
 func (s *holdState) Value(key any) any {
@@ -126,20 +118,6 @@ func (s *holdState) Value(key any) any {
 		return s
 	}
 	return s.Context.Value(key)
-}
-
-// reports tells whether renewals seen on this hold are recorded: a re-entered lock is renewed once
-// for all its holds, and the outermost hold still open records it.
-func (s *holdState) reports() bool {
-	if s.ended.Load() {
-		return false
-	}
-	for p := s.outer; p != nil; p = p.outer {
-		if !p.ended.Load() {
-			return false
-		}
-	}
-	return true
 }
 
 // waitFrom returns the state of the acquire call ctx belongs to; nil after Acquired, when a lock's
@@ -160,7 +138,7 @@ func (h *hook) holdFrom(ctx context.Context) *holdState {
 // Spans get their attributes in one call when they end (they are exported only then): with the
 // SDK, one SetAttributes costs one allocation where attributes at start and at end cost four.
 
-func (h *hook) waitStart(ctx context.Context, _ core.HookInfo) context.Context {
+func (h *hook) waitStart(ctx context.Context, _ core.WaitInfo) context.Context {
 	sctx, span := h.tracer.Start(ctx, spanWait, h.startOpts...)
 	if !span.IsRecording() && span.SpanContext().Equal(trace.SpanContextFromContext(ctx)) {
 		return nil // a no-op tracer passing the caller's span through: nothing to carry
@@ -170,7 +148,7 @@ func (h *hook) waitStart(ctx context.Context, _ core.HookInfo) context.Context {
 	return &st.wait
 }
 
-func (h *hook) attempt(ctx context.Context, info core.HookInfo) {
+func (h *hook) attempt(ctx context.Context, info core.WaitInfo) {
 	if info.Attempts == 1 && info.Acquired {
 		return // acquired at once: lockkit.lock.attempts=1 says it all
 	}
@@ -186,7 +164,7 @@ func (h *hook) attempt(ctx context.Context, info core.HookInfo) {
 	))
 }
 
-func (h *hook) waitDone(ctx context.Context, info core.HookInfo) {
+func (h *hook) waitDone(ctx context.Context, info core.WaitInfo) {
 	m := h.with(attrOutcome.String(info.Outcome), info.Name)
 	h.m.waitDur.Record(ctx, info.Duration.Seconds(), m.rec...)
 	h.m.acquires.Add(ctx, 1, m.add...)
@@ -217,7 +195,7 @@ func (h *hook) waitDone(ctx context.Context, info core.HookInfo) {
 	w.span.End()
 }
 
-func (h *hook) acquired(ctx context.Context, info core.HookInfo) context.Context {
+func (h *hook) acquired(ctx context.Context, info core.HoldInfo) context.Context {
 	w := h.waitFrom(ctx)
 	var s *holdState
 	if w != nil && w.hold != nil {
@@ -225,16 +203,7 @@ func (h *hook) acquired(ctx context.Context, info core.HookInfo) context.Context
 	} else {
 		s = new(holdState)
 	}
-	s.h, s.name, s.key, s.ttl, s.fence, s.holds = h, info.Name, info.Key, info.TTL, info.Fence, info.Holds
-	s.start, s.fresh, s.root = time.Now(), !info.Reentrant, s
-	if info.Reentrant {
-		for p := h.holdFrom(ctx); p != nil; p = h.holdFrom(p.Context) {
-			if p.key == info.Key {
-				s.outer, s.root = p, p.root
-				break
-			}
-		}
-	}
+	s.h, s.l, s.ttl, s.start = h, info.Lock, info.TTL, time.Now()
 	// The hold is a child of the caller's span, not of lock.wait (which has ended): the two are
 	// siblings, linked.
 	parent := ctx
@@ -252,25 +221,26 @@ func (h *hook) acquired(ctx context.Context, info core.HookInfo) context.Context
 		}
 		w.span = nil // the wait is over: waitFrom ignores w from now on, and the ended span is freed
 	}
-	if s.fresh {
-		h.heldDelta(s.Context, info.Name, 1)
+	if info.Held != 0 {
+		h.heldDelta(s.Context, s.l.Name(), int64(info.Held))
 	}
 	return s
 }
 
-func (h *hook) renewed(ctx context.Context, info core.HookInfo) {
+func (h *hook) renewed(ctx context.Context, info core.HoldInfo) {
 	s := h.holdFrom(ctx)
-	if s == nil || !s.reports() {
+	if s == nil {
 		return
 	}
 	outcome := renewRenewed
 	switch {
 	case info.Err != nil:
 		outcome = renewError
-	case !info.Acquired:
+	case !info.Renewed:
 		outcome = renewNotOwner
 	}
-	h.m.renewals.Add(ctx, 1, h.with(attrRenewOutcome.String(outcome), s.name).add...)
+	name := s.l.Name()
+	h.m.renewals.Add(ctx, 1, h.with(attrRenewOutcome.String(outcome), name).add...)
 	if h.opt.renewEvent {
 		if s.span.IsRecording() {
 			s.span.AddEvent(eventRenew, trace.WithTimestamp(info.Start), trace.WithAttributes(
@@ -278,10 +248,10 @@ func (h *hook) renewed(ctx context.Context, info core.HookInfo) {
 		}
 		return
 	}
-	attrs := []attribute.KeyValue{attrName.String(s.name), attrTTL.Float64(info.TTL.Seconds()),
+	attrs := []attribute.KeyValue{attrName.String(name), attrTTL.Float64(info.TTL.Seconds()),
 		attrRenewOutcome.String(outcome)}
 	if h.opt.key {
-		attrs = append(attrs, attrKey.String(s.key))
+		attrs = append(attrs, attrKey.String(s.l.Key()))
 	}
 	_, span := h.tracer.Start(trace.ContextWithSpan(ctx, s.span), spanRenew,
 		trace.WithSpanKind(trace.SpanKindInternal), trace.WithTimestamp(info.Start), trace.WithAttributes(attrs...))
@@ -296,9 +266,11 @@ func (h *hook) renewed(ctx context.Context, info core.HookInfo) {
 	span.End(trace.WithTimestamp(info.Start.Add(info.Duration)))
 }
 
-func (h *hook) lost(ctx context.Context, info core.HookInfo) {
+// lost ends a hold the watchdog gave up; core marks one of the lock's holds Last, where the loss is
+// counted once.
+func (h *hook) lost(ctx context.Context, info core.HoldInfo) {
 	s := h.holdFrom(ctx)
-	if s == nil || !s.ended.CompareAndSwap(false, true) {
+	if s == nil {
 		return
 	}
 	reason := "unknown"
@@ -306,34 +278,31 @@ func (h *hook) lost(ctx context.Context, info core.HookInfo) {
 	if errors.As(info.Err, &le) {
 		reason = le.Reason
 	}
-	// A lock lost under re-entered holds is reported on each of them; count it once.
-	if s.root.fresh {
-		if s.root.lostDone.CompareAndSwap(false, true) {
-			h.m.lost.Add(ctx, 1, h.with(attrLostReason.String(reason), s.name).add...)
-		}
-		if s.root.heldDone.CompareAndSwap(false, true) {
-			h.heldDelta(ctx, s.name, -1)
-		}
+	if info.Last {
+		h.m.lost.Add(ctx, 1, h.with(attrLostReason.String(reason), s.l.Name()).add...)
+	}
+	if info.Held != 0 {
+		h.heldDelta(ctx, s.l.Name(), int64(info.Held))
 	}
 	h.endHold(ctx, s, holdLost, reason, info.Err)
 }
 
-func (h *hook) released(ctx context.Context, info core.HookInfo) {
+func (h *hook) released(ctx context.Context, info core.HoldInfo) {
 	s := h.holdFrom(ctx)
-	if s == nil || !s.ended.CompareAndSwap(false, true) {
+	if s == nil {
 		return
 	}
-	// Redis's hold count is the authority on when the owner's last hold ended.
-	if info.Holds == 0 && s.root.heldDone.CompareAndSwap(false, true) {
-		h.heldDelta(ctx, s.name, -1)
+	if info.Held != 0 {
+		h.heldDelta(ctx, s.l.Name(), int64(info.Held))
 	}
 	switch {
 	case info.Err == nil:
 		h.endHold(ctx, s, holdReleased, "", nil)
 	case errors.Is(info.Err, core.ErrNotHeld):
-		// Release found the lock gone: it was lost without the watchdog noticing in time.
-		if s.root.lostDone.CompareAndSwap(false, true) {
-			h.m.lost.Add(ctx, 1, h.with(attrLostReason.String(reasonNotOwner), s.name).add...)
+		// Release found the lock gone: it was lost without the watchdog noticing in time. (Core
+		// reports the Client's other holds of it lost; the loss counts once, on the Last event.)
+		if info.Last {
+			h.m.lost.Add(ctx, 1, h.with(attrLostReason.String(reasonNotOwner), s.l.Name()).add...)
 		}
 		h.endHold(ctx, s, holdLost, reasonNotOwner, info.Err)
 	default:
@@ -343,17 +312,18 @@ func (h *hook) released(ctx context.Context, info core.HookInfo) {
 
 // endHold records the hold's duration and ends its span.
 func (h *hook) endHold(ctx context.Context, s *holdState, outcome, reason string, err error) {
-	h.m.holdDur.Record(ctx, time.Since(s.start).Seconds(), h.with(attrHoldOutcome.String(outcome), s.name).rec...)
+	name := s.l.Name()
+	h.m.holdDur.Record(ctx, time.Since(s.start).Seconds(), h.with(attrHoldOutcome.String(outcome), name).rec...)
 	if s.span.IsRecording() {
 		buf := h.attrs.Get().(*[]attribute.KeyValue)
 		// Default values are left out to spare the SDK's time: no reentrant/holds on a fresh hold.
-		attrs := append((*buf)[:0], attrName.String(s.name), attrFence.Int64(s.fence),
+		attrs := append((*buf)[:0], attrName.String(name), attrFence.Int64(s.l.Fence()),
 			attrTTL.Float64(s.ttl.Seconds()), attrHoldOutcome.String(outcome))
-		if !s.fresh || s.holds > 1 {
-			attrs = append(attrs, attrReentrant.Bool(true), attrHolds.Int64(s.holds))
+		if s.l.Reentrant() {
+			attrs = append(attrs, attrReentrant.Bool(true), attrHolds.Int64(s.l.Holds()))
 		}
 		if h.opt.key {
-			attrs = append(attrs, attrKey.String(s.key))
+			attrs = append(attrs, attrKey.String(s.l.Key()))
 		}
 		if reason != "" {
 			attrs = append(attrs, attrLostReason.String(reason))

@@ -33,7 +33,7 @@ func sceneContention(ctx context.Context, s *scene) error {
 	reps := make([]*replica, replicas)
 	for i := range reps {
 		r := &replica{}
-		hook := core.Hook{Attempt: func(_ context.Context, info core.HookInfo) {
+		hook := core.Hook{Attempt: func(_ context.Context, info core.WaitInfo) {
 			if info.Acquired {
 				r.attempts, r.woken = info.Attempts, info.Woken
 			}
@@ -175,8 +175,8 @@ func sceneLost(ctx context.Context, s *scene) error {
 		every = ttl / 3   // the watchdog's renewal interval (default ratio 1/3)
 		grace = every / 2 // when to delete the key after a renewal
 	)
-	renewed := make(chan core.HookInfo, 16)
-	hook := core.Hook{Renewed: func(_ context.Context, info core.HookInfo) {
+	renewed := make(chan core.HoldInfo, 16)
+	hook := core.Hook{Renewed: func(_ context.Context, info core.HoldInfo) {
 		select {
 		case renewed <- info:
 		default:
@@ -205,7 +205,7 @@ func sceneLost(ctx context.Context, s *scene) error {
 		case info := <-renewed:
 			n++
 			ok := "renewed"
-			if !info.Acquired {
+			if !info.Renewed {
 				ok = fmt.Sprintf("renewal failed: %v", info.Err)
 			}
 			s.logf("  +%-6s watchdog: %s (round trip %s)", fmtMs(time.Since(acquired))[1:], ok, fmtDur(info.Duration))

@@ -225,14 +225,14 @@ func (s *sendLog) lostAt(lockCtx context.Context) (time.Time, bool) {
 
 func (s *sendLog) hook() core.Hook {
 	return core.Hook{
-		Renewed: func(lockCtx context.Context, info core.HookInfo) {
+		Renewed: func(lockCtx context.Context, info core.HoldInfo) {
 			s.mu.Lock()
-			if info.Acquired && info.Start.After(s.renewed[lockCtx]) {
+			if info.Renewed && info.Start.After(s.renewed[lockCtx]) {
 				s.renewed[lockCtx] = info.Start
 			}
 			s.mu.Unlock()
 		},
-		Lost: func(lockCtx context.Context, _ core.HookInfo) {
+		Lost: func(lockCtx context.Context, _ core.HoldInfo) {
 			s.mu.Lock()
 			s.lost[lockCtx] = time.Now()
 			s.mu.Unlock()

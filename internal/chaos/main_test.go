@@ -70,8 +70,8 @@ type lossEvent struct {
 func newLossLog() *lossLog { return &lossLog{ch: make(chan lossEvent, 1024)} }
 
 func (l *lossLog) hook() core.Hook {
-	return core.Hook{Lost: func(_ context.Context, info core.HookInfo) {
-		ev := lossEvent{fence: info.Fence, at: time.Now()}
+	return core.Hook{Lost: func(_ context.Context, info core.HoldInfo) {
+		ev := lossEvent{fence: info.Lock.Fence(), at: time.Now()}
 		var le *core.LostError
 		if errors.As(info.Err, &le) {
 			ev.why = le.Reason

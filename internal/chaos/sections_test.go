@@ -37,9 +37,9 @@ func newSections() *sections {
 func lostKey(name string, fence int64) string { return name + "/" + itoa(int(fence)) }
 
 func (s *sections) hook() core.Hook {
-	return core.Hook{Lost: func(_ context.Context, info core.HookInfo) {
+	return core.Hook{Lost: func(_ context.Context, info core.HoldInfo) {
 		s.mu.Lock()
-		s.lost[lostKey(info.Name, info.Fence)] = time.Now()
+		s.lost[lostKey(info.Lock.Name(), info.Lock.Fence())] = time.Now()
 		s.mu.Unlock()
 	}}
 }

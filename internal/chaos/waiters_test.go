@@ -22,7 +22,7 @@ func TestLimits_10000Waiters(t *testing.T) {
 	srv := redistest.Start(t)
 	var parked atomic.Int32
 	c := newClient(t, srv.Client(t), core.WithHook(core.Hook{
-		WaitStart: func(ctx context.Context, _ core.HookInfo) context.Context { parked.Add(1); return ctx },
+		WaitStart: func(ctx context.Context, _ core.WaitInfo) context.Context { parked.Add(1); return ctx },
 	}))
 	ctx := context.Background()
 	holder, err := newClient(t, srv.Client(t)).Acquire(ctx, "hot", 30*time.Second)

@@ -382,7 +382,7 @@ func TestUnary_hookContextFlowsToHandler(t *testing.T) {
 		return echo(ctx, m, in)
 	}}
 	e := setup(t, svc, 0)
-	hook := core.Hook{WaitStart: func(ctx context.Context, info core.HookInfo) context.Context {
+	hook := core.Hook{WaitStart: func(ctx context.Context, info core.WaitInfo) context.Context {
 		md, _ := metadata.FromIncomingContext(ctx)
 		return context.WithValue(ctx, spanKey{}, info.Name+"/"+strings.Join(md.Get("x-request"), ","))
 	}}
