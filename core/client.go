@@ -23,7 +23,7 @@ type Client struct {
 	opt    options
 	hook   *Hook
 	wd     *watchdog
-	room   *waitRoom
+	room   *waitQueues
 	closed atomic.Bool
 	bgMu   sync.Mutex
 	bg     sync.WaitGroup // give-backs of acquisitions whose reply was lost
@@ -61,7 +61,7 @@ func newClient(st store, o options, id string, quorum int) *Client {
 	c := &Client{id: id, st: st, opt: o, hook: chainHooks(o.hooks)}
 	c.bgCtx, c.bgStop = context.WithCancel(context.Background())
 	c.wd = newWatchdog(c)
-	c.room = newWaitRoom(st.router(), id, quorum)
+	c.room = newWaitQueues(st.router(), id, quorum)
 	return c
 }
 

@@ -2,13 +2,7 @@ package core
 
 // WaitersParked returns how many waiters of c are waiting for a lock (test hook).
 func WaitersParked(c *Client) int {
-	c.room.mu.Lock()
-	defer c.room.mu.Unlock()
-	n := 0
-	for _, q := range c.room.queues {
-		n += q.members
-	}
-	return n
+	return c.room.parked()
 }
 
 // RenewStats returns how many renewal pipelines c sent and how many scripts they carried.

@@ -4,32 +4,43 @@ import (
 	"context"
 	"errors"
 	"net"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// router decides where release channels are subscribed: one connection for a plain or Sentinel
-// client, the owning master's connection for each channel on a cluster (sharded pub/sub), every
-// node's connection for Redlock (each node publishes the release).
-type router interface {
-	// route returns the keys of the feeds ch must be subscribed on.
-	route(ctx context.Context, ch string) ([]string, error)
-	// open returns a new, empty subscription for a feed key.
-	open(ctx context.Context, key string) *redis.PubSub
-	sharded() bool
-	// refresh is called when a feed broke (e.g. a cluster failover): reload topology.
-	refresh(ctx context.Context)
+// subscriber keeps the pub/sub subscriptions of the channels that have waiters, and hands their
+// messages to the queues: one connection for a plain client, one per master on a cluster, one per
+// node for Redlock (each a feed). A writer goroutine sends (un)subscriptions in order and retries
+// what failed; a reader goroutine per feed delivers messages. They start with the first channel.
+type subscriber struct {
+	router router
+	q      *waitQueues
+	kick   chan struct{}
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	mu     sync.Mutex // guards what follows
+	feeds  map[string]*feed
+	wanted map[string]struct{} // channels that have waiters
+	ops    []subOp
+	reload bool // a feed broke: reload the topology before subscribing again
+	start  bool
+	shut   bool
+}
+
+type subOp struct {
+	ch  string
+	sub bool
 }
 
 // feed is one pub/sub connection and the channels subscribed on it.
 type feed struct {
 	key    string
 	ps     *redis.PubSub
-	chans  map[string]struct{}
 	mu     sync.Mutex
+	chans  map[string]struct{}
 	failed bool // it lost its connection at least once: re-confirmations mean missed messages
 	closed bool
 }
@@ -39,6 +50,43 @@ const (
 	feedRetry   = time.Second     // how often undelivered subscriptions are retried
 	feedMaxWait = time.Second     // read backoff cap after errors
 )
+
+func newSubscriber(rt router, q *waitQueues) *subscriber {
+	return &subscriber{router: rt, q: q, kick: make(chan struct{}, 1), feeds: make(map[string]*feed),
+		wanted: make(map[string]struct{})}
+}
+
+// want subscribes ch.
+func (s *subscriber) want(ch string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.shut {
+		return
+	}
+	if !s.start {
+		s.start = true
+		s.ctx, s.cancel = context.WithCancel(context.Background())
+		s.wg.Add(1)
+		go s.write()
+	}
+	s.wanted[ch] = struct{}{}
+	s.ops = append(s.ops, subOp{ch: ch, sub: true})
+	signal(s.kick)
+}
+
+// unwant unsubscribes chs.
+func (s *subscriber) unwant(chs []string) {
+	if len(chs) == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ch := range chs {
+		delete(s.wanted, ch)
+		s.ops = append(s.ops, subOp{ch: ch})
+	}
+	signal(s.kick)
+}
 
 func (f *feed) markFailed() {
 	f.mu.Lock()
@@ -52,33 +100,69 @@ func (f *feed) hadFailed() bool {
 	return f.failed
 }
 
-// read delivers f's messages until the room stops or f breaks.
-func (r *waitRoom) read(f *feed) {
-	defer r.wg.Done()
+func (f *feed) isClosed() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.closed
+}
+
+// write runs the subscription commands in order, sweeps idle queues and retries what failed.
+func (s *subscriber) write() {
+	defer s.wg.Done()
+	sweep := time.NewTicker(idleAfter)
+	defer sweep.Stop()
+	retry := time.NewTicker(feedRetry)
+	defer retry.Stop()
+	var pending []subOp
+	for {
+		select {
+		case <-s.kick:
+		case now := <-sweep.C:
+			s.q.sweep(now)
+		case <-retry.C:
+		case <-s.ctx.Done():
+			return
+		}
+		s.mu.Lock()
+		ops := append(pending, s.ops...)
+		s.ops = nil
+		reload := s.reload
+		s.reload = false
+		s.mu.Unlock()
+		if reload {
+			s.router.refresh(s.ctx)
+		}
+		pending = s.apply(ops)
+	}
+}
+
+// read delivers f's messages until the subscriber stops or f breaks.
+func (s *subscriber) read(f *feed) {
+	defer s.wg.Done()
 	backoff := 10 * time.Millisecond
 	pinged := false
 	for {
-		msg, err := f.ps.ReceiveTimeout(r.ctx, feedPing)
-		if r.ctx.Err() != nil || f.isClosed() {
+		msg, err := f.ps.ReceiveTimeout(s.ctx, feedPing)
+		if s.ctx.Err() != nil || f.isClosed() {
 			return
 		}
 		if err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
 				if pinged { // no answer to the ping: the connection is dead (paused or partitioned server)
-					r.broken(f)
+					s.broken(f)
 					return
 				}
 				pinged = true
-				_ = f.ps.Ping(r.ctx)
+				_ = f.ps.Ping(s.ctx)
 				continue
 			}
 			f.markFailed()
-			if r.router.sharded() { // the slot may have moved: subscribe again where it lives now
-				r.broken(f)
+			if s.router.sharded() { // the slot may have moved: subscribe again where it lives now
+				s.broken(f)
 				return
 			}
-			if !sleepCtx(r.ctx, backoff) {
+			if !sleepCtx(s.ctx, backoff) {
 				return
 			}
 			backoff = min(backoff*2, feedMaxWait)
@@ -87,22 +171,16 @@ func (r *waitRoom) read(f *feed) {
 		backoff, pinged = 10*time.Millisecond, false
 		switch m := msg.(type) {
 		case *redis.Message:
-			r.deliver(m.Channel, m.Payload)
+			s.q.deliver(m.Channel, m.Payload)
 		case *redis.Subscription:
 			switch m.Kind {
 			case "subscribe", "ssubscribe":
-				r.confirm(m.Channel, f.hadFailed())
+				s.q.confirm(m.Channel, f.hadFailed())
 			case "sunsubscribe":
-				r.moved(f, m.Channel)
+				s.moved(f, m.Channel)
 			}
 		}
 	}
-}
-
-func (f *feed) isClosed() bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.closed
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {
@@ -118,164 +196,155 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 
 // broken retires f: its channels are subscribed again through the router, and their waiters are
 // woken, as releases may have been missed.
-func (r *waitRoom) broken(f *feed) {
-	r.mu.Lock()
-	if r.feeds[f.key] == f {
-		delete(r.feeds, f.key)
+func (s *subscriber) broken(f *feed) {
+	s.mu.Lock()
+	if s.feeds[f.key] == f {
+		delete(s.feeds, f.key)
 	}
 	f.mu.Lock()
 	f.closed = true
 	chans := f.chans
 	f.mu.Unlock()
+	var missed []string
 	for ch := range chans {
-		r.ops = append(r.ops, subOp{ch: ch, sub: true})
-		if q := r.queues[ch]; q != nil {
-			r.wakeOne(q, "")
+		if _, ok := s.wanted[ch]; ok {
+			s.ops = append(s.ops, subOp{ch: ch, sub: true})
+			missed = append(missed, ch)
 		}
 	}
-	r.refreshNeeded = true
-	r.poke()
-	r.mu.Unlock()
+	s.reload = true
+	signal(s.kick)
+	s.mu.Unlock()
 	_ = f.ps.Close()
+	for _, ch := range missed {
+		s.q.missed(ch)
+	}
 }
 
 // moved handles a shard channel the server unsubscribed us from (its slot moved, e.g. after a
 // failover) while we still want it: subscribe it again where it lives now, and wake its first
 // waiter. Our own SUNSUBSCRIBEs are not affected: apply removes the channel from f first.
-func (r *waitRoom) moved(f *feed, ch string) {
+func (s *subscriber) moved(f *feed, ch string) {
 	f.mu.Lock()
-	_, wanted := f.chans[ch]
+	_, subscribed := f.chans[ch]
 	delete(f.chans, ch)
 	f.mu.Unlock()
-	if !wanted {
+	if !subscribed {
 		return
 	}
-	r.mu.Lock()
-	if q := r.queues[ch]; q != nil {
-		r.ops = append(r.ops, subOp{ch: ch, sub: true})
-		r.wakeOne(q, "")
+	s.mu.Lock()
+	_, wanted := s.wanted[ch]
+	if wanted {
+		s.ops = append(s.ops, subOp{ch: ch, sub: true})
 	}
-	r.refreshNeeded = true
-	r.poke()
-	r.mu.Unlock()
+	s.reload = true
+	signal(s.kick)
+	s.mu.Unlock()
+	if wanted {
+		s.q.missed(ch)
+	}
 }
 
-// feedFor returns the feed for key, opening it (and its reader) if needed. The caller holds r.mu.
-func (r *waitRoom) feedFor(key string) *feed {
-	if f := r.feeds[key]; f != nil {
+// feedFor returns the feed for key, opening it (and its reader) if needed; the caller holds s.mu.
+func (s *subscriber) feedFor(key string) *feed {
+	if f := s.feeds[key]; f != nil {
 		return f
 	}
-	f := &feed{key: key, ps: r.router.open(r.ctx, key), chans: make(map[string]struct{})}
-	r.feeds[key] = f
-	r.wg.Add(1)
-	go r.read(f)
+	f := &feed{key: key, ps: s.router.open(s.ctx, key), chans: make(map[string]struct{})}
+	s.feeds[key] = f
+	s.wg.Add(1)
+	go s.read(f)
 	return f
 }
 
 // apply sends pending (un)subscriptions; it runs on the writer goroutine only, so commands for a
 // channel go out in the order they were queued.
-func (r *waitRoom) apply(ops []subOp) (retry []subOp) {
+func (s *subscriber) apply(ops []subOp) (retry []subOp) {
 	for _, op := range ops {
 		if !op.sub {
-			r.mu.Lock()
-			var fs []*feed
-			for _, f := range r.feeds {
-				f.mu.Lock()
-				if _, ok := f.chans[op.ch]; ok {
-					delete(f.chans, op.ch)
-					fs = append(fs, f)
-				}
-				f.mu.Unlock()
-			}
-			r.mu.Unlock()
-			for _, f := range fs {
-				if r.router.sharded() {
-					_ = f.ps.SUnsubscribe(r.ctx, op.ch)
-				} else {
-					_ = f.ps.Unsubscribe(r.ctx, op.ch)
-				}
-			}
+			s.unsubscribe(op.ch)
 			continue
 		}
-		rctx, cancel := context.WithTimeout(r.ctx, time.Second)
-		keys, err := r.router.route(rctx, op.ch)
+		rctx, cancel := context.WithTimeout(s.ctx, time.Second)
+		keys, err := s.router.route(rctx, op.ch)
 		cancel()
 		if err != nil {
 			retry = append(retry, op)
 			continue
 		}
 		for _, key := range keys {
-			r.mu.Lock()
-			if r.queues[op.ch] == nil { // unsubscribed meanwhile
-				r.mu.Unlock()
+			s.mu.Lock()
+			if _, ok := s.wanted[op.ch]; !ok { // unsubscribed meanwhile
+				s.mu.Unlock()
 				break
 			}
-			f := r.feedFor(key)
+			f := s.feedFor(key)
 			f.mu.Lock()
 			_, had := f.chans[op.ch]
 			f.chans[op.ch] = struct{}{}
 			f.mu.Unlock()
-			r.mu.Unlock()
+			s.mu.Unlock()
 			if had {
 				continue
 			}
 			// Errors need no handling: go-redis records the channel and subscribes it again when it
 			// reconnects; a broken feed is rebuilt; waiters fall back to their backoff meanwhile.
-			if r.router.sharded() {
-				_ = f.ps.SSubscribe(r.ctx, op.ch)
+			if s.router.sharded() {
+				_ = f.ps.SSubscribe(s.ctx, op.ch)
 			} else {
-				_ = f.ps.Subscribe(r.ctx, op.ch)
+				_ = f.ps.Subscribe(s.ctx, op.ch)
 			}
 		}
 	}
 	return retry
 }
 
-// plainRouter subscribes everything on one connection of a plain or Sentinel client.
-type plainRouter struct{ rdb redis.UniversalClient }
-
-func (p plainRouter) route(context.Context, string) ([]string, error)  { return []string{""}, nil }
-func (p plainRouter) open(ctx context.Context, _ string) *redis.PubSub { return p.rdb.Subscribe(ctx) }
-func (p plainRouter) sharded() bool                                    { return false }
-func (p plainRouter) refresh(context.Context)                          {}
-
-// clusterRouter subscribes each channel on the master that owns its slot (SSUBSCRIBE).
-type clusterRouter struct{ rdb *redis.ClusterClient }
-
-func (c clusterRouter) route(ctx context.Context, ch string) ([]string, error) {
-	m, err := c.rdb.MasterForKey(ctx, ch)
-	if err != nil {
-		return nil, err
+// unsubscribe drops ch from every feed that has it. (If ch was wanted again meanwhile, a subscribe
+// op follows, and its confirmation readies the new queue.)
+func (s *subscriber) unsubscribe(ch string) {
+	s.mu.Lock()
+	var fs []*feed
+	for _, f := range s.feeds {
+		f.mu.Lock()
+		if _, ok := f.chans[ch]; ok {
+			delete(f.chans, ch)
+			fs = append(fs, f)
+		}
+		f.mu.Unlock()
 	}
-	return []string{m.Options().Addr}, nil
-}
-
-// open returns a sharded subscription; go-redis connects it to the master of the first channel
-// subscribed, which route chose.
-func (c clusterRouter) open(ctx context.Context, _ string) *redis.PubSub {
-	return c.rdb.SSubscribe(ctx)
-}
-func (c clusterRouter) sharded() bool               { return true }
-func (c clusterRouter) refresh(ctx context.Context) { c.rdb.ReloadState(ctx) }
-
-// fanRouter subscribes every channel on every node (Redlock).
-type fanRouter struct {
-	nodes []redis.UniversalClient
-	keys  []string
-}
-
-func newFanRouter(nodes []redis.UniversalClient) fanRouter {
-	f := fanRouter{nodes: nodes}
-	for i := range nodes {
-		f.keys = append(f.keys, strconv.Itoa(i))
+	s.mu.Unlock()
+	for _, f := range fs {
+		if s.router.sharded() {
+			_ = f.ps.SUnsubscribe(s.ctx, ch)
+		} else {
+			_ = f.ps.Unsubscribe(s.ctx, ch)
+		}
 	}
-	return f
 }
 
-func (f fanRouter) route(context.Context, string) ([]string, error) { return f.keys, nil }
-func (f fanRouter) open(ctx context.Context, key string) *redis.PubSub {
-	i, _ := strconv.Atoi(key)
-	return f.nodes[i].Subscribe(ctx)
+// close stops the goroutines and closes the feeds.
+func (s *subscriber) close() {
+	s.mu.Lock()
+	if s.shut {
+		s.mu.Unlock()
+		return
+	}
+	s.shut = true
+	started := s.start
+	var feeds []*feed
+	for _, f := range s.feeds {
+		f.mu.Lock()
+		f.closed = true
+		f.mu.Unlock()
+		feeds = append(feeds, f)
+	}
+	s.mu.Unlock()
+	if started {
+		s.cancel()
+		for _, f := range feeds {
+			_ = f.ps.Close()
+		}
+		s.wg.Wait()
+	}
 }
-func (f fanRouter) sharded() bool           { return false }
-func (f fanRouter) refresh(context.Context) {}
+

@@ -1,0 +1,329 @@
+package core
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"strings"
+	"sync"
+	"time"
+)
+
+// The wait path has three parts, each on its own:
+//
+//   - waitQueues (this file): the Client's waiters, a FIFO queue per release channel, and the rules
+//     for whom a release message wakes;
+//   - subscriber (feeds.go): the pub/sub connections that deliver release messages to the queues;
+//   - quorumCopies (below): Redlock's counting of the copies of one release that its nodes publish.
+//
+// Lock order: waitQueues.mu, then subscriber.mu, then a feed's mu. The subscriber never calls into
+// the queues while it holds a mutex of its own.
+
+// waitQueues parks the Client's waiters. Each release channel has a FIFO queue of local waiters;
+// each release message wakes one.
+type waitQueues struct {
+	id     string         // this client's id, as published in its release messages
+	subs   *subscriber    // subscribes the channels that have waiters
+	copies *quorumCopies  // Redlock only
+	closed chan struct{}  // closed by close: waiters return ErrClosed
+	mu     sync.Mutex     // guards what follows
+	queues map[string]*waitQueue
+	shut   bool
+}
+
+type waitQueue struct {
+	ch        string
+	waiters   []*waiter
+	ready     chan struct{} // closed when a server confirmed the subscription
+	confirmed bool
+	members   int // waiters that joined and did not leave, queued or not
+	idleSince time.Time
+	lostAt    time.Time // when a woken waiter last lost the lock to another process
+}
+
+type waiter struct {
+	q       *waitQueue
+	digest  string // fair mode: SHA-1 (hex) of the waiter's token, as release messages name it
+	wake    chan struct{}
+	inQueue bool
+}
+
+// clientIDPrefix marks non-fair release messages: their payload is the releasing client's id
+// (followed by "/" and the released token on Redlock, so that the copies from each node can be
+// told apart from a new release). Fair release messages carry the SHA-1 of the token of the waiter
+// whose turn it is; empty ones wake the first waiter.
+const clientIDPrefix = "c:"
+
+// yieldAfterOwnRelease is how long a client's next waiter lets other processes go first after this
+// client released, when its waiters have recently lost races to other processes. It turns the
+// random race between processes' queue heads into an alternation, which bounds the wait tail.
+const (
+	yieldAfterOwnRelease = 300 * time.Microsecond
+	contestedFor         = time.Second
+)
+
+// idleAfter is how long a channel without waiters stays subscribed, to spare SUBSCRIBE/UNSUBSCRIBE
+// churn on locks that are contended on and off.
+const idleAfter = 3 * time.Second
+
+func newWaitQueues(rt router, id string, quorum int) *waitQueues {
+	q := &waitQueues{id: id, queues: make(map[string]*waitQueue), closed: make(chan struct{})}
+	if quorum > 0 {
+		q.copies = &quorumCopies{need: quorum, seen: make(map[string]seenMsg)}
+	}
+	q.subs = newSubscriber(rt, q)
+	return q
+}
+
+// busy reports whether local waiters are waiting on ch; a newcomer then queues behind them.
+func (r *waitQueues) busy(ch string) bool {
+	r.mu.Lock()
+	q := r.queues[ch]
+	b := q != nil && q.members > 0
+	r.mu.Unlock()
+	return b
+}
+
+// join queues a waiter on ch, subscribing the channel if needed. It returns nil after close. A
+// fair waiter is woken by the messages that name its token's digest.
+func (r *waitQueues) join(ch, token string, fair bool) *waiter {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.shut {
+		return nil
+	}
+	q := r.queues[ch]
+	if q == nil {
+		q = &waitQueue{ch: ch, ready: make(chan struct{})}
+		r.queues[ch] = q
+		r.subs.want(ch)
+	}
+	w := &waiter{q: q, wake: make(chan struct{}, 1), inQueue: true}
+	if fair {
+		sum := sha1.Sum([]byte(token))
+		w.digest = hex.EncodeToString(sum[:])
+	}
+	q.waiters = append(q.waiters, w)
+	q.members++
+	return w
+}
+
+// requeue puts w back at the head of its queue if a wake-up took it out. It reports whether w is
+// first in its queue.
+func (r *waitQueues) requeue(w *waiter) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	q := w.q
+	if !w.inQueue {
+		q.waiters = append(q.waiters, nil)
+		copy(q.waiters[1:], q.waiters)
+		q.waiters[0] = w
+		w.inQueue = true
+	}
+	return q.waiters[0] == w
+}
+
+// leave removes w. A wake-up it received but did not use passes to the next waiter, and so does
+// the head's polling duty when the head leaves without the lock (only the head polls; after an
+// expiry no release message would wake the next one).
+func (r *waitQueues) leave(w *waiter, acquired bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	q := w.q
+	if !acquired && len(q.waiters) > 1 && q.waiters[0] == w {
+		signal(q.waiters[1].wake)
+	}
+	if w.inQueue {
+		q.remove(w)
+	}
+	select {
+	case <-w.wake:
+		q.wakeOne("")
+	default:
+	}
+	q.members--
+	if q.members == 0 {
+		q.idleSince = time.Now()
+	}
+}
+
+// passOn wakes the first waiter of w's queue other than w.
+func (r *waitQueues) passOn(w *waiter) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, x := range w.q.waiters {
+		if x != w {
+			w.q.remove(x)
+			signal(x.wake)
+			return
+		}
+	}
+}
+
+// lostRace records that w, woken by a release, found the lock taken by another process.
+func (r *waitQueues) lostRace(w *waiter) {
+	r.mu.Lock()
+	w.q.lostAt = time.Now()
+	r.mu.Unlock()
+}
+
+// remove takes w out of q; the caller holds the queues' mutex.
+func (q *waitQueue) remove(w *waiter) {
+	for i, x := range q.waiters {
+		if x == w {
+			q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
+			break
+		}
+	}
+	w.inQueue = false
+}
+
+// wakeOne wakes the waiter whose token digest is named, or the first one; the caller holds the
+// queues' mutex.
+func (q *waitQueue) wakeOne(digest string) {
+	i := 0
+	if digest != "" {
+		// Fair mode names the waiter whose turn it is; if it is not here, it is another process's.
+		for i < len(q.waiters) && q.waiters[i].digest != digest {
+			i++
+		}
+	}
+	if i >= len(q.waiters) {
+		return
+	}
+	w := q.waiters[i]
+	q.remove(w)
+	signal(w.wake)
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// deliver handles a release message on ch (called by the subscriber).
+func (r *waitQueues) deliver(ch, payload string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	q := r.queues[ch]
+	if q == nil {
+		return
+	}
+	if !strings.HasPrefix(payload, clientIDPrefix) {
+		q.wakeOne(payload)
+		return
+	}
+	if r.copies != nil && !r.copies.count(ch, payload) {
+		return
+	}
+	if id, _, _ := strings.Cut(payload, "/"); id == r.id && time.Since(q.lostAt) < contestedFor {
+		time.AfterFunc(yieldAfterOwnRelease, func() {
+			r.mu.Lock()
+			q.wakeOne("")
+			r.mu.Unlock()
+		})
+		return
+	}
+	q.wakeOne("")
+}
+
+// confirm marks ch subscribed (called by the subscriber). A confirmation that follows a reconnect
+// wakes the first waiter, as a release may have been missed while the connection was down.
+func (r *waitQueues) confirm(ch string, reconnected bool) {
+	r.mu.Lock()
+	if q := r.queues[ch]; q != nil {
+		if !q.confirmed {
+			q.confirmed = true
+			close(q.ready)
+		} else if reconnected {
+			q.wakeOne("")
+		}
+	}
+	r.mu.Unlock()
+}
+
+// missed wakes the first waiter of ch: its subscription broke or moved, and a release may have been
+// missed (called by the subscriber).
+func (r *waitQueues) missed(ch string) {
+	r.mu.Lock()
+	if q := r.queues[ch]; q != nil {
+		q.wakeOne("")
+	}
+	r.mu.Unlock()
+}
+
+// sweep forgets the queues that had no waiters for idleAfter and stops subscribing their channels.
+func (r *waitQueues) sweep(now time.Time) {
+	r.mu.Lock()
+	var idle []string
+	for ch, q := range r.queues {
+		if q.members == 0 && now.Sub(q.idleSince) >= idleAfter {
+			delete(r.queues, ch)
+			idle = append(idle, ch)
+		}
+	}
+	if r.copies != nil {
+		r.copies.sweep(now)
+	}
+	r.mu.Unlock()
+	r.subs.unwant(idle)
+}
+
+// close wakes every waiter with ErrClosed and stops the subscriber.
+func (r *waitQueues) close() {
+	r.mu.Lock()
+	if r.shut {
+		r.mu.Unlock()
+		return
+	}
+	r.shut = true
+	close(r.closed)
+	r.mu.Unlock()
+	r.subs.close()
+}
+
+// parked counts the waiters (tests).
+func (r *waitQueues) parked() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, q := range r.queues {
+		n += q.members
+	}
+	return n
+}
+
+// quorumCopies counts the copies of a Redlock release message: every node publishes the release,
+// and a wake-up is due on the quorum-th copy, when a quorum of nodes is free (an earlier attempt
+// would fail). The rest are ignored. Guarded by the queues' mutex.
+type quorumCopies struct {
+	need int
+	seen map[string]seenMsg
+}
+
+type seenMsg struct {
+	copies int
+	at     time.Time
+}
+
+// count records a copy of payload on ch and reports whether it is the quorum-th.
+func (c *quorumCopies) count(ch, payload string) bool {
+	key := ch + "\x00" + payload
+	n := c.seen[key]
+	n.copies++
+	if n.copies == 1 {
+		n.at = time.Now()
+	}
+	c.seen[key] = n
+	return n.copies == c.need
+}
+
+// sweep forgets messages older than idleAfter.
+func (c *quorumCopies) sweep(now time.Time) {
+	for k, m := range c.seen {
+		if now.Sub(m.at) > idleAfter {
+			delete(c.seen, k)
+		}
+	}
+}
