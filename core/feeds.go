@@ -347,4 +347,3 @@ func (s *subscriber) close() {
 		s.wg.Wait()
 	}
 }
-

@@ -21,11 +21,11 @@ import (
 // waitQueues parks the Client's waiters. Each release channel has a FIFO queue of local waiters;
 // each release message wakes one.
 type waitQueues struct {
-	id     string         // this client's id, as published in its release messages
-	subs   *subscriber    // subscribes the channels that have waiters
-	copies *quorumCopies  // Redlock only
-	closed chan struct{}  // closed by close: waiters return ErrClosed
-	mu     sync.Mutex     // guards what follows
+	id     string        // this client's id, as published in its release messages
+	subs   *subscriber   // subscribes the channels that have waiters
+	copies *quorumCopies // Redlock only
+	closed chan struct{} // closed by close: waiters return ErrClosed
+	mu     sync.Mutex    // guards what follows
 	queues map[string]*waitQueue
 	shut   bool
 }
