@@ -3,7 +3,6 @@ package core
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -228,168 +227,11 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 	return l, nil
 }
 
-// wait runs the acquire attempts of one call.
-func (c *Client) wait(ctx context.Context, l *Lock, wait bool, ao *acquireOptions, start time.Time) (res acquireResult, sent time.Time, attempts int, err error) {
-	k := &l.k
-	var (
-		w        *waiter
-		woken    bool
-		backoff  = c.opt.backoffMin
-		maxBack  = c.opt.backoffMax
-		deadline <-chan time.Time
-		timer    *time.Timer
-		fairTTL  time.Duration
-	)
-	if ao.fair {
-		maxBack = min(maxBack, c.opt.waiterTTL/3)
-		l.req.fair = true
-		if wait {
-			fairTTL = c.opt.waiterTTL
-			l.req.waiterTTL = fairTTL
-		}
-	}
-	notAcquired := func(cause error) error {
-		e := &NotAcquiredError{Name: k.name, RetryAfter: res.retryAfter, Attempts: attempts}
-		if wait {
-			e.Waited = max(time.Since(start), 1)
-		}
-		if cause != nil {
-			return errors.Join(e, cause)
-		}
-		return e
-	}
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-		if w != nil {
-			c.room.leave(w, err == nil)
-		}
-		if err != nil && ao.fair && fairTTL > 0 && attempts > 0 {
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-			_ = c.st.dequeue(dctx, k, l.tok)
-			cancel()
-		}
-	}()
-	if err := ctx.Err(); err != nil {
-		return res, sent, 0, notAcquired(err)
-	}
-	if wait && ao.maxWait > 0 {
-		dt := time.NewTimer(ao.maxWait)
-		defer dt.Stop()
-		deadline = dt.C
-	}
-	for {
-		if w == nil && wait && !ao.fair && c.room.busy(k.channel) {
-			// Local waiters are queued: take a place behind them instead of barging in. (In fair
-			// mode the attempt itself joins the Redis-side queue and cannot barge.)
-			if w = c.room.join(k.channel, l.token, ao.fair); w == nil {
-				return res, sent, attempts, ErrClosed
-			}
-		} else {
-			sent = time.Now()
-			r, aerr := c.st.acquire(ctx, k, &l.req)
-			attempts++
-			if h := c.hook; h != nil && h.Attempt != nil {
-				h.Attempt(ctx, WaitInfo{Name: k.name, Key: k.lock(), TTL: l.ttl, Attempts: attempts, Woken: woken, Acquired: r.ok,
-					RetryAfter: r.retryAfter, Err: aerr})
-			}
-			if woken && aerr == nil && !r.ok && !r.guarded && !c.wd.holding(k.lock(), l.tok) {
-				c.room.lostRace(w) // another process took the lock we were woken for
-			}
-			woken = false
-			if aerr != nil {
-				if _, rl := c.st.(*redlock); !rl && mayHaveRun(aerr) {
-					c.giveBack(l) // (Redlock gives back what its nodes may have granted itself)
-				}
-				if cerr := ctx.Err(); cerr != nil {
-					return res, sent, attempts, notAcquired(cerr)
-				}
-				return res, sent, attempts, unavailable("acquire", aerr)
-			}
-			res = r
-			if r.ok {
-				if err := c.outlived(ctx, l, sent); err != nil {
-					return res, sent, attempts, err
-				}
-				return res, sent, attempts, nil
-			}
-			if r.guarded {
-				if w != nil {
-					// No release will follow (the lock stays free behind the guard): the next
-					// local waiter must find the guard too.
-					c.room.passOn(w)
-				}
-				return res, sent, attempts, &GuardedError{Name: k.name, Key: ao.guard, Value: r.value}
-			}
-			if !wait {
-				return res, sent, attempts, notAcquired(nil)
-			}
-			if w == nil {
-				if w = c.room.join(k.channel, l.token, ao.fair); w == nil {
-					return res, sent, attempts, ErrClosed
-				}
-				// Subscribed (or given up waiting for it): try again at once, as a release may have
-				// come between the attempt and the subscription.
-				c.ready(ctx, w, deadline, backoff)
-				continue
-			}
-		}
-		head := c.room.requeue(w)
-		d := backoff
-		if res.busy && res.retryAfter+time.Millisecond < d {
-			// The holder's TTL runs out first (PTTL 0: within a millisecond): be there when it does.
-			d = res.retryAfter + time.Millisecond
-		}
-		if !head && !ao.fair {
-			// Only the first local waiter polls as a fallback; the others are woken in turn and
-			// poll rarely, so that many parked waiters cost Redis almost nothing. (Every fair
-			// waiter polls within a third of its queue timeout: the poll keeps its place in the
-			// Redis-side queue, which would drop it otherwise.)
-			d = max(d, 10*maxBack)
-		}
-		d = d/2 + rand.N(d/2+1)
-		if timer == nil {
-			timer = time.NewTimer(d)
-		} else {
-			timer.Reset(d)
-		}
-		select {
-		case <-w.wake:
-			// The backoff is not reset: a waiter that loses the race keeps its fallback long,
-			// and the next release wakes it anyway.
-			woken = true
-			if !timer.Stop() {
-				<-timer.C
-			}
-		case <-timer.C:
-			backoff = min(backoff*2, maxBack)
-		case <-ctx.Done():
-			return res, sent, attempts, notAcquired(ctx.Err())
-		case <-deadline:
-			return res, sent, attempts, notAcquired(nil)
-		case <-c.room.closed:
-			return res, sent, attempts, ErrClosed
-		}
-	}
-}
-
-// ready waits until w's channel subscription is confirmed, or at most d.
-func (c *Client) ready(ctx context.Context, w *waiter, deadline <-chan time.Time, d time.Duration) {
-	select {
-	case <-w.q.ready:
-		return
-	default:
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-w.q.ready:
-	case <-t.C:
-	case <-ctx.Done():
-	case <-deadline:
-	case <-c.room.closed:
-	}
+// wait runs the acquire attempts of one call (see waitCall).
+func (c *Client) wait(ctx context.Context, l *Lock, wait bool, ao *acquireOptions, start time.Time) (acquireResult, time.Time, int, error) {
+	wc := waitCall{c: c, l: l, ao: ao, wait: wait, start: start, backoff: c.opt.backoffMin, maxBack: c.opt.backoffMax}
+	err := wc.run(ctx)
+	return wc.res, wc.sent, wc.attempts, err
 }
 
 // lost cancels the locks of an entry the watchdog gave up.

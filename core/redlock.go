@@ -224,8 +224,14 @@ func (rl *redlock) release(ctx context.Context, k *keys, token, hold any, fair b
 	payload := rl.nodes[0].id.(string) + "/" + token.(string)
 	holds := make([]int64, len(rl.nodes))
 	errs := make([]error, len(rl.nodes))
-	answered := rl.fan(ctx, lockTTL, rl.quorum, func(ctx context.Context, i int, n *node) bool {
-		holds[i], errs[i] = n.releaseWith(ctx, k, token, hold, false, payload)
+	// Release returns once a quorum released (or the node timeout passed); the slower nodes'
+	// releases go on in the background for up to 2s (bounded by the TTL, after which there is
+	// nothing left to release), so that the lock does not linger on them.
+	linger := max(rl.nodeTimeout(lockTTL), min(lockTTL, 2*time.Second))
+	answered := rl.fan(ctx, lockTTL, rl.quorum, func(_ context.Context, i int, n *node) bool {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), linger)
+		defer cancel()
+		holds[i], errs[i] = n.releaseWith(rctx, k, token, hold, false, payload)
 		return errs[i] == nil && holds[i] >= 0
 	}, nil) // tally reads copies: stragglers may still write these
 	return rl.tally("release", holds, errs, answered)

@@ -18,9 +18,10 @@ func TestReplicaAck_fairGuardedAndReleaseSet(t *testing.T) {
 	srvs := redistest.StartN(t, 2)
 	master, replica := srvs[0], srvs[1]
 	replica.Do(t, "REPLICAOF", "127.0.0.1", strconv.Itoa(master.Port()))
-	eventually(t, 20*time.Second, "replica in sync", func() bool {
+	eventually(t, 20*time.Second, "replica in sync, as both sides see it", func() bool {
 		info, _ := replica.Do(t, "INFO", "replication").(string)
-		return strings.Contains(info, "master_link_status:up")
+		minfo, _ := master.Do(t, "INFO", "replication").(string)
+		return strings.Contains(info, "master_link_status:up") && strings.Contains(minfo, "state=online")
 	})
 	c := newClient(t, master.Client(t), core.WithReplicaAck(1, 200*time.Millisecond))
 	ctx := context.Background()

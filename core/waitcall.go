@@ -1,0 +1,212 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+)
+
+// waitCall is one Acquire, TryAcquire or Do call's attempts, and its state between them: an
+// attempt is one acquire round trip; between attempts a waiting call parks in the Client's queue
+// for the lock's release channel, until a release wakes it or its fallback delay passes.
+type waitCall struct {
+	c     *Client
+	l     *Lock
+	ao    *acquireOptions
+	wait  bool // Acquire (wait) or TryAcquire (one attempt)
+	start time.Time
+
+	w        *waiter          // the call's place in the local queue, once it waits
+	woken    bool             // the next attempt follows a release message
+	backoff  time.Duration    // the fallback delay: it doubles up to maxBack
+	maxBack  time.Duration    //
+	deadline <-chan time.Time // WithWait's limit
+	timer    *time.Timer      // the fallback delay's
+
+	res      acquireResult // the last attempt's answer
+	sent     time.Time     // when the last attempt was sent
+	attempts int
+}
+
+func (wc *waitCall) run(ctx context.Context) (err error) {
+	if wc.ao.fair {
+		wc.maxBack = min(wc.maxBack, wc.c.opt.waiterTTL/3)
+		wc.l.req.fair = true
+		if wc.wait {
+			wc.l.req.waiterTTL = wc.c.opt.waiterTTL
+		}
+	}
+	defer func() { wc.finish(ctx, err) }()
+	if err := ctx.Err(); err != nil {
+		return wc.notAcquired(err)
+	}
+	if wc.wait && wc.ao.maxWait > 0 {
+		dt := time.NewTimer(wc.ao.maxWait)
+		defer dt.Stop()
+		wc.deadline = dt.C
+	}
+	for {
+		if wc.w == nil && wc.wait && !wc.ao.fair && wc.c.room.busy(wc.l.k.channel) {
+			// Local waiters are queued: take a place behind them instead of barging in. (In fair
+			// mode the attempt itself joins the Redis-side queue and cannot barge.)
+			if err := wc.join(); err != nil {
+				return err
+			}
+		} else {
+			done, err := wc.attempt(ctx)
+			if done {
+				return err
+			}
+			if wc.w == nil {
+				if err := wc.join(); err != nil {
+					return err
+				}
+				// Subscribed (or given up waiting for it): try again at once, as a release may have
+				// come between the attempt and the subscription.
+				wc.ready(ctx)
+				continue
+			}
+		}
+		if err := wc.park(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// attempt makes one round trip. It reports done with the call's result, or not done when the lock
+// is taken and the call waits.
+func (wc *waitCall) attempt(ctx context.Context) (done bool, err error) {
+	c, l, k := wc.c, wc.l, &wc.l.k
+	wc.sent = time.Now()
+	r, aerr := c.st.acquire(ctx, k, &l.req)
+	wc.attempts++
+	if h := c.hook; h != nil && h.Attempt != nil {
+		h.Attempt(ctx, WaitInfo{Name: k.name, Key: k.lock(), TTL: l.ttl, Attempts: wc.attempts, Woken: wc.woken,
+			Acquired: r.ok, RetryAfter: r.retryAfter, Err: aerr})
+	}
+	if wc.woken && aerr == nil && !r.ok && !r.guarded && !c.wd.holding(k.lock(), l.tok) {
+		c.room.lostRace(wc.w) // another process took the lock we were woken for
+	}
+	wc.woken = false
+	switch {
+	case aerr != nil:
+		if _, rl := c.st.(*redlock); !rl && mayHaveRun(aerr) {
+			c.giveBack(l) // (Redlock gives back what its nodes may have granted itself)
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			return true, wc.notAcquired(cerr)
+		}
+		return true, unavailable("acquire", aerr)
+	case r.ok:
+		wc.res = r
+		return true, c.outlived(ctx, l, wc.sent)
+	case r.guarded:
+		wc.res = r
+		if wc.w != nil {
+			// No release will follow (the lock stays free behind the guard): the next local waiter
+			// must find the guard too.
+			c.room.passOn(wc.w)
+		}
+		return true, &GuardedError{Name: k.name, Key: wc.ao.guard, Value: r.value}
+	}
+	wc.res = r
+	if !wc.wait {
+		return true, wc.notAcquired(nil)
+	}
+	return false, nil
+}
+
+// join queues the call behind the Client's other waiters for the lock.
+func (wc *waitCall) join() error {
+	if wc.w = wc.c.room.join(wc.l.k.channel, wc.l.token, wc.ao.fair); wc.w == nil {
+		return ErrClosed
+	}
+	return nil
+}
+
+// ready waits until the call's channel subscription is confirmed, or at most the backoff.
+func (wc *waitCall) ready(ctx context.Context) {
+	select {
+	case <-wc.w.q.ready:
+		return
+	default:
+	}
+	t := time.NewTimer(wc.backoff)
+	defer t.Stop()
+	select {
+	case <-wc.w.q.ready:
+	case <-t.C:
+	case <-ctx.Done():
+	case <-wc.deadline:
+	case <-wc.c.room.closed:
+	}
+}
+
+// park waits for a release message or the fallback delay; it returns an error when the call ends
+// (its context, its wait limit, the Client's Close).
+func (wc *waitCall) park(ctx context.Context) error {
+	head := wc.c.room.requeue(wc.w)
+	d := wc.backoff
+	if wc.res.busy && wc.res.retryAfter+time.Millisecond < d {
+		// The holder's TTL runs out first (PTTL 0: within a millisecond): be there when it does.
+		d = wc.res.retryAfter + time.Millisecond
+	}
+	if !head && !wc.ao.fair {
+		// Only the first local waiter polls as a fallback; the others are woken in turn and poll
+		// rarely, so that many parked waiters cost Redis almost nothing. (Every fair waiter polls
+		// within a third of its queue timeout: the poll keeps its place in the Redis-side queue,
+		// which would drop it otherwise.)
+		d = max(d, 10*wc.maxBack)
+	}
+	d = d/2 + rand.N(d/2+1)
+	if wc.timer == nil {
+		wc.timer = time.NewTimer(d)
+	} else {
+		wc.timer.Reset(d)
+	}
+	select {
+	case <-wc.w.wake:
+		// The backoff is not reset: a waiter that loses the race keeps its fallback long, and the
+		// next release wakes it anyway.
+		wc.woken = true
+		if !wc.timer.Stop() {
+			<-wc.timer.C
+		}
+	case <-wc.timer.C:
+		wc.backoff = min(wc.backoff*2, wc.maxBack)
+	case <-ctx.Done():
+		return wc.notAcquired(ctx.Err())
+	case <-wc.deadline:
+		return wc.notAcquired(nil)
+	case <-wc.c.room.closed:
+		return ErrClosed
+	}
+	return nil
+}
+
+// finish leaves the local queue and, for a fair call that did not get the lock, the Redis-side one.
+func (wc *waitCall) finish(ctx context.Context, err error) {
+	if wc.timer != nil {
+		wc.timer.Stop()
+	}
+	if wc.w != nil {
+		wc.c.room.leave(wc.w, err == nil)
+	}
+	if err != nil && wc.ao.fair && wc.wait && wc.attempts > 0 {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		_ = wc.c.st.dequeue(dctx, &wc.l.k, wc.l.tok)
+		cancel()
+	}
+}
+
+func (wc *waitCall) notAcquired(cause error) error {
+	e := &NotAcquiredError{Name: wc.l.k.name, RetryAfter: wc.res.retryAfter, Attempts: wc.attempts}
+	if wc.wait {
+		e.Waited = max(time.Since(wc.start), 1)
+	}
+	if cause != nil {
+		return errors.Join(e, cause)
+	}
+	return e
+}
