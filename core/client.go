@@ -104,7 +104,7 @@ func (c *Client) Do(ctx context.Context, name string, ttl time.Duration, fn func
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.ttl)
 		rerr := l.Release(rctx)
 		cancel()
-		if lost := l.lostCause(); lost != nil {
+		if lost := l.lostCause(); lost != nil { // lost, or ended by WithMaxHold
 			err = errors.Join(lost, err)
 		} else if err == nil && !errors.Is(rerr, ErrNotHeld) {
 			err = rerr
@@ -150,8 +150,8 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 	if err := validate(name, ttl); err != nil {
 		return nil, err
 	}
-	if len(ao.owner) > maxToken || strings.IndexByte(ao.owner, 0) >= 0 || ao.maxWait < 0 {
-		return nil, invalid("owner token over %d bytes or with a NUL byte, or negative wait", maxToken)
+	if len(ao.owner) > maxToken || strings.IndexByte(ao.owner, 0) >= 0 || ao.maxWait < 0 || ao.maxHold < 0 {
+		return nil, invalid("owner token over %d bytes or with a NUL byte, or negative wait or maximum hold", maxToken)
 	}
 	if ao.guard != "" && (ao.fair || !sameSlot(ao.guard, name) || len(ao.guard) > 2*maxNameLen) {
 		return nil, invalid("guard key (%d bytes) must have the lock's hash tag {name} as its first and cannot be used with Fair", len(ao.guard))
@@ -162,7 +162,10 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}
-	l := &Lock{c: c, ttl: ttl, fair: ao.fair}
+	l := &Lock{c: c, ttl: ttl, fair: ao.fair, limit: c.opt.maxHold}
+	if ao.limited {
+		l.limit = ao.maxHold
+	}
 	l.k.init(c.opt.prefix, name)
 	l.token = ao.owner
 	l.outer = heldIn(ctx, c, l.k.lock())
@@ -199,6 +202,9 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 		return nil, err
 	}
 	l.fence, l.holds, l.acquired = res.fence, res.holds, time.Now()
+	if l.limit > 0 {
+		l.maxAt = l.acquired.Add(l.limit)
+	}
 	l.k.held(res.fence)
 	parent := hctx
 	if h != nil && h.Acquired != nil {

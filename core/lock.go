@@ -13,6 +13,7 @@ const (
 	stateReleased
 	stateLost
 	stateClosed // released by Client.Close
+	stateEnded  // released by the watchdog: WithMaxHold's limit passed
 )
 
 // Lock is a held lock. Its methods are safe for concurrent use. Work done under the lock should use
@@ -34,9 +35,11 @@ type Lock struct {
 	fair     bool
 	req      acquireReq
 	acquired time.Time
-	outer    *Lock  // the lock held by the context this one was acquired with
-	e        *entry // shared by the reentrant Locks of one owner in this Client
-	own      entry  // e, when this acquisition created it
+	limit    time.Duration // WithMaxHold; 0: none
+	maxAt    time.Time     // acquired + limit; zero: none
+	outer    *Lock         // the lock held by the context this one was acquired with
+	e        *entry        // shared by the reentrant Locks of one owner in this Client
+	own      entry         // e, when this acquisition created it
 	vctx     valueCtx
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
@@ -135,7 +138,7 @@ func (l *Lock) Reentrant() bool { return l.Holds() > 1 }
 
 // Context returns a context derived from the one passed to Acquire (with its values and its
 // cancellation) that is also cancelled when the lock is released (cause ErrReleased), lost (cause a
-// *LostError) or its Client closed (cause ErrClosed). Read the reason with context.Cause.
+// *LostError), ended by WithMaxHold (cause a *MaxHoldError) or its Client closed (cause ErrClosed). Read the reason with context.Cause.
 func (l *Lock) Context() context.Context {
 	if l == nil {
 		ctx, cancel := context.WithCancelCause(context.Background())
@@ -168,7 +171,8 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 // renews with the new TTL from then on, and the lock's validity deadline follows the new TTL. It
 // never shortens the TTL Redis holds (another hold of the lock, e.g. a co-owner through WithOwner,
 // may count on it): a shorter TTL takes effect in Redis as the longer one runs down. It returns
-// ErrNotHeld when the lock is not ours any more; the lock is then treated as lost.
+// ErrNotHeld when the lock is not ours any more; the lock is then treated as lost. It does not move
+// a WithMaxHold deadline.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if l == nil {
 		return ErrNotHeld
@@ -290,7 +294,7 @@ func (l *Lock) heldErr() error {
 	switch l.state {
 	case stateReleased, stateClosed:
 		return ErrNotHeld
-	case stateLost:
+	case stateLost, stateEnded:
 		return errors.Join(ErrNotHeld, l.cause)
 	}
 	return nil
@@ -319,10 +323,11 @@ func (l *Lock) setLost(cause error) bool {
 	return true
 }
 
+// lostCause returns why the lock ended without a Release: a *LostError, or a *MaxHoldError.
 func (l *Lock) lostCause() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.state == stateLost {
+	if l.state == stateLost || l.state == stateEnded {
 		return l.cause
 	}
 	return nil

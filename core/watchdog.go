@@ -24,6 +24,7 @@ type entry struct {
 	next     time.Time // next renewal
 	idx      int       // heap index, -1 when not scheduled
 	seq      uint64    // bumped by Extend: a renewal sent before carries an older seq
+	maxAt    time.Time // the earliest WithMaxHold deadline of its locks; zero: none
 	inflight bool
 	gone     bool
 	lastErr  error
@@ -32,10 +33,14 @@ type entry struct {
 }
 
 func (e *entry) due() time.Time {
-	if e.inflight || e.valid.Before(e.next) {
-		return e.valid
+	d := e.next
+	if e.inflight || e.valid.Before(d) {
+		d = e.valid
 	}
-	return e.next
+	if !e.maxAt.IsZero() && e.maxAt.Before(d) {
+		d = e.maxAt
+	}
+	return d
 }
 
 type entryHeap []*entry
@@ -96,6 +101,7 @@ func (w *watchdog) add(l *Lock, sent time.Time) bool {
 	fresh := len(e.locks) == 0
 	e.locks = append(e.locks, l)
 	l.e = e
+	e.setMaxAt()
 	if l.ttl > e.ttl {
 		e.ttl = l.ttl
 	}
@@ -174,6 +180,11 @@ func (w *watchdog) detach(l *Lock) {
 	}
 	if len(e.locks) == 0 && !e.gone {
 		w.unschedule(e)
+	} else if !e.gone && !e.maxAt.IsZero() {
+		e.setMaxAt()
+		if e.idx >= 0 {
+			heap.Fix(&w.h, e.idx)
+		}
 	}
 }
 
@@ -211,9 +222,16 @@ func (w *watchdog) run() {
 	defer close(w.done)
 	defer w.t.Stop()
 	for {
-		batch, items, lost := w.collect(time.Now())
+		batch, items, lost, ended := w.collect(time.Now())
 		for _, ls := range lost {
 			w.c.lost(ls.locks, ls.why, ls.err)
+		}
+		if len(ended) > 0 {
+			w.batches.Add(1)
+			go func() {
+				defer w.batches.Done()
+				w.c.endHolds(ended)
+			}()
 		}
 		if len(batch) > 0 {
 			w.dispatch(batch, items)
@@ -228,9 +246,9 @@ func (w *watchdog) run() {
 }
 
 // collect takes the entries due now (and those due within a quarter of their interval, so that
-// renewals travel in large batches), and the entries whose validity deadline passed.
-// It sets the timer for the next due entry.
-func (w *watchdog) collect(now time.Time) (batch []*entry, items []renewItem, lost []lostSet) {
+// renewals travel in large batches), the entries whose validity deadline passed, and the locks
+// whose WithMaxHold deadline passed. It sets the timer for the next due entry.
+func (w *watchdog) collect(now time.Time) (batch []*entry, items []renewItem, lost []lostSet, ended []*Lock) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for len(w.h) > 0 {
@@ -238,6 +256,10 @@ func (w *watchdog) collect(now time.Time) (batch []*entry, items []renewItem, lo
 		if !now.Before(e.valid) {
 			err := e.lastErr
 			lost = append(lost, lostSet{e: e, locks: w.lose(e), why: "expired", err: err})
+			continue
+		}
+		if !e.maxAt.IsZero() && !now.Before(e.maxAt) {
+			ended = append(ended, w.ended(e, now)...)
 			continue
 		}
 		if e.inflight || e.next.After(now.Add(w.interval(e.ttl)/4)) {
@@ -254,7 +276,7 @@ func (w *watchdog) collect(now time.Time) (batch []*entry, items []renewItem, lo
 	}
 	w.wakeAt = now.Add(wait)
 	w.t.Reset(wait)
-	return batch, items, lost
+	return batch, items, lost, ended
 }
 
 // maxRenewers bounds the goroutines sending one round of renewals, whatever the number of locks.
