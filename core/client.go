@@ -45,7 +45,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	s := loadScripts()
 	id := clientIDPrefix + newToken()[:16]
 	n := newNode(rdb, &s, id)
-	n.replicas, n.replicaWait = o.replicas, o.replicaWait
+	n.replicas, n.replicaWait, n.label = o.replicas, o.replicaWait, holderLabel(o.label)
 	return newClient(n, o, id, 0), nil
 }
 

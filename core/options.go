@@ -21,6 +21,7 @@ type options struct {
 	replicaWait time.Duration
 	driftFactor float64
 	maxHold     time.Duration // WithDefaultMaxHold; 0: no limit
+	label       string        // WithLabel
 }
 
 func defaultOptions() options {
@@ -56,6 +57,9 @@ func (o *options) validate() error {
 	}
 	if o.replicas < 0 || (o.replicas > 0 && o.replicaWait <= 0) {
 		return invalid("replica ack %d within %v: need replicas >= 0 and a positive timeout", o.replicas, o.replicaWait)
+	}
+	if len(o.label) > 128 {
+		return invalid("label is %d bytes, longer than 128", len(o.label))
 	}
 	if o.maxHold < 0 {
 		return invalid("maximum hold %v is negative", o.maxHold)

@@ -42,9 +42,10 @@ func NewRedlock(nodes []redis.UniversalClient, opts ...Option) (*Client, error) 
 	s := loadScripts()
 	id := clientIDPrefix + newToken()[:16]
 	rl := &redlock{quorum: len(nodes)/2 + 1, timeout: o.nodeTimeout, rt: newFanRouter(nodes), opt: &o}
+	label := holderLabel(o.label)
 	for _, n := range nodes {
 		nd := newNode(n, &s, id)
-		nd.replicas, nd.replicaWait = o.replicas, o.replicaWait
+		nd.replicas, nd.replicaWait, nd.label = o.replicas, o.replicaWait, label
 		rl.nodes = append(rl.nodes, nd)
 	}
 	return newClient(rl, o, id, rl.quorum), nil
