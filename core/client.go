@@ -44,7 +44,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	s := loadScripts()
 	id := clientIDPrefix + newToken()[:16]
 	n := newNode(rdb, &s, id)
-	n.replicas, n.replicaWait = o.replicas, o.replicaWait
+	n.replicas, n.replicaWait, n.label = o.replicas, o.replicaWait, holderLabel(o.label)
 	return newClient(n, o, id, 0), nil
 }
 
@@ -103,7 +103,7 @@ func (c *Client) Do(ctx context.Context, name string, ttl time.Duration, fn func
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.ttl)
 		rerr := l.Release(rctx)
 		cancel()
-		if lost := l.lostCause(); lost != nil {
+		if lost := l.lostCause(); lost != nil { // lost, or ended by WithMaxHold
 			err = errors.Join(lost, err)
 		} else if err == nil && !errors.Is(rerr, ErrNotHeld) {
 			err = rerr
@@ -123,7 +123,7 @@ func (c *Client) Close(ctx context.Context) error {
 	c.waitBackground(ctx)
 	var first error
 	for _, set := range c.wd.close() {
-		for i, l := range set.locks {
+		for _, l := range set.locks {
 			l.cancel(ErrClosed)
 			n, err := c.st.release(ctx, &l.k, l.tok, l.hold, l.fair, l.ttl)
 			if err != nil {
@@ -133,12 +133,7 @@ func (c *Client) Close(ctx context.Context) error {
 				}
 			}
 			l.setState(stateClosed)
-			last := i == len(set.locks)-1
-			held := 0
-			if last {
-				held = -set.counted
-			}
-			l.reportReleased(max(n, 0), err, held, last)
+			l.reportReleased(max(n, 0), err)
 		}
 	}
 	return first
@@ -156,8 +151,8 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 	if err := validate(name, ttl); err != nil {
 		return nil, err
 	}
-	if len(ao.owner) > maxToken || strings.IndexByte(ao.owner, 0) >= 0 || ao.maxWait < 0 {
-		return nil, invalid("owner token over %d bytes or with a NUL byte, or negative wait", maxToken)
+	if len(ao.owner) > maxToken || strings.IndexByte(ao.owner, 0) >= 0 || ao.maxWait < 0 || ao.maxHold < 0 {
+		return nil, invalid("owner token over %d bytes or with a NUL byte, or negative wait or maximum hold", maxToken)
 	}
 	if ao.guard != "" && (ao.fair || !sameSlot(ao.guard, name) || len(ao.guard) > 2*maxNameLen) {
 		return nil, invalid("guard key (%d bytes) must have the lock's hash tag {name} as its first and cannot be used with Fair", len(ao.guard))
@@ -168,7 +163,10 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}
-	l := &Lock{c: c, ttl: ttl, fair: ao.fair}
+	l := &Lock{c: c, ttl: ttl, fair: ao.fair, limit: c.opt.maxHold}
+	if ao.limited {
+		l.limit = ao.maxHold
+	}
 	l.k.init(c.opt.prefix, name)
 	l.token = ao.owner
 	l.outer = heldIn(ctx, c, l.k.lock())
@@ -205,6 +203,9 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 		return nil, err
 	}
 	l.fence, l.holds, l.acquired = res.fence, res.holds, time.Now()
+	if l.limit > 0 {
+		l.maxAt = l.acquired.Add(l.limit)
+	}
 	l.k.held(res.fence)
 	parent, held := hctx, 0
 	if h != nil && h.Acquired != nil {
@@ -221,7 +222,8 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 		l.cancel(ErrClosed)
 		n, err := c.st.release(context.WithoutCancel(ctx), &l.k, l.tok, l.hold, l.fair, l.ttl)
 		l.setState(stateClosed)
-		l.reportReleased(max(n, 0), err, -held, held > 0)
+		l.endHeld, l.endLast = -held, held > 0 // (the watchdog never saw l)
+		l.reportReleased(max(n, 0), err)
 		return nil, ErrClosed
 	}
 	return l, nil
@@ -247,13 +249,11 @@ func (c *Client) lost(ls lostSet) {
 			lost = append(lost, l)
 		}
 	}
-	for i, l := range lost {
+	for _, l := range lost {
 		cause := l.lostCause()
 		if h != nil && l.endReported() {
 			in := HoldInfo{Lock: l, Duration: time.Since(l.acquired), Err: cause}
-			if i == len(lost)-1 {
-				in.Held, in.Last = -ls.counted, true
-			}
+			in.Held, in.Last = c.wd.endOf(l)
 			h.Lost(l.ctx, in)
 		}
 		l.cancel(cause)

@@ -44,6 +44,10 @@ var (
 	// ErrUnavailable means Redis could not be reached or answered with an error. The underlying
 	// error is wrapped too.
 	ErrUnavailable = &Error{"lockkit: redis unavailable", "unavailable"}
+	// ErrMaxHold means a hold reached its WithMaxHold limit and was ended by lockkit: its context
+	// is cancelled with a *MaxHoldError cause and the hold released, while renewals still worked.
+	// It is not a loss: nobody else held the lock while this hold's context was live.
+	ErrMaxHold = &Error{"lockkit: maximum hold reached", "max_hold"}
 )
 
 // NotAcquiredError is returned when the lock is held by someone else. It matches ErrNotAcquired.
@@ -117,6 +121,26 @@ func (e *LostError) Unwrap() error { return e.Err }
 
 // ErrorType returns "lost".
 func (e *LostError) ErrorType() string { return ErrLost.typ }
+
+// MaxHoldError is the cause of the context of a hold that reached its WithMaxHold limit, and is
+// returned by Do (joined with fn's error), Release and Extend afterwards. It matches ErrMaxHold.
+type MaxHoldError struct {
+	// Name is the lock name.
+	Name string
+	// Limit is the maximum hold that was reached.
+	Limit time.Duration
+}
+
+// Error describes the condition.
+func (e *MaxHoldError) Error() string {
+	return fmt.Sprintf("lockkit: lock %q: maximum hold of %v reached", e.Name, e.Limit)
+}
+
+// Is reports whether target is ErrMaxHold.
+func (e *MaxHoldError) Is(target error) bool { return target == ErrMaxHold }
+
+// ErrorType returns "max_hold".
+func (e *MaxHoldError) ErrorType() string { return ErrMaxHold.typ }
 
 // redisError wraps an error from Redis; it matches ErrUnavailable and the wrapped error.
 type redisError struct {

@@ -189,3 +189,49 @@ func ExampleHook() {
 	locks, _ := core.New(redis.NewClient(&redis.Options{Addr: "localhost:6379"}), core.WithHook(hook))
 	defer locks.Close(context.Background())
 }
+
+func ExampleClient_Inspect() {
+	ctx := context.Background()
+	locks, _ := core.New(redis.NewClient(&redis.Options{Addr: "localhost:6379"}), core.WithLabel("invoicer"))
+	defer locks.Close(ctx)
+
+	// Who holds invoice:42, since when, and how many fair waiters are queued? (Read only.)
+	info, err := locks.Inspect(ctx, "invoice:42")
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, h := range info.Holders {
+		log.Printf("held by %s (pid %d, %s, token digest %s) for %v, %d hold(s); expires in %v; fence %d; %d queued",
+			h.Host, h.PID, h.Label, h.Digest, h.HeldFor, h.Holds, info.TTL, info.Fence, info.Queued)
+	}
+}
+
+func ExampleClient_ForceRelease() {
+	ctx := context.Background()
+	locks, _ := core.New(redis.NewClient(&redis.Options{Addr: "localhost:6379"}))
+	defer locks.Close(ctx)
+
+	// An operator ends a stuck hold: the next waiter is woken now, the holder's context is
+	// cancelled (a *LostError) at its next renewal.
+	if deleted, err := locks.ForceRelease(ctx, "invoice:42"); err != nil {
+		log.Fatal(err)
+	} else if !deleted {
+		log.Print("invoice:42 was not held")
+	}
+}
+
+func ExampleWithMaxHold() {
+	ctx := context.Background()
+	locks, _ := core.New(redis.NewClient(&redis.Options{Addr: "localhost:6379"}))
+	defer locks.Close(ctx)
+
+	// However long renewals keep working, the hold ends after 10 minutes.
+	err := locks.Do(ctx, "report:daily", 30*time.Second, func(ctx context.Context) error {
+		return buildReport(ctx)
+	}, core.WithMaxHold(10*time.Minute))
+	if errors.Is(err, core.ErrMaxHold) {
+		log.Print("the report took longer than 10 minutes and was stopped")
+	}
+}
+
+func buildReport(context.Context) error { return nil }

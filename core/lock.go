@@ -13,6 +13,7 @@ const (
 	stateReleased
 	stateLost
 	stateClosed // released by Client.Close
+	stateEnded  // released by the watchdog: WithMaxHold's limit passed
 )
 
 // Lock is a held lock. Its methods are safe for concurrent use. Work done under the lock should use
@@ -34,9 +35,11 @@ type Lock struct {
 	fair     bool
 	req      acquireReq
 	acquired time.Time
-	outer    *Lock  // the lock held by the context this one was acquired with
-	e        *entry // shared by the reentrant Locks of one owner in this Client
-	own      entry  // e, when this acquisition created it
+	limit    time.Duration // WithMaxHold; 0: none
+	maxAt    time.Time     // acquired + limit; zero: none
+	outer    *Lock         // the lock held by the context this one was acquired with
+	e        *entry        // shared by the reentrant Locks of one owner in this Client
+	own      entry         // e, when this acquisition created it
 	vctx     valueCtx
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
@@ -45,6 +48,10 @@ type Lock struct {
 	state    int
 	cause    error
 	reported bool // the Released or Lost hook ran: the hold's one end event
+	// What the hold's end event carries (HoldInfo.Held, Last): set by the watchdog, under its
+	// mutex, on the hold that ends the Client's hold of the lock.
+	endHeld int
+	endLast bool
 }
 
 type heldKey struct{}
@@ -135,7 +142,7 @@ func (l *Lock) Reentrant() bool { return l.Holds() > 1 }
 
 // Context returns a context derived from the one passed to Acquire (with its values and its
 // cancellation) that is also cancelled when the lock is released (cause ErrReleased), lost (cause a
-// *LostError) or its Client closed (cause ErrClosed). Read the reason with context.Cause.
+// *LostError), ended by WithMaxHold (cause a *MaxHoldError) or its Client closed (cause ErrClosed). Read the reason with context.Cause.
 func (l *Lock) Context() context.Context {
 	if l == nil {
 		ctx, cancel := context.WithCancelCause(context.Background())
@@ -168,7 +175,8 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 // renews with the new TTL from then on, and the lock's validity deadline follows the new TTL. It
 // never shortens the TTL Redis holds (another hold of the lock, e.g. a co-owner through WithOwner,
 // may count on it): a shorter TTL takes effect in Redis as the longer one runs down. It returns
-// ErrNotHeld when the lock is not ours any more; the lock is then treated as lost.
+// ErrNotHeld when the lock is not ours any more; the lock is then treated as lost. It does not move
+// a WithMaxHold deadline.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if l == nil {
 		return ErrNotHeld
@@ -213,7 +221,7 @@ func (l *Lock) release(ctx context.Context, send func() (int64, error)) error {
 		return err
 	}
 	l.cancel(ErrReleased)
-	held, last := l.c.wd.detach(l)
+	l.c.wd.detach(l)
 	n, err := send()
 	var short *ackError
 	if errors.As(err, &short) {
@@ -230,7 +238,7 @@ func (l *Lock) release(ctx context.Context, send func() (int64, error)) error {
 	} else {
 		l.setState(stateReleased)
 	}
-	l.reportReleased(max(n, 0), err, held, last)
+	l.reportReleased(max(n, 0), err)
 	return err
 }
 
@@ -261,12 +269,13 @@ func (l *Lock) ReleaseSet(ctx context.Context, key string, value []byte, ttl tim
 }
 
 // reportReleased runs the Released hook once per Lock.
-func (l *Lock) reportReleased(holds int64, err error, held int, last bool) {
+func (l *Lock) reportReleased(holds int64, err error) {
 	h := l.c.hook
 	if h == nil || h.Released == nil {
 		return
 	}
 	if l.endReported() {
+		held, last := l.c.wd.endOf(l)
 		h.Released(l.ctx, HoldInfo{Lock: l, Held: held, Last: last, Holds: holds,
 			Duration: time.Since(l.acquired), Err: err})
 	}
@@ -293,7 +302,7 @@ func (l *Lock) heldErr() error {
 	switch l.state {
 	case stateReleased, stateClosed:
 		return ErrNotHeld
-	case stateLost:
+	case stateLost, stateEnded:
 		return errors.Join(ErrNotHeld, l.cause)
 	}
 	return nil
@@ -322,10 +331,11 @@ func (l *Lock) setLost(cause error) bool {
 	return true
 }
 
+// lostCause returns why the lock ended without a Release: a *LostError, or a *MaxHoldError.
 func (l *Lock) lostCause() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.state == stateLost {
+	if l.state == stateLost || l.state == stateEnded {
 		return l.cause
 	}
 	return nil

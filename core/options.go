@@ -20,6 +20,8 @@ type options struct {
 	replicas    int
 	replicaWait time.Duration
 	driftFactor float64
+	maxHold     time.Duration // WithDefaultMaxHold; 0: no limit
+	label       string        // WithLabel
 }
 
 func defaultOptions() options {
@@ -55,6 +57,12 @@ func (o *options) validate() error {
 	}
 	if o.replicas < 0 || (o.replicas > 0 && o.replicaWait <= 0) {
 		return invalid("replica ack %d within %v: need replicas >= 0 and a positive timeout", o.replicas, o.replicaWait)
+	}
+	if len(o.label) > 128 {
+		return invalid("label is %d bytes, longer than 128", len(o.label))
+	}
+	if o.maxHold < 0 {
+		return invalid("maximum hold %v is negative", o.maxHold)
 	}
 	if o.batchSize < 1 {
 		return invalid("renew batch size %d below 1", o.batchSize)
@@ -111,6 +119,10 @@ func WithReplicaAck(n int, timeout time.Duration) Option {
 	return func(o *options) { o.replicas, o.replicaWait = n, timeout }
 }
 
+// WithDefaultMaxHold sets the maximum hold of every acquisition that does not set its own with
+// WithMaxHold (default 0: no limit). See WithMaxHold.
+func WithDefaultMaxHold(d time.Duration) Option { return func(o *options) { o.maxHold = d } }
+
 // AcquireOption configures one Acquire, TryAcquire or Do call.
 type AcquireOption func(*acquireOptions)
 
@@ -119,6 +131,8 @@ type acquireOptions struct {
 	owner   string
 	fair    bool
 	guard   string
+	maxHold time.Duration
+	limited bool // WithMaxHold was given (maxHold 0: no limit, whatever the Client's default)
 }
 
 // WithWait bounds how long Acquire waits (default: until the context ends). When it passes, Acquire
@@ -142,6 +156,22 @@ func Fair() AcquireOption { return func(o *acquireOptions) { o.fair = true } }
 // fails with ErrInvalid before anything is sent. Pair it with Lock.ReleaseSet, which writes it
 // atomically with the release. Not combinable with Fair.
 func WithGuard(key string) AcquireOption { return func(o *acquireOptions) { o.guard = key } }
+
+// WithMaxHold ends the hold d after it was acquired, even while renewals succeed (d = 0: no limit;
+// it overrides WithDefaultMaxHold): the lock's context is cancelled with a *MaxHoldError cause
+// (matching ErrMaxHold, not ErrLost), renewals stop and the hold is released, which wakes the next
+// waiter. It bounds how long a hung holder can keep everyone else out, as ShedLock's
+// lockAtMostFor does. The deadline is kept by the watchdog's scheduler: it costs no timer or
+// goroutine per lock. If the release cannot be sent, the lock still expires within its TTL.
+//
+// The limit is per hold. A re-entry (through the lock's context or WithOwner) has its own, counted
+// from its own acquisition; when the outer hold's limit passes, the contexts of re-entries made
+// through its context are cancelled with it (they derive from it), but their holds stay until
+// they are released or reach their own limit: the lock is freed when the last hold ends.
+// Afterwards Release and Extend return an error matching ErrNotHeld and ErrMaxHold.
+func WithMaxHold(d time.Duration) AcquireOption {
+	return func(o *acquireOptions) { o.maxHold, o.limited = d, true }
+}
 
 const (
 	minTTL     = 10 * time.Millisecond

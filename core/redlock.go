@@ -42,9 +42,10 @@ func NewRedlock(nodes []redis.UniversalClient, opts ...Option) (*Client, error) 
 	s := loadScripts()
 	id := clientIDPrefix + newToken()[:16]
 	rl := &redlock{quorum: len(nodes)/2 + 1, timeout: o.nodeTimeout, rt: newFanRouter(nodes), opt: &o}
+	label := holderLabel(o.label)
 	for _, n := range nodes {
 		nd := newNode(n, &s, id)
-		nd.replicas, nd.replicaWait = o.replicas, o.replicaWait
+		nd.replicas, nd.replicaWait, nd.label = o.replicas, o.replicaWait, label
 		rl.nodes = append(rl.nodes, nd)
 	}
 	return newClient(rl, o, id, rl.quorum), nil
@@ -96,7 +97,12 @@ func (rl *redlock) quorumErr(op string, ok int, errs []error) error {
 func (rl *redlock) acquire(ctx context.Context, k *keys, r *acquireReq) (acquireResult, error) {
 	sg := &stragglers{}
 	res, err := rl.acquireQuorum(ctx, k, r, sg)
-	sg.decide(err == nil && res.ok)
+	ok := err == nil && res.ok
+	var kept func(i int)
+	if ok {
+		kept = sg.fenceTo(res.fence)
+	}
+	sg.decide(ok, kept)
 	return res, err
 }
 
@@ -117,6 +123,15 @@ func (rl *redlock) acquireQuorum(ctx context.Context, k *keys, r *acquireReq, sg
 	need := rl.quorum
 	if r.guard != nil {
 		need = 0
+	}
+	sg.fenceTo = func(fence int64) func(i int) { // a late grant of a successful acquisition: agree on its fence
+		return func(i int) {
+			if rawErrs[i] == nil && raw[i].ok && raw[i].fence != fence {
+				fctx, cancel := context.WithTimeout(context.Background(), rl.nodeTimeout(r.ttl))
+				_ = rl.nodes[i].raiseFence(fctx, k, r.token, r.ttl, fence)
+				cancel()
+			}
+		}
 	}
 	sg.undo = func(i int) { // a late grant (or lost reply) of a failed acquisition: give it back
 		if (rawErrs[i] == nil && raw[i].ok) || mayHaveRun(rawErrs[i]) {

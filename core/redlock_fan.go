@@ -108,13 +108,16 @@ func (rl *redlock) fanFor(ctx context.Context, t time.Duration, need int, fn fun
 
 // stragglers decides what happens to grants that arrive after an acquisition stopped waiting for
 // them: kept when the acquisition succeeded (the lock then lives on more nodes than the quorum,
-// which is what lets it survive the loss of a node), given back when it failed.
+// which is what lets it survive the loss of a node; kept(i) makes such a node agree with the
+// acquisition's fence), given back when it failed.
 type stragglers struct {
 	mu      sync.Mutex
 	decided bool
 	keep    bool
 	pending []int
 	undo    func(i int)
+	kept    func(i int) // nil: nothing to do
+	fenceTo func(fence int64) func(i int)
 }
 
 func (s *stragglers) late(i int) {
@@ -124,22 +127,27 @@ func (s *stragglers) late(i int) {
 		s.mu.Unlock()
 		return
 	}
-	keep := s.keep
+	keep, kept := s.keep, s.kept
 	s.mu.Unlock()
 	if !keep {
 		s.undo(i)
+	} else if kept != nil {
+		kept(i)
 	}
 }
 
-func (s *stragglers) decide(keep bool) {
+func (s *stragglers) decide(keep bool, kept func(i int)) {
 	s.mu.Lock()
-	s.decided, s.keep = true, keep
+	s.decided, s.keep, s.kept = true, keep, kept
 	pending := s.pending
 	s.pending = nil
 	s.mu.Unlock()
-	if !keep {
-		for _, i := range pending {
-			go s.undo(i) // bounded by the node timeout; the failed acquisition need not wait
+	for _, i := range pending {
+		// Bounded by the node timeout; the acquisition need not wait.
+		if !keep {
+			go s.undo(i)
+		} else if kept != nil {
+			go kept(i)
 		}
 	}
 }

@@ -35,6 +35,7 @@ func mustScript(names ...string) *redis.Script {
 // scripts are loaded once per process; they are never modified after init.
 type scripts struct {
 	acquire, acquireFair, acquireGuarded, release, releaseFair, releaseSet, renew, pttl, dequeue, raiseFence *redis.Script
+	inspect, forceRelease                                                                                    *redis.Script
 }
 
 func loadScripts() scripts {
@@ -49,6 +50,8 @@ func loadScripts() scripts {
 		pttl:           mustScript("pttl.lua"),
 		dequeue:        mustScript("dequeue.lua"),
 		raiseFence:     mustScript("lib.lua", "raise_fence.lua"),
+		inspect:        mustScript("inspect.lua"),
+		forceRelease:   mustScript("lib.lua", "force_release.lua"),
 	}
 }
 
@@ -98,6 +101,10 @@ type store interface {
 	pttl(ctx context.Context, k *keys, token any, lockTTL time.Duration) (time.Duration, bool, error)
 	extend(ctx context.Context, k *keys, token any, ttl time.Duration) (bool, error)
 	dequeue(ctx context.Context, k *keys, token any) error
+	// inspect reads the lock without changing anything (Client.Inspect); forceRelease deletes it
+	// and publishes msg, or wakes the fair queue's head (Client.ForceRelease).
+	inspect(ctx context.Context, k *keys) (LockInfo, error)
+	forceRelease(ctx context.Context, k *keys, msg string) (bool, error)
 	// router tells where release channels are subscribed.
 	router() router
 }
@@ -111,6 +118,7 @@ type node struct {
 	cluster     bool
 	replicas    int           // WithReplicaAck: replicas that must acknowledge an acquisition or ReleaseSet
 	replicaWait time.Duration // and how long to wait for them
+	label       any           // "host pid label", recorded with each fresh acquisition (Inspect)
 }
 
 func newNode(rdb redis.UniversalClient, s *scripts, id string) *node {
@@ -159,9 +167,9 @@ func (n *node) acquire(ctx context.Context, k *keys, r *acquireReq) (acquireResu
 // acquireCall returns the script, keys and arguments of an acquire attempt.
 func (n *node) acquireCall(k *keys, r *acquireReq) (*redis.Script, []string, []any) {
 	if r.fair {
-		return n.s.acquireFair, k.fair(), []any{r.token, ms(r.ttl), ms(r.waiterTTL), r.hold}
+		return n.s.acquireFair, k.fair(), []any{r.token, ms(r.ttl), ms(r.waiterTTL), r.hold, n.label}
 	}
-	args := []any{r.token, ms(r.ttl), r.hold}
+	args := []any{r.token, ms(r.ttl), r.hold, n.label}
 	if r.floor > 0 {
 		args = append(args, r.floor)
 	}

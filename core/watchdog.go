@@ -25,6 +25,7 @@ type entry struct {
 	idx      int       // heap index, -1 when not scheduled
 	seq      uint64    // bumped by Extend: a renewal sent before carries an older seq
 	counted  int       // holds reported to the hook as making the Client hold the lock (HoldInfo.Held)
+	maxAt    time.Time // the earliest WithMaxHold deadline of its locks; zero: none
 	inflight bool
 	gone     bool
 	lastErr  error
@@ -33,10 +34,14 @@ type entry struct {
 }
 
 func (e *entry) due() time.Time {
-	if e.inflight || e.valid.Before(e.next) {
-		return e.valid
+	d := e.next
+	if e.inflight || e.valid.Before(d) {
+		d = e.valid
 	}
-	return e.next
+	if !e.maxAt.IsZero() && e.maxAt.Before(d) {
+		d = e.maxAt
+	}
+	return d
 }
 
 type entryHeap []*entry
@@ -107,6 +112,7 @@ func (w *watchdog) add(l *Lock, sent time.Time, held int) bool {
 	e.counted += held
 	e.locks = append(e.locks, l)
 	l.e = e
+	e.setMaxAt()
 	if l.ttl > e.ttl {
 		e.ttl = l.ttl
 	}
@@ -161,14 +167,14 @@ func (w *watchdog) unschedule(e *entry) {
 	}
 }
 
-// detach removes l from its entry and stops renewing when no local holder is left. It returns the
-// change to the locks the Client holds (minus what the entry counted, when l was its last hold).
-func (w *watchdog) detach(l *Lock) (held int, last bool) {
+// detach removes l from its entry and stops renewing when no local holder is left (l's end event
+// then carries the entry's Held count and Last).
+func (w *watchdog) detach(l *Lock) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	e := l.e
 	if e == nil {
-		return 0, false
+		return
 	}
 	for i, x := range e.locks {
 		if x == l {
@@ -178,9 +184,26 @@ func (w *watchdog) detach(l *Lock) (held int, last bool) {
 	}
 	if len(e.locks) == 0 && !e.gone {
 		w.unschedule(e)
-		return -e.counted, true
+		w.ends(e, l)
+	} else if !e.gone && !e.maxAt.IsZero() {
+		e.setMaxAt()
+		if e.idx >= 0 {
+			heap.Fix(&w.h, e.idx)
+		}
 	}
-	return 0, false
+}
+
+// ends marks l's end event as the one that ends e, the Client's hold of the lock: it carries the
+// Held count e reported, and Last. The caller holds w.mu.
+func (w *watchdog) ends(e *entry, l *Lock) {
+	l.endHeld, l.endLast = -e.counted, true
+}
+
+// endOf returns what l's end event carries (HoldInfo.Held and Last).
+func (w *watchdog) endOf(l *Lock) (held int, last bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return l.endHeld, l.endLast
 }
 
 // notOwner ends e because Redis said its token does not hold the lock (Extend, Release), and
@@ -212,16 +235,18 @@ func (w *watchdog) extended(e *entry, sent time.Time, ttl time.Duration) {
 
 // lostSet is an entry given up by the watchdog: its locks, and why.
 type lostSet struct {
-	locks   []*Lock
-	counted int // the entry's HoldInfo.Held count
-	why     string
-	err     error
+	locks []*Lock
+	why   string
+	err   error
 }
 
 // lose removes e and returns its locks; the caller holds w.mu.
 func (w *watchdog) lose(e *entry, why string, err error) lostSet {
 	w.unschedule(e)
-	ls := lostSet{locks: append([]*Lock(nil), e.locks...), counted: e.counted, why: why, err: err}
+	ls := lostSet{locks: append([]*Lock(nil), e.locks...), why: why, err: err}
+	if n := len(ls.locks); n > 0 {
+		w.ends(e, ls.locks[n-1])
+	}
 	e.locks = e.locks[:0]
 	return ls
 }
@@ -230,9 +255,18 @@ func (w *watchdog) run() {
 	defer close(w.done)
 	defer w.t.Stop()
 	for {
-		batch, items, lost := w.collect(time.Now())
+		batch, items, lost, ended := w.collect(time.Now())
 		for _, ls := range lost {
 			w.c.lost(ls)
+		}
+		if len(ended) > 0 {
+			w.batches.Add(1)
+			go func() {
+				defer w.batches.Done()
+				for _, set := range ended {
+					w.c.endHolds(set)
+				}
+			}()
 		}
 		if len(batch) > 0 {
 			w.dispatch(batch, items)
@@ -247,15 +281,19 @@ func (w *watchdog) run() {
 }
 
 // collect takes the entries due now (and those due within a quarter of their interval, so that
-// renewals travel in large batches), and the entries whose validity deadline passed.
-// It sets the timer for the next due entry.
-func (w *watchdog) collect(now time.Time) (batch []*entry, items []renewItem, lost []lostSet) {
+// renewals travel in large batches), the entries whose validity deadline passed, and the locks
+// whose WithMaxHold deadline passed. It sets the timer for the next due entry.
+func (w *watchdog) collect(now time.Time) (batch []*entry, items []renewItem, lost, ended []lostSet) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for len(w.h) > 0 {
 		e := w.h[0]
 		if !now.Before(e.valid) {
 			lost = append(lost, w.lose(e, "expired", e.lastErr))
+			continue
+		}
+		if !e.maxAt.IsZero() && !now.Before(e.maxAt) {
+			ended = append(ended, w.ended(e, now))
 			continue
 		}
 		if e.inflight || e.next.After(now.Add(w.interval(e.ttl)/4)) {
@@ -272,7 +310,7 @@ func (w *watchdog) collect(now time.Time) (batch []*entry, items []renewItem, lo
 	}
 	w.wakeAt = now.Add(wait)
 	w.t.Reset(wait)
-	return batch, items, lost
+	return batch, items, lost, ended
 }
 
 // maxRenewers bounds the goroutines sending one round of renewals, whatever the number of locks.

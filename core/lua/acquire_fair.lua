@@ -2,7 +2,7 @@
 -- of waiter tokens. Waiters that stop refreshing their deadline are dropped from the head.
 -- KEYS[1] lock hash, KEYS[2] fence counter, KEYS[3] queue (list of tokens), KEYS[4] deadlines (hash token -> ms)
 -- ARGV[1] owner token, ARGV[2] TTL in ms, ARGV[3] waiter timeout in ms (0: try without joining the
--- queue), ARGV[4] hold id
+-- queue), ARGV[4] hold id, ARGV[5] holder label
 -- (lib.lua first.)
 -- Returns as acquire.lua; when the lock is free but another waiter is first, -1 - (time that waiter may still take).
 local r = reenter(KEYS[1], KEYS[2], ARGV[1], ARGV[4], ARGV[2])
@@ -25,7 +25,7 @@ if free and (not head or head == ARGV[1]) then
     redis.call('LPOP', KEYS[3])
     redis.call('HDEL', KEYS[4], head)
   end
-  return take(KEYS[1], KEYS[2], ARGV[1], ARGV[4], ARGV[2], nil)
+  return take(KEYS[1], KEYS[2], ARGV[1], ARGV[4], ARGV[2], nil, ARGV[5])
 end
 local timeout = tonumber(ARGV[3])
 if timeout <= 0 then

@@ -15,20 +15,23 @@ local FENCE = '\0fence'
 -- cannot take fences back after the counter expired.
 -- The counter expires ctr_ttl ms after the last acquisition (lockkit writes no key without a TTL);
 -- the clock floor keeps fences increasing across that expiry.
+-- It also returns the server's clock in milliseconds when it read it (nil otherwise).
 local function fence(key, floorArg, ctr_ttl)
   local f = redis.call('INCR', key)
   local floor = tonumber(floorArg or '')
+  local now_ms
   if not floor or f == 1 then
     local t = redis.call('TIME')
-    local now = tonumber(t[1]) * 1000000 + math.floor(tonumber(t[2]) / 1000) * 1000
+    now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    local now = now_ms * 1000
     if not floor or now > floor then floor = now end
   end
   if f < floor then
     redis.call('SET', key, string.format('%.0f', floor), 'PX', ctr_ttl)
-    return floor
+    return floor, now_ms
   end
   redis.call('PEXPIRE', key, ctr_ttl)
-  return f
+  return f, now_ms
 end
 
 -- counter_ttl is how long a fence counter outlives the last acquisition: the lock's TTL, at least
@@ -43,11 +46,20 @@ end
 -- renewals), and token NUL hold -> 1 for each hold, so that a replayed call (go-redis retries a
 -- script whose reply was lost) finds its own hold and counts nothing twice.
 
+-- A third field, token NUL (an empty hold id), describes the acquisition for Inspect: the server's
+-- clock in milliseconds when it was taken, a space, and the holder's label (host, pid and the
+-- application's label, precomputed by the client).
+
 -- take creates the lock for token (the caller checked that it is free) and returns the new fence,
 -- which it also records in the lock hash (re-entries answer it from there).
-local function take(lock, fenceKey, token, hold, ttl, floorArg)
-  local f = fence(fenceKey, floorArg, counter_ttl(ttl))
-  redis.call('HSET', lock, token, 1, token .. '\0' .. hold, 1, FENCE, string.format('%.0f', f))
+local function take(lock, fenceKey, token, hold, ttl, floorArg, label)
+  local f, now_ms = fence(fenceKey, floorArg, counter_ttl(ttl))
+  if not now_ms then
+    local t = redis.call('TIME')
+    now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  redis.call('HSET', lock, token, 1, token .. '\0' .. hold, 1, FENCE, string.format('%.0f', f),
+    token .. '\0', string.format('%.0f', now_ms) .. ' ' .. (label or ''))
   redis.call('PEXPIRE', lock, ttl)
   return f
 end
@@ -107,6 +119,24 @@ local function drop(lock, receipt, token, hold)
   redis.call('DEL', lock)
   redis.call('SET', receipt, 1, 'PX', 5000)
   return nil
+end
+
+-- next_waiter drops the waiters at the head of a fair queue whose deadline passed and returns the
+-- first live one (nil if none).
+local function next_waiter(queue, deadlines)
+  local nxt = redis.call('LINDEX', queue, 0)
+  if nxt then
+    local t = redis.call('TIME')
+    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    while nxt do
+      local dl = tonumber(redis.call('HGET', deadlines, nxt) or '0')
+      if dl >= now then break end
+      redis.call('LPOP', queue)
+      redis.call('HDEL', deadlines, nxt)
+      nxt = redis.call('LINDEX', queue, 0)
+    end
+  end
+  return nxt
 end
 
 -- busy returns -1 - the remaining TTL of a lock held by someone else.

@@ -9,17 +9,6 @@ local holds = drop(KEYS[1], KEYS[5], ARGV[1], ARGV[3])
 if holds then
   return holds
 end
-local nxt = redis.call('LINDEX', KEYS[3], 0)
-if nxt then
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  while nxt do
-    local dl = tonumber(redis.call('HGET', KEYS[4], nxt) or '0')
-    if dl >= now then break end
-    redis.call('LPOP', KEYS[3])
-    redis.call('HDEL', KEYS[4], nxt)
-    nxt = redis.call('LINDEX', KEYS[3], 0)
-  end
-end
+local nxt = next_waiter(KEYS[3], KEYS[4])
 redis.call(ARGV[2], KEYS[1] .. ':released', nxt and redis.sha1hex(nxt) or '')
 return 0

@@ -1,0 +1,266 @@
+package core
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// LockInfo is what Inspect reads about a lock. Holders is a list so that kinds of locks with
+// several holders at once (semaphore permits) fit the same shape; a lock has at most one.
+type LockInfo struct {
+	// Name is the lock name and Key its Redis key.
+	Name, Key string
+	// Held reports whether somebody holds the lock.
+	Held bool
+	// Holders lists who holds it.
+	Holders []HolderInfo
+	// TTL is the lock's remaining time to live; zero when it is free.
+	TTL time.Duration
+	// Fence is the fencing token of the current acquisition; when the lock is free, the last one
+	// issued if the name's fence counter has not expired yet (else zero).
+	Fence int64
+	// Queued is the number of live waiters in the Redis-side queue of fair mode (Fair). Waiters
+	// that are not fair wait in their own processes and are not counted.
+	Queued int
+}
+
+// HolderInfo describes one holder of a lock.
+type HolderInfo struct {
+	// Digest identifies the owner without revealing its token (which would let anybody release
+	// the lock): the first 12 hex digits of the SHA-256 of the token. A holder can log the same
+	// digest of its Lock.Token to be found by it.
+	Digest string
+	// Holds is the owner's hold count (more than 1 when re-entered).
+	Holds int64
+	// Acquired is when the owner took the lock, by the Redis server's clock, and HeldFor how long
+	// ago that was, by the same clock. Zero when unknown (taken by an older lockkit version).
+	Acquired time.Time
+	HeldFor  time.Duration
+	// Host and PID name the holder's process; Label is its Client's WithLabel.
+	Host  string
+	PID   int
+	Label string
+}
+
+// WithLabel sets a label for the Client's holds (at most 128 bytes, e.g. "billing-worker"),
+// recorded with each acquisition next to the holder's host name and process id, and reported by
+// Inspect and the lockkit command. Default: none.
+func WithLabel(label string) Option { return func(o *options) { o.label = label } }
+
+// holderLabel is the label the acquire scripts record: "host pid label".
+func holderLabel(label string) string {
+	host, err := os.Hostname()
+	if err != nil || host == "" || strings.ContainsAny(host, " \x00") {
+		host = "unknown"
+	}
+	return host + " " + strconv.Itoa(os.Getpid()) + " " + label
+}
+
+// digest returns the digest of an owner token as HolderInfo reports it.
+func digest(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:6])
+}
+
+// Inspect reads what Redis holds about the named lock: whether it is held, by whom (a digest of
+// the owner token, the hold count, since when, the holder's host, pid and label), its remaining
+// TTL, its fence and how many fair waiters are queued. It only reads (one read-only script): no
+// TTL is extended, no waiter woken.
+//
+// On Redlock it answers the quorum's view: the lock is held when a quorum of nodes has the same
+// holder; TTL is the shortest among those nodes, Fence the largest among them (when the lock is
+// free: of every node that answered).
+// It fails with ErrUnavailable when fewer than a quorum answer.
+func (c *Client) Inspect(ctx context.Context, name string) (LockInfo, error) {
+	if err := validate(name, minTTL); err != nil {
+		return LockInfo{}, err
+	}
+	var k keys
+	k.init(c.opt.prefix, name)
+	info, err := c.st.inspect(ctx, &k)
+	if err != nil && !errors.Is(err, ErrUnavailable) {
+		err = unavailable("inspect", err)
+	}
+	info.Name, info.Key = name, k.lock()
+	return info, err
+}
+
+// ForceRelease is an operator's action: it deletes the named lock whoever holds it, and wakes the
+// next waiter as a release does (the head of the fair queue in fair mode). It reports whether
+// there was a lock to delete.
+//
+// The holder is not told at once: its next renewal (within a third of its TTL by default) finds
+// the lock gone, and its context is cancelled with a *LostError whose Reason is "not_owner"; its
+// Release then returns an error matching ErrNotHeld. Until then it may still work under a lock
+// somebody else can take: use it on a holder that is stuck, or one whose work is fenced (Lock.Fence
+// keeps increasing, so a fenced resource rejects the old holder's writes). On Redlock every node's
+// copy is deleted.
+func (c *Client) ForceRelease(ctx context.Context, name string) (bool, error) {
+	if err := validate(name, minTTL); err != nil {
+		return false, err
+	}
+	var k keys
+	k.init(c.opt.prefix, name)
+	ok, err := c.st.forceRelease(ctx, &k, clientIDPrefix+"force/"+newToken()[:12])
+	if err != nil && !errors.Is(err, ErrUnavailable) {
+		err = unavailable("force release", err)
+	}
+	return ok, err
+}
+
+func (n *node) inspect(ctx context.Context, k *keys) (LockInfo, error) {
+	v, err := n.s.inspect.Run(ctx, n.rdb, []string{k.arr[0], k.arr[1], k.arr[3]}).Slice()
+	if err != nil {
+		return LockInfo{}, err
+	}
+	return parseInspect(v)
+}
+
+func (n *node) forceRelease(ctx context.Context, k *keys, msg string) (bool, error) {
+	v, err := n.s.forceRelease.Run(ctx, n.rdb, []string{k.arr[0], k.arr[2], k.arr[3]}, n.pubCmd, msg).Int64()
+	return v == 1, err
+}
+
+var errInspectReply = errors.New("unexpected inspect reply")
+
+// parseInspect reads inspect.lua's reply.
+func parseInspect(v []any) (LockInfo, error) {
+	var info LockInfo
+	if len(v) != 5 {
+		return info, errInspectReply
+	}
+	fields, _ := v[0].([]any)
+	pttl, _ := v[1].(int64)
+	counter, _ := v[2].(string)
+	queued, _ := v[3].(int64)
+	nowMS, _ := v[4].(int64)
+	info.Queued = int(queued)
+	hold := map[string]*HolderInfo{}
+	var order []string
+	meta := map[string]string{}
+	for i := 0; i+1 < len(fields); i += 2 {
+		f, _ := fields[i].(string)
+		val, _ := fields[i+1].(string)
+		switch j := strings.IndexByte(f, 0); {
+		case f == "\x00fence":
+			info.Fence, _ = strconv.ParseInt(val, 10, 64)
+		case j < 0: // owner token -> hold count
+			n, _ := strconv.ParseInt(val, 10, 64)
+			hold[f] = &HolderInfo{Digest: digest(f), Holds: n}
+			order = append(order, f)
+		case j == len(f)-1: // token NUL -> "acquired-ms host pid label"
+			meta[f[:j]] = val
+		}
+	}
+	for _, tok := range order {
+		h := hold[tok]
+		if m, ok := meta[tok]; ok {
+			parts := strings.SplitN(m, " ", 4)
+			if at, err := strconv.ParseInt(parts[0], 10, 64); err == nil {
+				h.Acquired = time.UnixMilli(at)
+				h.HeldFor = time.Duration(nowMS-at) * time.Millisecond
+			}
+			if len(parts) == 4 {
+				h.Host, h.Label = parts[1], parts[3]
+				h.PID, _ = strconv.Atoi(parts[2])
+			}
+		}
+		info.Holders = append(info.Holders, *h)
+	}
+	info.Held = len(info.Holders) > 0
+	if info.Held && pttl > 0 {
+		info.TTL = time.Duration(pttl) * time.Millisecond
+	}
+	if !info.Held {
+		info.Fence, _ = strconv.ParseInt(counter, 10, 64)
+	}
+	return info, nil
+}
+
+// inspectTimeout bounds each node's answer to Inspect and ForceRelease on Redlock when
+// WithNodeTimeout is not set (there is no lock TTL to derive it from).
+const inspectTimeout = time.Second
+
+func (rl *redlock) inspect(ctx context.Context, k *keys) (LockInfo, error) {
+	infos := make([]LockInfo, len(rl.nodes))
+	errs := make([]error, len(rl.nodes))
+	in := rl.fanFor(ctx, rl.opNodeTimeout(), 0, func(ctx context.Context, i int, n *node) bool {
+		infos[i], errs[i] = n.inspect(ctx, k)
+		return true
+	}, nil)
+	infos, errs = settle(in, infos, errs)
+	answered := 0
+	count := map[string]int{}
+	var out LockInfo
+	for i, x := range infos {
+		if errs[i] != nil {
+			continue
+		}
+		answered++
+		out.Fence = max(out.Fence, x.Fence)
+		for _, h := range x.Holders {
+			count[h.Digest]++
+		}
+	}
+	if answered < rl.quorum {
+		return LockInfo{}, rl.quorumErr("inspect", answered, errs)
+	}
+	for d, n := range count {
+		if n < rl.quorum {
+			continue
+		}
+		var h HolderInfo
+		for i, x := range infos {
+			if errs[i] != nil || len(x.Holders) == 0 || x.Holders[0].Digest != d {
+				continue
+			}
+			if !out.Held || x.TTL < out.TTL {
+				out.TTL = x.TTL
+			}
+			if h.Digest == "" || x.Holders[0].Acquired.Before(h.Acquired) {
+				h = x.Holders[0]
+			}
+			if !out.Held {
+				out.Fence = 0 // the holders' nodes say which acquisition this is
+			}
+			out.Fence = max(out.Fence, x.Fence)
+			out.Held = true
+		}
+		out.Holders = append(out.Holders, h)
+	}
+	return out, nil
+}
+
+func (rl *redlock) forceRelease(ctx context.Context, k *keys, msg string) (bool, error) {
+	deleted := make([]bool, len(rl.nodes))
+	errs := make([]error, len(rl.nodes))
+	in := rl.fanFor(ctx, rl.opNodeTimeout(), 0, func(ctx context.Context, i int, n *node) bool {
+		deleted[i], errs[i] = n.forceRelease(ctx, k, msg)
+		return true
+	}, nil)
+	deleted, errs = settle(in, deleted, errs)
+	gone, answered := false, 0
+	for i := range deleted {
+		if errs[i] == nil {
+			answered++
+			gone = gone || deleted[i]
+		}
+	}
+	if answered < rl.quorum {
+		return gone, rl.quorumErr("force release", answered, errs)
+	}
+	return gone, nil
+}
+
+func (rl *redlock) opNodeTimeout() time.Duration {
+	if rl.timeout > 0 {
+		return rl.timeout
+	}
+	return inspectTimeout
+}

@@ -1,0 +1,152 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/lockkit/lockkit/core"
+)
+
+// A max-held holder is released at d (± one renewal interval) while Redis is healthy and renewals
+// succeed; its context's cause is a *MaxHoldError (not a loss); a waiter gets the lock.
+func TestMaxHold_endsHoldWhileRenewalsSucceed(t *testing.T) {
+	_, _, c := setup(t)
+	ctx := context.Background()
+	const ttl, limit = 300 * time.Millisecond, time.Second
+	interval := ttl / 3
+	l, err := c.Acquire(ctx, "mh", ttl, core.WithMaxHold(limit))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	got := make(chan time.Time, 1)
+	go func() {
+		w, err := c.Acquire(ctx, "mh", ttl, core.WithWait(5*time.Second))
+		if err != nil {
+			t.Error(err)
+			close(got)
+			return
+		}
+		got <- time.Now()
+		_ = w.Release(ctx)
+	}()
+	select {
+	case <-l.Context().Done():
+	case <-time.After(limit + 2*time.Second):
+		t.Fatal("the hold did not end")
+	}
+	ended := time.Since(start)
+	if ended < limit-5*time.Millisecond || ended > limit+interval {
+		t.Fatalf("hold ended after %v, want %v (+ at most %v)", ended, limit, interval)
+	}
+	cause := context.Cause(l.Context())
+	var mh *core.MaxHoldError
+	if !errors.As(cause, &mh) || !errors.Is(cause, core.ErrMaxHold) || errors.Is(cause, core.ErrLost) || mh.Limit != limit {
+		t.Fatalf("cause = %v, want a *MaxHoldError with limit %v", cause, limit)
+	}
+	at, ok := <-got
+	if !ok {
+		t.Fatal("waiter did not acquire")
+	}
+	// The lock expires 300ms after a renewal: a waiter that got it before 'limit' would prove that
+	// renewals had stopped (and after, that the release, not the expiry, woke it).
+	if w := at.Sub(start); w < limit-5*time.Millisecond || w > limit+interval+ttl/2 {
+		t.Fatalf("waiter acquired %v after the hold began, want just after %v", w, limit)
+	}
+	if err := l.Release(ctx); !errors.Is(err, core.ErrNotHeld) || !errors.Is(err, core.ErrMaxHold) {
+		t.Fatalf("Release after max hold = %v, want ErrNotHeld and ErrMaxHold", err)
+	}
+}
+
+// The Client default applies unless an acquisition sets its own; WithMaxHold(0) lifts it.
+func TestMaxHold_clientDefaultAndOverride(t *testing.T) {
+	_, _, c := setup(t, core.WithDefaultMaxHold(200*time.Millisecond))
+	ctx := context.Background()
+	limited, err := c.Acquire(ctx, "mh-default", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	free, err := c.Acquire(ctx, "mh-free", time.Second, core.WithMaxHold(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-limited.Context().Done():
+	case <-time.After(2 * time.Second):
+		t.Fatal("the default maximum hold did not end the hold")
+	}
+	if !errors.Is(context.Cause(limited.Context()), core.ErrMaxHold) {
+		t.Fatalf("cause = %v", context.Cause(limited.Context()))
+	}
+	eventually(t, time.Second, "the limited lock to be free", func() bool {
+		l, err := c.TryAcquire(ctx, "mh-default", time.Second, core.WithMaxHold(0))
+		if err == nil {
+			_ = l.Release(ctx)
+		}
+		return err == nil
+	})
+	if err := free.Context().Err(); err != nil {
+		t.Fatalf("WithMaxHold(0) hold ended: %v", context.Cause(free.Context()))
+	}
+	if _, err := free.TTL(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Acquire(ctx, "x", time.Second, core.WithMaxHold(-1)); !errors.Is(err, core.ErrInvalid) {
+		t.Fatalf("negative max hold: %v", err)
+	}
+	if _, err := core.New(nil, core.WithDefaultMaxHold(-1)); !errors.Is(err, core.ErrInvalid) {
+		t.Fatalf("negative default: %v", err)
+	}
+}
+
+// A re-entry through the lock's context shares the outer hold's watchdog entry but keeps its own
+// limit (none here): the outer hold ends at its limit, the inner context with it, and the lock
+// stays held until the inner hold is released too.
+func TestMaxHold_reentrantHoldsEndSeparately(t *testing.T) {
+	_, rdb, c := setup(t)
+	other := newClient(t, rdb)
+	ctx := context.Background()
+	outer, err := c.Acquire(ctx, "mh-re", time.Second, core.WithMaxHold(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, err := c.Acquire(outer.Context(), "mh-re", time.Second)
+	if err != nil || !inner.Reentrant() {
+		t.Fatalf("re-entry: %v", err)
+	}
+	<-outer.Context().Done()
+	<-inner.Context().Done()
+	if !errors.Is(context.Cause(inner.Context()), core.ErrMaxHold) {
+		t.Fatalf("inner cause = %v", context.Cause(inner.Context()))
+	}
+	// Wait until the outer hold's release ran: the inner hold then keeps the lock alone.
+	eventually(t, time.Second, "the outer hold's release", func() bool {
+		n, err := rdb.HGet(ctx, inner.Key(), inner.Token()).Int()
+		return err == nil && n == 1
+	})
+	if _, err := other.TryAcquire(ctx, "mh-re", time.Second); !errors.Is(err, core.ErrNotAcquired) {
+		t.Fatalf("lock free while the inner hold lives: %v", err)
+	}
+	if err := inner.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l, err := other.TryAcquire(ctx, "mh-re", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = l.Release(ctx)
+}
+
+// Do reports the maximum hold, joined with fn's error.
+func TestMaxHold_Do(t *testing.T) {
+	_, _, c := setup(t)
+	err := c.Do(context.Background(), "mh-do", time.Second, func(ctx context.Context) error {
+		<-ctx.Done()
+		return ctx.Err()
+	}, core.WithMaxHold(100*time.Millisecond))
+	if !errors.Is(err, core.ErrMaxHold) || !errors.Is(err, context.Canceled) || errors.Is(err, core.ErrLost) {
+		t.Fatalf("Do = %v, want ErrMaxHold joined with context.Canceled", err)
+	}
+}

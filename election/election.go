@@ -1,0 +1,166 @@
+package election
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lockkit/lockkit/core"
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed proclaim.lua
+var proclaimLua string
+
+// valueField is the lock hash's field that holds the leader's value (a NUL byte first, so it
+// cannot clash with an owner token).
+const valueField = "\x00leader"
+
+// DefaultTTL is the TTL of the leadership lock unless WithTTL sets another.
+const DefaultTTL = 10 * time.Second
+
+// pollEvery bounds how long an observer goes without reading the lock: the safety net for a
+// missed message while its subscription reconnects.
+const pollEvery = time.Second
+
+// Option configures an Election.
+type Option func(*Election)
+
+// WithTTL sets the TTL of the leadership lock (default DefaultTTL): a leader whose process dies
+// or stops is replaced at most this long after it was last renewed, and the watchdog renews it at
+// a third of it.
+func WithTTL(d time.Duration) Option { return func(e *Election) { e.ttl = d } }
+
+// Election is a leader election over one name. It is safe for concurrent use; several processes
+// (or goroutines) campaign on the same name and at most one leads at a time.
+type Election struct {
+	locks   *core.Client
+	rdb     redis.UniversalClient
+	name    string // the lock name: "election:" + the election's name
+	key     string // the lock's Redis key
+	ttl     time.Duration
+	pubCmd  string
+	cluster bool
+	script  *redis.Script
+}
+
+// New returns the election called name. locks takes the leadership lock; rdb must be the go-redis
+// client locks was made with (core.New), through which observers read and subscribe. Nothing is
+// sent to Redis.
+func New(locks *core.Client, rdb redis.UniversalClient, name string, opts ...Option) (*Election, error) {
+	if locks == nil || rdb == nil {
+		return nil, fmt.Errorf("%w: election needs a core.Client and its redis client", core.ErrInvalid)
+	}
+	if name == "" {
+		return nil, fmt.Errorf("%w: election name is empty", core.ErrInvalid)
+	}
+	e := &Election{locks: locks, rdb: rdb, name: "election:" + name, ttl: DefaultTTL, pubCmd: "PUBLISH",
+		script: redis.NewScript(proclaimLua)}
+	for _, o := range opts {
+		o(e)
+	}
+	if e.ttl < 10*time.Millisecond || e.ttl > 24*time.Hour {
+		return nil, fmt.Errorf("%w: election TTL %v outside [10ms, 24h]", core.ErrInvalid, e.ttl)
+	}
+	if _, ok := rdb.(*redis.ClusterClient); ok {
+		e.cluster, e.pubCmd = true, "SPUBLISH"
+	}
+	e.key = locks.Prefix() + "{" + e.name + "}"
+	return e, nil
+}
+
+// Term is one leadership: from a successful Campaign until Resign, or until it is lost.
+type Term struct {
+	l     *core.Lock
+	value string
+}
+
+// Campaign waits until the caller leads (until ctx ends), then records value as the leader's
+// value and announces it to observers. Followers are woken by the leader's release, or try when
+// its lock expires. The returned Term's context is cancelled when leadership ends.
+//
+// Errors are core's: ErrNotAcquired joined with ctx.Err() when ctx ended the wait, ErrUnavailable,
+// ErrClosed; ErrLost if leadership was lost before value could be recorded.
+func (e *Election) Campaign(ctx context.Context, value string) (*Term, error) {
+	l, err := e.locks.Acquire(ctx, e.name, e.ttl)
+	if err != nil {
+		return nil, err
+	}
+	if l.Reentrant() {
+		_ = l.Release(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("%w: campaigning with the context of this election's own term", core.ErrInvalid)
+	}
+	ok, err := e.script.Run(ctx, e.rdb, []string{l.Key()}, l.Token(), value, l.Fence(), e.pubCmd).Int()
+	if err != nil || ok != 1 {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.ttl)
+		rerr := l.Release(rctx)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("%w: election %q: announcing the leader: %w", core.ErrUnavailable, e.name, err)
+		}
+		return nil, errors.Join(core.ErrLost, rerr)
+	}
+	return &Term{l: l, value: value}, nil
+}
+
+// Context is cancelled when the term ends: with cause core.ErrReleased after Resign, or a
+// *core.LostError when leadership was lost, before anyone else could lead. Do the leader's work
+// under it.
+func (t *Term) Context() context.Context { return t.l.Context() }
+
+// Fence is the term's fencing token: larger than that of every earlier term of the election.
+func (t *Term) Fence() int64 { return t.l.Fence() }
+
+// Value is the value the leader campaigned with.
+func (t *Term) Value() string { return t.value }
+
+// Resign gives leadership up: the term's context is cancelled, the value removed, and the next
+// campaigner woken. Errors as core.Lock.Release.
+func (t *Term) Resign(ctx context.Context) error { return t.l.Release(ctx) }
+
+// Leader is a leader as observers see it. The zero Leader means that nobody leads.
+type Leader struct {
+	// Value is the value the leader campaigned with.
+	Value string
+	// Fence is its term's fence.
+	Fence int64
+}
+
+// Leader returns the current leader (the zero Leader when nobody leads). A leader that has taken
+// the lock but not yet recorded its value is reported as no leader.
+func (e *Election) Leader(ctx context.Context) (Leader, error) {
+	ld, _, err := e.read(ctx)
+	return ld, err
+}
+
+// read returns the leader and the lock's remaining TTL.
+func (e *Election) read(ctx context.Context) (Leader, time.Duration, error) {
+	p := e.rdb.Pipeline()
+	hm := p.HMGet(ctx, e.key, valueField, "\x00fence")
+	pt := p.PTTL(ctx, e.key)
+	if _, err := p.Exec(ctx); err != nil {
+		return Leader{}, 0, fmt.Errorf("%w: election %q: %w", core.ErrUnavailable, e.name, err)
+	}
+	vals := hm.Val()
+	v, ok := vals[0].(string)
+	fs, _ := vals[1].(string)
+	f, _ := strconv.ParseInt(fs, 10, 64)
+	if !ok || f == 0 {
+		return Leader{}, 0, nil
+	}
+	return Leader{Value: v, Fence: f}, pt.Val(), nil
+}
+
+// parseAnnounce reads a leader message: "FENCE VALUE".
+func parseAnnounce(payload string) (Leader, bool) {
+	fs, v, ok := strings.Cut(payload, " ")
+	f, err := strconv.ParseInt(fs, 10, 64)
+	if !ok || err != nil {
+		return Leader{}, false
+	}
+	return Leader{Value: v, Fence: f}, true
+}
