@@ -115,6 +115,7 @@ type acquireOptions struct {
 	owner   string
 	fair    bool
 	guard   string
+	ns      string // "@" + namespace (InNamespace), or empty
 }
 
 // WithWait bounds how long Acquire waits (default: until the context ends). When it passes, Acquire
@@ -137,6 +138,12 @@ func Fair() AcquireOption { return func(o *acquireOptions) { o.fair = true } }
 // with Lock.ReleaseSet, which writes it atomically with the release. Not combinable with Fair.
 func WithGuard(key string) AcquireOption { return func(o *acquireOptions) { o.guard = key } }
 
+// MinTTL and MaxTTL bound the TTL of a lock (Acquire, TryAcquire, Do, Lock.Extend).
+const (
+	MinTTL = minTTL
+	MaxTTL = maxTTL
+)
+
 const (
 	minTTL     = 10 * time.Millisecond
 	maxTTL     = 24 * time.Hour
@@ -152,6 +159,8 @@ func validate(name string, ttl time.Duration) error {
 		return invalid("lock name is %d bytes, longer than %d", len(name), maxNameLen)
 	case name[0] == '}':
 		return invalid("lock name must not start with '}' (it would empty the hash tag)")
+	case name[0] == '@':
+		return invalid("lock name must not start with '@' (reserved for namespaces, see InNamespace)")
 	}
 	return validTTL(ttl)
 }
