@@ -224,10 +224,11 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	locktest.Eventually(t, d, what, cond)
 }
 
-// subscribers returns the number of connections subscribed to the release channel of the lock name,
+// subscribers returns the number of connections subscribed to the release channel of the lock name
+// (in grpcmw's namespace),
 // i.e. clients with a waiter on it.
 func subscribers(t *testing.T, rdb *redis.Client, name string) int64 {
-	ch := "lockkit:{" + name + "}:released"
+	ch := "lockkit:{@grpc/" + name + "}:released"
 	m, err := rdb.PubSubNumSub(context.Background(), ch).Result()
 	if err != nil {
 		t.Fatal(err)
@@ -235,11 +236,12 @@ func subscribers(t *testing.T, rdb *redis.Client, name string) int64 {
 	return m[ch]
 }
 
-// holdLock takes name from a separate core.Client, for the length of the test.
+// holdLock takes the business-key lock name (in grpcmw's namespace) from a separate core.Client,
+// for the length of the test.
 func holdLock(t *testing.T, e *env, name string, ttl time.Duration) *core.Lock {
 	t.Helper()
 	c := newClient(t, e.redis.Client(t))
-	l, err := c.Acquire(context.Background(), name, ttl)
+	l, err := c.Acquire(context.Background(), name, ttl, core.InNamespace("grpc"))
 	if err != nil {
 		t.Fatal(err)
 	}
