@@ -75,7 +75,7 @@ func TestIdempotency_panic(t *testing.T) {
 	for _, store := range []bool{false, true} {
 		t.Run(fmt.Sprintf("store=%v", store), func(t *testing.T) {
 			_, locks := setup(t)
-			var opts []httpmw.Option
+			var opts []httpmw.IdempotencyOption
 			if store {
 				opts = append(opts, httpmw.StoreServerErrors())
 			}

@@ -37,11 +37,11 @@ import (
 // whose body is over WithMaxRequestBody (answered 413 before the handler runs when Content-Length
 // says so). Problems are answered as RFC 9457 application/problem+json (see the package
 // documentation). Idempotency panics if locks is nil or an option is invalid.
-func Idempotency(locks *core.Client, opts ...Option) func(http.Handler) http.Handler {
+func Idempotency(locks *core.Client, opts ...IdempotencyOption) func(http.Handler) http.Handler {
 	if locks == nil {
 		panic(invalidOption("Idempotency needs a *core.Client"))
 	}
-	o := buildOptions(0, opts)
+	o := idempotencyOptions(opts)
 	store, err := exactlyonce.New(locks, exactlyonce.Config{
 		Component: "httpmw", Namespace: idemNamespace, RecordPrefix: o.prefix,
 		TTL: o.ttl, Wait: o.wait, Retention: o.retention, FailOpen: o.failOpen, Logger: o.logger,

@@ -34,7 +34,7 @@ func orders(calls *atomic.Int64) http.Handler {
 
 // ordersAPI serves orders behind Idempotency on "POST /orders", "PATCH /orders/{id}" and
 // "GET /orders".
-func ordersAPI(t testing.TB, locks *core.Client, opts ...httpmw.Option) (string, *atomic.Int64) {
+func ordersAPI(t testing.TB, locks *core.Client, opts ...httpmw.IdempotencyOption) (string, *atomic.Int64) {
 	t.Helper()
 	calls := new(atomic.Int64)
 	idem := httpmw.Idempotency(locks, opts...)
@@ -206,7 +206,7 @@ func TestIdempotency_duplicateInFlight(t *testing.T) {
 	for _, wait := range []bool{false, true} {
 		t.Run(fmt.Sprintf("wait=%v", wait), func(t *testing.T) {
 			srv, locks := setup(t)
-			var opts []httpmw.Option
+			var opts []httpmw.IdempotencyOption
 			if wait {
 				opts = append(opts, httpmw.WithWait(10*time.Second))
 			}

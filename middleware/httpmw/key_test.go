@@ -97,7 +97,7 @@ func FuzzParseKey(f *testing.F) {
 }
 
 // testIdempotency returns an idempotency middleware over a client that never connects.
-func testIdempotency(t *testing.T, opts ...Option) *idempotency {
+func testIdempotency(t *testing.T, opts ...IdempotencyOption) *idempotency {
 	t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	t.Cleanup(func() { rdb.Close() })

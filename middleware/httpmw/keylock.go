@@ -44,11 +44,11 @@ func Query(name string) KeyFunc {
 // The handler reaches the lock with core.FromContext(r.Context()), e.g. to pass its fencing token
 // (Lock.Fence) to the storage it writes. Uncontended, a request costs two round trips to Redis.
 // KeyLock panics if locks or key is nil or an option is invalid.
-func KeyLock(locks *core.Client, key KeyFunc, opts ...Option) func(http.Handler) http.Handler {
+func KeyLock(locks *core.Client, key KeyFunc, opts ...KeyLockOption) func(http.Handler) http.Handler {
 	if locks == nil || key == nil {
 		panic(invalidOption("KeyLock needs a *core.Client and a KeyFunc"))
 	}
-	o := buildOptions(defaultLockWait, opts)
+	o := keyLockOptions(opts)
 	return func(next http.Handler) http.Handler {
 		return &keyLock{locks: locks, key: key, next: next, o: &o}
 	}

@@ -19,7 +19,7 @@ import (
 )
 
 // lockedAPI serves h on "PUT /orders/{id}" behind KeyLock on the id, prefixed "order/".
-func lockedAPI(t testing.TB, locks *core.Client, h http.Handler, opts ...httpmw.Option) string {
+func lockedAPI(t testing.TB, locks *core.Client, h http.Handler, opts ...httpmw.KeyLockOption) string {
 	t.Helper()
 	key := func(r *http.Request) (string, error) {
 		if id := r.PathValue("id"); id != "-" {
