@@ -18,6 +18,10 @@
 // without a key runs without a lock. Streaming calls have no request message when
 // the interceptor runs: their key comes from the KeyFunc (with a nil request) or the metadata.
 //
+// Options of both interceptors are of type Option; the options of idempotent replay
+// (WithIdempotency, WithIdempotencyScope, WithStoredErrors, WithMaxBody) are UnaryOption, which
+// StreamServerInterceptor does not accept.
+//
 // WithMethods limits the interceptor to some methods. The interceptors are plain
 // grpc.UnaryServerInterceptor and grpc.StreamServerInterceptor values, so go-grpc-middleware's
 // selector.UnaryServerInterceptor and selector.StreamServerInterceptor can wrap them for any other

@@ -25,11 +25,7 @@ type interceptor struct {
 	store *exactlyonce.Store // WithIdempotency
 }
 
-func newInterceptor(locks *core.Client, opts []Option) *interceptor {
-	if locks == nil {
-		panic(invalidOption("nil *core.Client"))
-	}
-	o := newOptions(opts)
+func newInterceptor(locks *core.Client, o *options) *interceptor {
 	ic := &interceptor{locks: locks, o: o}
 	if o.idem {
 		s, err := exactlyonce.New(locks, exactlyonce.Config{Component: "grpcmw", Namespace: idemNamespace,
@@ -51,8 +47,11 @@ func newInterceptor(locks *core.Client, opts []Option) *interceptor {
 //
 // The lock is released when the handler returns (or panics). It panics if locks is nil or an
 // option is invalid.
-func UnaryServerInterceptor(locks *core.Client, opts ...Option) grpc.UnaryServerInterceptor {
-	ic := newInterceptor(locks, opts)
+func UnaryServerInterceptor(locks *core.Client, opts ...UnaryOption) grpc.UnaryServerInterceptor {
+	if locks == nil {
+		panic(invalidOption("nil *core.Client"))
+	}
+	ic := newInterceptor(locks, unaryOptions(opts))
 	o := ic.o
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		if !o.match(info.FullMethod) {
@@ -90,7 +89,10 @@ func UnaryServerInterceptor(locks *core.Client, opts ...Option) grpc.UnaryServer
 // The lock is released when the handler returns (or panics). It panics if locks is nil or an
 // option is invalid.
 func StreamServerInterceptor(locks *core.Client, opts ...Option) grpc.StreamServerInterceptor {
-	ic := newInterceptor(locks, opts)
+	if locks == nil {
+		panic(invalidOption("nil *core.Client"))
+	}
+	ic := newInterceptor(locks, streamOptions(opts))
 	o := ic.o
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
 		if !o.match(info.FullMethod) {

@@ -109,7 +109,7 @@ type env struct {
 }
 
 // setup starts Redis and n replicas serving svc with the interceptors configured by opts.
-func setup(t *testing.T, svc *service, n int, opts ...grpcmw.Option) *env {
+func setup(t *testing.T, svc *service, n int, opts ...grpcmw.UnaryOption) *env {
 	t.Helper()
 	srv := redistest.Start(t)
 	e := &env{redis: srv, rdb: srv.Client(t)}
@@ -120,13 +120,19 @@ func setup(t *testing.T, svc *service, n int, opts ...grpcmw.Option) *env {
 }
 
 // startReplica starts a gRPC server on 127.0.0.1:0 with a fresh core.Client; all are stopped when
-// the test ends.
-func startReplica(t *testing.T, srv *redistest.Server, svc *service, coreOpts []core.Option, opts ...grpcmw.Option) *replica {
+// the test ends. The stream interceptor gets the options that apply to it.
+func startReplica(t *testing.T, srv *redistest.Server, svc *service, coreOpts []core.Option, opts ...grpcmw.UnaryOption) *replica {
 	t.Helper()
 	locks := newClient(t, srv.Client(t), coreOpts...)
+	var streamOpts []grpcmw.Option
+	for _, o := range opts {
+		if so, ok := o.(grpcmw.Option); ok {
+			streamOpts = append(streamOpts, so)
+		}
+	}
 	gs := grpc.NewServer(
 		grpc.ChainUnaryInterceptor(recovery, grpcmw.UnaryServerInterceptor(locks, opts...)),
-		grpc.ChainStreamInterceptor(grpcmw.StreamServerInterceptor(locks, opts...)),
+		grpc.ChainStreamInterceptor(grpcmw.StreamServerInterceptor(locks, streamOpts...)),
 	)
 	gs.RegisterService(&serviceDesc, svc)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")

@@ -45,9 +45,27 @@ const (
 var retryCodes = []codes.Code{codes.Canceled, codes.Unknown, codes.DeadlineExceeded, codes.ResourceExhausted,
 	codes.Aborted, codes.Internal, codes.Unavailable}
 
-// Option configures UnaryServerInterceptor and StreamServerInterceptor. The constructors panic on
-// an invalid option (an error matching core.ErrInvalid): options are fixed at start-up.
-type Option func(*options)
+// Option configures both UnaryServerInterceptor and StreamServerInterceptor. The constructors
+// panic on an invalid option (an error matching core.ErrInvalid): options are fixed at start-up.
+type Option interface {
+	UnaryOption
+	applyStream(*options)
+}
+
+// UnaryOption configures UnaryServerInterceptor: every Option, and the options of idempotent
+// replay (WithIdempotency, WithIdempotencyScope, WithStoredErrors, WithMaxBody), which streams do
+// not have.
+type UnaryOption interface{ applyUnary(*options) }
+
+// bothOption and unaryOption are the options of both interceptors and of the unary one.
+type (
+	bothOption  func(*options)
+	unaryOption func(*options)
+)
+
+func (f bothOption) applyUnary(o *options)  { f(o) }
+func (f bothOption) applyStream(o *options) { f(o) }
+func (f unaryOption) applyUnary(o *options) { f(o) }
 
 type options struct {
 	ttl       time.Duration
@@ -65,12 +83,29 @@ type options struct {
 	logger    *slog.Logger
 }
 
-func newOptions(opts []Option) *options {
-	o := &options{ttl: defaultTTL, code: codes.Aborted, retention: defaultRetention, maxBody: defaultMaxBody,
+func defaultOptions() *options {
+	return &options{ttl: defaultTTL, code: codes.Aborted, retention: defaultRetention, maxBody: defaultMaxBody,
 		namespace: keyNamespace}
+}
+
+func unaryOptions(opts []UnaryOption) *options {
+	o := defaultOptions()
 	for _, f := range opts {
-		f(o)
+		f.applyUnary(o)
 	}
+	return o.checked()
+}
+
+func streamOptions(opts []Option) *options {
+	o := defaultOptions()
+	for _, f := range opts {
+		f.applyStream(o)
+	}
+	return o.checked()
+}
+
+// checked validates o, panicking on an invalid option.
+func (o *options) checked() *options {
 	if err := o.validate(); err != nil {
 		panic(err)
 	}
@@ -113,56 +148,56 @@ func (o *options) validate() error {
 // WithTTL sets the TTL of the locks (default 10s, allowed 10ms to 24h). The core watchdog renews a
 // held lock while the handler runs, so the TTL only bounds how long a crashed replica blocks the key.
 func WithTTL(d time.Duration) Option {
-	return func(o *options) { o.ttl = d }
+	return bothOption(func(o *options) { o.ttl = d })
 }
 
 // WithWait makes a call wait up to d for a lock held by another call before failing (default 0:
 // fail at once). The call's deadline bounds the wait too.
 func WithWait(d time.Duration) Option {
-	return func(o *options) { o.wait = d }
+	return bothOption(func(o *options) { o.wait = d })
 }
 
 // WithContendedCode sets the status code of a call that did not get its lock because another call
 // holds it (default codes.Aborted). The status carries an errdetails.RetryInfo.
 func WithContendedCode(c codes.Code) Option {
-	return func(o *options) { o.code = c }
+	return bothOption(func(o *options) { o.code = c })
 }
 
 // WithNamespace sets the core namespace of the business-key locks (default "grpc": the lock of key
 // K is "@grpc/K", see core.InNamespace). A key taken from a request can never leave the
 // namespace; give two components the same namespace (httpmw.WithNamespace, ...) only to make them
 // exclude each other on purpose. 1 to 64 of a-z, 0-9 and '-'.
-func WithNamespace(ns string) Option { return func(o *options) { o.namespace = ns } }
+func WithNamespace(ns string) Option { return bothOption(func(o *options) { o.namespace = ns }) }
 
 // WithLogger sets a logger for what the interceptors do not tell the caller: Redis errors behind
 // a codes.Unavailable, a lost lock, a failed release, a response not stored. Remote callers get
 // generic status messages; the details, which may name keys and Redis nodes, go here. Default: no
 // logging.
-func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+func WithLogger(l *slog.Logger) Option { return bothOption(func(o *options) { o.logger = l }) }
 
 // WithMaxBody sets the largest response, in marshalled bytes, that WithIdempotency stores (default
 // 1 MiB). A larger response is still returned, not stored (the key is released, so a retry runs
 // the handler again) and logged.
-func WithMaxBody(n int) Option { return func(o *options) { o.maxBody = n } }
+func WithMaxBody(n int) UnaryOption { return unaryOption(func(o *options) { o.maxBody = n }) }
 
 // WithKeyFunc sets a function that returns the business key of a call. It is asked when the request
 // does not implement Keyer or returns an empty key.
 func WithKeyFunc(f KeyFunc) Option {
-	return func(o *options) { o.keyFunc = f }
+	return bothOption(func(o *options) { o.keyFunc = f })
 }
 
 // WithMetadataKey reads the business key from the named request metadata (header), as the last
 // source after Keyer and WithKeyFunc. A call that sends the header twice fails with
 // codes.InvalidArgument.
 func WithMetadataKey(name string) Option {
-	return func(o *options) { o.mdKey = strings.ToLower(name) }
+	return bothOption(func(o *options) { o.mdKey = strings.ToLower(name) })
 }
 
 // WithMethods restricts the interceptor to the given methods: full method names such as
 // "/bank.Accounts/Withdraw", or a service prefix ending in a slash such as "/bank.Accounts/". Other
 // calls pass through. For richer rules, wrap the interceptor in go-grpc-middleware's selector.
 func WithMethods(fullMethods ...string) Option {
-	return func(o *options) { o.methods = append(o.methods, fullMethods...) }
+	return bothOption(func(o *options) { o.methods = append(o.methods, fullMethods...) })
 }
 
 // WithIdempotency turns on idempotent replay for unary calls that send the IdempotencyKeyHeader
@@ -174,11 +209,11 @@ func WithMethods(fullMethods ...string) Option {
 // WithStoredErrors), so a failed call can be retried with the same key; nor are responses over
 // WithMaxBody. Requests and responses must be protobuf messages; the response type must be in
 // protoregistry.GlobalTypes (generated code registers itself).
-func WithIdempotency(retention time.Duration) Option {
-	return func(o *options) {
+func WithIdempotency(retention time.Duration) UnaryOption {
+	return unaryOption(func(o *options) {
 		o.idem = true
 		o.retention = retention
-	}
+	})
 }
 
 // WithIdempotencyScope scopes idempotency keys by the caller's principal instead of the
@@ -191,8 +226,8 @@ func WithIdempotency(retention time.Duration) Option {
 // raw credential: a bearer token changes when the client refreshes it, so a retry sent after a
 // refresh lands in another scope and runs the handler again, which is what the default does. An
 // error fails the call, with its own status or codes.InvalidArgument.
-func WithIdempotencyScope(f ScopeFunc) Option {
-	return func(o *options) { o.scope = f }
+func WithIdempotencyScope(f ScopeFunc) UnaryOption {
+	return unaryOption(func(o *options) { o.scope = f })
 }
 
 // WithStoredErrors makes WithIdempotency store and replay errors with the given status codes too,
@@ -200,8 +235,8 @@ func WithIdempotencyScope(f ScopeFunc) Option {
 // codes.FailedPrecondition). The codes that ask for a retry (Canceled, Unknown,
 // DeadlineExceeded, ResourceExhausted, Aborted, Internal, Unavailable) are never stored: giving
 // one here is an invalid option.
-func WithStoredErrors(c ...codes.Code) Option {
-	return func(o *options) { o.stored = append(o.stored, c...) }
+func WithStoredErrors(c ...codes.Code) UnaryOption {
+	return unaryOption(func(o *options) { o.stored = append(o.stored, c...) })
 }
 
 // match reports whether the interceptor applies to fullMethod.

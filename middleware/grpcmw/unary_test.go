@@ -112,11 +112,11 @@ func TestUnary_contended_failsFastWithRetryInfo(t *testing.T) {
 	}}
 	for _, tc := range []struct {
 		name string
-		opts []grpcmw.Option
+		opts []grpcmw.UnaryOption
 		code codes.Code
 	}{
 		{"default", nil, codes.Aborted},
-		{"custom code", []grpcmw.Option{grpcmw.WithContendedCode(codes.ResourceExhausted)}, codes.ResourceExhausted},
+		{"custom code", []grpcmw.UnaryOption{grpcmw.WithContendedCode(codes.ResourceExhausted)}, codes.ResourceExhausted},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := setup(t, svc, 1, tc.opts...)
