@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/exactlyonce"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -97,7 +98,7 @@ func FuzzParseKey(f *testing.F) {
 }
 
 // testIdempotency returns an idempotency middleware over a client that never connects.
-func testIdempotency(t *testing.T, opts ...IdempotencyOption) *idempotency {
+func testIdempotency(t testing.TB, opts ...IdempotencyOption) *idempotency {
 	t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	t.Cleanup(func() { rdb.Close() })
@@ -177,4 +178,49 @@ func TestNames_scopeAndHashing(t *testing.T) {
 	if p.scope(a, "k") == p.scope(c, "k") || p.scope(a, "k") == p.scope(d, "k") {
 		t.Error("a principal scope replaced the method, or ignored the principal")
 	}
+}
+
+// FuzzScope feeds hostile routes, credentials and keys to the scope of Idempotency: every name stays
+// in the "http-idem" namespace, and moving bytes between the route, the credentials and the key, or
+// changing any of them, never gives another request's name.
+func FuzzScope(f *testing.F) {
+	f.Add("POST /orders/{id}", "Bearer a", "session=x", "k")
+	f.Add("POST /orders", "/{id}", "", "k")
+	f.Add("", "", "", "@cron/billing")
+	f.Add("POST /x", "Bearer a\x00", "\x00", "cron%2Fbilling")
+	f.Add("}", "{", "@http/", "../@grpc-idem/x")
+	m := testIdempotency(f)
+	f.Fuzz(func(t *testing.T, route, auth, cookie, key string) {
+		req := func(route, auth, cookie string) *http.Request {
+			r := httptest.NewRequest("POST", "/", nil)
+			r.Pattern = route
+			if auth != "" {
+				r.Header.Set("Authorization", auth)
+			}
+			if cookie != "" {
+				r.Header.Set("Cookie", cookie)
+			}
+			return r
+		}
+		k := m.scope(req(route, auth, cookie), key)
+		if !strings.HasPrefix(k.Lock(), "@http-idem/") || len(k.Lock()) != len("@http-idem/")+64 ||
+			k.Record() != "lockkit:idem:{"+k.Lock()+"}" {
+			t.Fatalf("lock %q record %q", k.Lock(), k.Record())
+		}
+		others := []exactlyonce.Key{
+			m.scope(req(route+key, auth, cookie), ""),
+			m.scope(req(route, auth+cookie, ""), key),
+			m.scope(req(route, auth, cookie+key), ""),
+			m.scope(req(route+"x", auth, cookie), key),
+			m.scope(req(route, auth, cookie), key+"x"),
+			m.scope(req(route, cookie, auth), key),
+		}
+		for i, o := range others {
+			same := (i == 0 && key == "") || (i == 1 && cookie == "") || (i == 2 && key == "") ||
+				(i == 5 && auth == cookie)
+			if !same && o == k {
+				t.Fatalf("variant %d collides with route %q auth %q cookie %q key %q", i, route, auth, cookie, key)
+			}
+		}
+	})
 }
