@@ -41,7 +41,6 @@ const maxJobName = 1000
 // one per process with New, register jobs with Add (or wrap them with Wrap) and call Stop when the
 // cron stops. It is safe for concurrent use.
 type Locker struct {
-	c      *core.Client
 	store  *exactlyonce.Store
 	opt    options
 	base   context.Context // parent of every job's context; cancelled by Stop
@@ -69,7 +68,7 @@ func New(c *core.Client, opts ...Option) (*Locker, error) {
 		return nil, invalid(err)
 	}
 	base, cancel := context.WithCancelCause(context.Background())
-	return &Locker{c: c, store: store, opt: o, base: base, cancel: cancel}, nil
+	return &Locker{store: store, opt: o, base: base, cancel: cancel}, nil
 }
 
 // invalid makes err, which matches core.ErrInvalid, match ErrInvalid too.
