@@ -166,7 +166,7 @@ func (m *idempotency) run(w http.ResponseWriter, r *http.Request, run *exactlyon
 			if m.o.storeErrors {
 				m.save(ctx, run, rw, body, true)
 			} else {
-				_ = run.Release(ctx, "")
+				_ = run.Release(ctx, "handler panicked")
 			}
 		}
 	}()
