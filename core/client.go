@@ -148,7 +148,8 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 		}
 		ao = *p
 	}
-	if err := validate(name, ttl); err != nil {
+	name, err := ao.qualify(name, ttl)
+	if err != nil {
 		return nil, err
 	}
 	if len(ao.owner) > maxToken || strings.IndexByte(ao.owner, 0) >= 0 || ao.maxWait < 0 || ao.maxHold < 0 {

@@ -35,7 +35,7 @@ func (s *scriptCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redi
 // validAcquire says whether core documents these arguments as valid.
 func validAcquire(name string, ttl time.Duration, owner, guard string, wait time.Duration) bool {
 	switch {
-	case name == "" || len(name) > 1024 || name[0] == '}':
+	case name == "" || len(name) > 1024 || name[0] == '}' || name[0] == '@':
 		return false
 	case ttl < 10*time.Millisecond || ttl > 24*time.Hour:
 		return false

@@ -132,7 +132,8 @@ type acquireOptions struct {
 	fair    bool
 	guard   string
 	maxHold time.Duration
-	limited bool // WithMaxHold was given (maxHold 0: no limit, whatever the Client's default)
+	limited bool   // WithMaxHold was given (maxHold 0: no limit, whatever the Client's default)
+	ns      string // "@" + namespace (InNamespace), or empty
 }
 
 // WithWait bounds how long Acquire waits (default: until the context ends). When it passes, Acquire
@@ -173,6 +174,12 @@ func WithMaxHold(d time.Duration) AcquireOption {
 	return func(o *acquireOptions) { o.maxHold, o.limited = d, true }
 }
 
+// MinTTL and MaxTTL bound the TTL of a lock (Acquire, TryAcquire, Do, Lock.Extend).
+const (
+	MinTTL = minTTL
+	MaxTTL = maxTTL
+)
+
 const (
 	minTTL     = 10 * time.Millisecond
 	maxTTL     = 24 * time.Hour
@@ -188,6 +195,8 @@ func validate(name string, ttl time.Duration) error {
 		return invalid("lock name is %d bytes, longer than %d", len(name), maxNameLen)
 	case name[0] == '}':
 		return invalid("lock name must not start with '}' (it would empty the hash tag)")
+	case name[0] == '@':
+		return invalid("lock name must not start with '@' (reserved for namespaces, see InNamespace)")
 	}
 	return validTTL(ttl)
 }

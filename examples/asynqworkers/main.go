@@ -189,7 +189,7 @@ func (r *recorder) handle(ctx context.Context, _ *asynq.Task) error {
 	end := time.Now()
 	id, _ := asynq.GetTaskID(ctx)
 	retried, _ := asynq.GetRetryCount(ctx)
-	key := strings.TrimPrefix(l.Name(), asynqlock.NamePrefix)
+	key := strings.TrimPrefix(l.Name(), "@asynq/")
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	fmt.Fprintf(r.out, "key=%s task=%s start=%d end=%d fence=%d\n", key, id, start.UnixNano(), end.UnixNano(), l.Fence())

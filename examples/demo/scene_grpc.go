@@ -18,9 +18,9 @@ import (
 )
 
 // sceneGRPC: two replicas of an accounts service (real gRPC servers on loopback ports) with
-// grpcmw's interceptor, which locks "account/ID" around each Debit call. Six concurrent calls for
-// one account, spread over both replicas, run one at a time; a call for another account does not
-// wait behind them.
+// grpcmw's interceptor, which locks "account/ID" (in its namespace: "@grpc/account/ID") around
+// each Debit call. Six concurrent calls for one account, spread over both replicas, run one at a
+// time; a call for another account does not wait behind them.
 func sceneGRPC(ctx context.Context, s *scene) error {
 	const (
 		work  = 120 * time.Millisecond // how long a Debit call works under the lock
@@ -86,7 +86,7 @@ func sceneGRPC(ctx context.Context, s *scene) error {
 	runs := led.snapshot()
 	var a, b []interval
 	for _, r := range runs {
-		if r.key == "account/B" {
+		if r.key == core.Namespaced("grpc", "account/B") { // grpcmw locks in its namespace
 			b = append(b, r)
 		} else {
 			a = append(a, r)

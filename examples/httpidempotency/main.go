@@ -64,7 +64,10 @@ func run(ctx context.Context, addr, redisAddr string, delay time.Duration) error
 	}()
 
 	s := &store{orders: map[string]order{}, delay: delay}
-	idem := httpmw.Idempotency(locks, httpmw.RequireKey(), httpmw.WithLogger(log))
+	// The middleware hashes the whole request body into the request's fingerprint, so it bounds what
+	// it reads itself: set the limit to what the route accepts (the handler reads at most 64 KiB),
+	// and a larger body gets 413 before the handler runs.
+	idem := httpmw.Idempotency(locks, httpmw.RequireKey(), httpmw.WithMaxRequestBody(1<<16), httpmw.WithLogger(log))
 	mux := http.NewServeMux()
 	mux.Handle("POST /orders", idem(http.HandlerFunc(s.create)))
 	mux.HandleFunc("GET /orders/{id}", s.get)

@@ -6,23 +6,25 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/hibiken/asynq"
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/adapter"
 )
 
-// NamePrefix is put in front of every task key to form the lock name, so that task locks do not
-// collide with other locks on the same core.Client. The lock of key "42" is named "asynq:42", and
-// its Redis key is "lockkit:{asynq:42}" with core's default prefix.
-const NamePrefix = "asynq:"
+// NamePrefix starts the name of every task lock in the default namespace: the lock of key "42"
+// is "@asynq/42" (core.Lock.Name), Redis key "lockkit:{@asynq/42}" with core's default prefix.
+//
+// Deprecated: task locks live in a core namespace (WithNamespace, default "asynq"); take one
+// directly with core.InNamespace("asynq"), name it with core.Namespaced("asynq", key).
+const NamePrefix = "@" + defaultNamespace + "/"
 
 const (
-	defaultMinTTL = time.Second
-	defaultMaxTTL = 10 * time.Second
-	// The smallest and largest TTL core accepts.
-	minTTL = 10 * time.Millisecond
-	maxTTL = 24 * time.Hour
+	defaultMinTTL    = time.Second
+	defaultMaxTTL    = 10 * time.Second
+	defaultNamespace = "asynq"
 )
 
 // Option configures Middleware.
@@ -32,13 +34,17 @@ type options struct {
 	key            KeyFunc
 	minTTL, maxTTL time.Duration
 	wait           time.Duration
+	namespace      string
+	logger         *slog.Logger
 }
 
 // WithKey sets how a task's key is found (default ByType: tasks of one type run one at a time).
 // Tasks whose key is empty run without a lock.
 func WithKey(f KeyFunc) Option { return func(o *options) { o.key = f } }
 
-// WithTTL sets the floor and the cap of the lock's TTL (defaults 1s and 10s; allowed 10ms to 24h).
+// WithTTL sets the floor and the cap of the lock's TTL (defaults 1s and 10s; allowed core.MinTTL
+// to core.MaxTTL; WithTTL(d, d) fixes it at d). It takes two bounds, unlike the WithTTL of the
+// other adapters, because the TTL follows each task's deadline.
 // The TTL is the time left until the task's deadline (the handler context's deadline), kept within
 // [floor, cap]. The watchdog renews the lock at a third of its TTL while the handler runs, so the TTL
 // only matters when a worker dies: its keys stay locked for at most the TTL. It is also the holder's
@@ -53,12 +59,23 @@ func WithTTL(floor, cap time.Duration) Option {
 // occupies one of the server's workers; it is woken as soon as the holder releases the key.
 func WithWait(d time.Duration) Option { return func(o *options) { o.wait = d } }
 
+// WithNamespace sets the core namespace of the task locks (default "asynq": the lock of key K is
+// "@asynq/K", see core.InNamespace). A key taken from a task's payload or headers can never leave
+// the namespace; give another component the same namespace only to make it exclude tasks on
+// purpose. 1 to 64 of a-z, 0-9 and '-'.
+func WithNamespace(ns string) Option { return func(o *options) { o.namespace = ns } }
+
+// WithLogger sets a logger for what the middleware does not report in the task's error: a failed
+// release (the lock then expires after its TTL). Default: no logging.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
 // Middleware returns asynq middleware that runs every task under a lock on its key, so that tasks
 // with the same key never run at once, whichever server and worker they run on. There is one holder
 // per key (core has no counting semaphore yet).
 //
-// For each task it finds the key (WithKey) and takes the lock "asynq:"+key for a TTL that follows
-// the task's deadline (WithTTL). The handler runs with the lock's context: it carries the lock
+// For each task it finds the key (WithKey) and takes the lock on it, in the namespace "asynq"
+// (WithNamespace; the lock is "@asynq/"+key), for a TTL that follows the task's deadline
+// (WithTTL). The handler runs with the lock's context: it carries the lock
 // (core.FromContext gives its fencing token) and is cancelled if the lock is lost. The lock is
 // released when the handler returns, also when it panics.
 //
@@ -77,7 +94,7 @@ func WithWait(d time.Duration) Option { return func(o *options) { o.wait = d } }
 //
 // It returns an error matching core.ErrInvalid if c is nil or an option is out of range.
 func Middleware(c *core.Client, opts ...Option) (asynq.MiddlewareFunc, error) {
-	o := options{key: ByType(), minTTL: defaultMinTTL, maxTTL: defaultMaxTTL}
+	o := options{key: ByType(), minTTL: defaultMinTTL, maxTTL: defaultMaxTTL, namespace: defaultNamespace}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -85,11 +102,15 @@ func Middleware(c *core.Client, opts ...Option) (asynq.MiddlewareFunc, error) {
 	case c == nil:
 		return nil, invalid("core client is nil")
 	case o.key == nil:
-		return nil, invalid("key func is nil")
-	case o.minTTL < minTTL || o.maxTTL > maxTTL || o.minTTL > o.maxTTL:
-		return nil, invalid("TTL floor %v and cap %v must satisfy %v <= floor <= cap <= %v", o.minTTL, o.maxTTL, minTTL, maxTTL)
-	case o.wait < 0:
-		return nil, invalid("negative wait %v", o.wait)
+		return nil, invalid("WithKey(nil)")
+	case o.minTTL < core.MinTTL || o.maxTTL > core.MaxTTL || o.minTTL > o.maxTTL:
+		return nil, invalid("WithTTL(%v, %v) must satisfy %v <= floor <= cap <= %v", o.minTTL, o.maxTTL, core.MinTTL, core.MaxTTL)
+	}
+	if err := adapter.CheckWait("asynqlock", o.wait); err != nil {
+		return nil, err
+	}
+	if err := adapter.CheckNamespace("asynqlock", o.namespace); err != nil {
+		return nil, err
 	}
 	m := &middleware{c: c, o: o}
 	return func(next asynq.Handler) asynq.Handler {
@@ -99,9 +120,7 @@ func Middleware(c *core.Client, opts ...Option) (asynq.MiddlewareFunc, error) {
 	}, nil
 }
 
-func invalid(format string, args ...any) error {
-	return fmt.Errorf("lockkit: asynqlock: "+format+": %w", append(args, core.ErrInvalid)...)
-}
+func invalid(format string, args ...any) error { return adapter.Invalid("asynqlock", format, args...) }
 
 type middleware struct {
 	c *core.Client
@@ -123,20 +142,21 @@ func (m *middleware) process(ctx context.Context, t *asynq.Task, next asynq.Hand
 	lctx := l.Context()
 	defer func() {
 		// A context that ended before we released means the lock was lost (or the client closed).
-		ended := context.Cause(lctx)
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ttl)
-		rerr := l.Release(rctx)
-		cancel()
+		lost := adapter.Lost(lctx)
+		rerr := adapter.Release(ctx, l, ttl)
 		switch {
-		case errors.Is(ended, core.ErrLost) || errors.Is(ended, core.ErrClosed):
-			err = errors.Join(ended, err)
+		case lost != nil:
+			err = errors.Join(lost, err)
 		case errors.Is(rerr, core.ErrLost):
 			err = errors.Join(rerr, err)
 		case errors.Is(rerr, core.ErrNotHeld): // the release found the lock in other hands
 			err = errors.Join(&core.LostError{Name: l.Name(), Reason: "not_owner"}, rerr, err)
+		case rerr != nil && m.o.logger != nil:
+			// Redis unreachable: the lock expires within its TTL; the task itself is done and is
+			// not failed for it.
+			m.o.logger.LogAttrs(context.WithoutCancel(ctx), slog.LevelWarn, "lockkit: asynqlock: release failed",
+				slog.String("task", t.Type()), slog.Any("error", rerr))
 		}
-		// Any other release error (Redis unreachable) leaves the lock to expire within its TTL; the
-		// task itself is done and is not failed for it.
 	}()
 	return next.ProcessTask(lctx, t)
 }
@@ -152,18 +172,14 @@ func (m *middleware) acquire(ctx context.Context, key string) (*core.Lock, time.
 	if tok, ok := ownerToken(ctx); ok {
 		opts = append(opts, core.WithOwner(tok))
 	}
-	name := NamePrefix + key
 	var (
 		l   *core.Lock
 		err error
 	)
-	switch {
-	case lastAttempt(ctx):
-		l, err = m.c.Acquire(ctx, name, ttl, opts...) // until the task's deadline
-	case m.o.wait > 0:
-		l, err = m.c.Acquire(ctx, name, ttl, append(opts, core.WithWait(m.o.wait))...)
-	default:
-		l, err = m.c.TryAcquire(ctx, name, ttl, opts...)
+	if lastAttempt(ctx) {
+		l, err = m.c.Acquire(ctx, key, ttl, append(opts, core.InNamespace(m.o.namespace))...) // until the task's deadline
+	} else {
+		l, err = adapter.Acquire(ctx, m.c, m.o.namespace, key, ttl, m.o.wait, opts...)
 	}
 	if err == nil {
 		return l, ttl, nil
@@ -172,7 +188,7 @@ func (m *middleware) acquire(ctx context.Context, key string) (*core.Lock, time.
 	if errors.As(err, &na) {
 		return nil, 0, &KeyBusyError{Key: key, RetryAfter: na.RetryAfter, err: err}
 	}
-	return nil, 0, fmt.Errorf("lockkit: asynqlock: lock %q: %w", name, err)
+	return nil, 0, fmt.Errorf("lockkit: asynqlock: task lock: %w", err)
 }
 
 // lastAttempt reports whether asynq would archive the task on any error.

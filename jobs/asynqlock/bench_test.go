@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/lockkit/lockkit/core"
 	"github.com/lockkit/lockkit/jobs/asynqlock"
 )
 
@@ -29,7 +30,7 @@ func BenchmarkMiddleware_uncontended(b *testing.B) {
 func BenchmarkMiddleware_busy(b *testing.B) {
 	_, c := setup(b)
 	ctx := context.Background()
-	held, err := c.Acquire(ctx, asynqlock.NamePrefix+"invoice", 10*time.Second)
+	held, err := c.Acquire(ctx, "invoice", 10*time.Second, core.InNamespace("asynq"))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -19,7 +19,7 @@ func busyServer(t *testing.T, cfg asynq.Config, maxRetry int) (held *core.Lock, 
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	other := newLocks(t, srv.Client(t))
-	held, err := other.Acquire(context.Background(), asynqlock.NamePrefix+"work", 300*time.Millisecond)
+	held, err := other.Acquire(context.Background(), "work", 300*time.Millisecond, core.InNamespace("asynq"))
 	if err != nil {
 		t.Fatal(err)
 	}

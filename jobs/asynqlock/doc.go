@@ -17,7 +17,8 @@
 // How it behaves:
 //
 //   - The key comes from a KeyFunc: ByType, ByHeader, ByJSONField or your own. Tasks with an empty
-//     key run without a lock. The lock is named NamePrefix+key.
+//     key run without a lock. The lock is the key in the core namespace "asynq" ("@asynq/"+key,
+//     see WithNamespace), which no other component's input can reach.
 //   - The lock's TTL is the time left until the task's deadline, kept between a floor and a cap
 //     (WithTTL, default 1s and 10s). core's watchdog renews it while the handler runs, and the
 //     handler runs with the lock's context, which is cancelled if the lock is lost. A task whose lock

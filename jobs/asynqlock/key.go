@@ -11,7 +11,9 @@ import (
 
 // KeyFunc returns the key of a task: tasks with the same key never run at once. An empty key means
 // the task needs no lock. An error fails the task (wrap asynq.SkipRetry in it if retrying cannot
-// help). The lock is named NamePrefix+key; a key may hold up to 1018 bytes.
+// help). The lock is the key in the middleware's core namespace ("@asynq/" + key by default, see
+// WithNamespace), so a key taken from a payload cannot name another component's lock; a key may
+// hold up to 1024 bytes.
 type KeyFunc func(ctx context.Context, t *asynq.Task) (string, error)
 
 // ByType keys tasks by their type name: tasks of one type run one at a time.

@@ -3,6 +3,7 @@ package asynqlock_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,6 +40,7 @@ func TestMiddleware_invalidOptions(t *testing.T) {
 		"cap too large":   {c, []asynqlock.Option{asynqlock.WithTTL(time.Second, 25*time.Hour)}},
 		"floor over cap":  {c, []asynqlock.Option{asynqlock.WithTTL(2*time.Second, time.Second)}},
 		"negative wait":   {c, []asynqlock.Option{asynqlock.WithWait(-time.Second)}},
+		"bad namespace":   {c, []asynqlock.Option{asynqlock.WithNamespace("Cron/")}},
 	} {
 		if mw, err := asynqlock.Middleware(tc.c, tc.opts...); !errors.Is(err, core.ErrInvalid) || mw != nil {
 			t.Errorf("%s: err = %v, want core.ErrInvalid", name, err)
@@ -97,7 +99,7 @@ func TestMiddleware_ttlFollowsDeadline(t *testing.T) {
 func TestMiddleware_busy_tryOnce(t *testing.T) {
 	_, c := setup(t)
 	ctx := context.Background()
-	held, err := c.Acquire(ctx, asynqlock.NamePrefix+"work", 2*time.Second)
+	held, err := c.Acquire(ctx, "work", 2*time.Second, core.InNamespace("asynq"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +121,7 @@ func TestMiddleware_busy_tryOnce(t *testing.T) {
 func TestMiddleware_withWait(t *testing.T) {
 	rdb, c := setup(t)
 	ctx := context.Background()
-	held, err := c.Acquire(ctx, asynqlock.NamePrefix+"work", 2*time.Second)
+	held, err := c.Acquire(ctx, "work", 2*time.Second, core.InNamespace("asynq"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +144,7 @@ func TestMiddleware_withWait(t *testing.T) {
 	}, asynqlock.WithWait(10*time.Second))
 	go func() { done <- h.ProcessTask(ctx, asynq.NewTask("work", nil)) }()
 	eventually(t, 5*time.Second, "the task to wait", func() bool {
-		ch := "lockkit:{asynq:work}:released"
+		ch := "lockkit:{@asynq/work}:released"
 		return rdb.PubSubNumSub(ctx, ch).Val()[ch] == 1
 	})
 	if err := held.Release(ctx); err != nil {
@@ -173,7 +175,7 @@ func TestMiddleware_handlerError_andPanic_releaseTheLock(t *testing.T) {
 		}()
 		_ = h.ProcessTask(ctx, asynq.NewTask("work", nil))
 	}()
-	if n := rdb.Exists(ctx, "lockkit:{asynq:work}").Val(); n != 0 {
+	if n := rdb.Exists(ctx, "lockkit:{@asynq/work}").Val(); n != 0 {
 		t.Fatal("lock still held after the handler panicked")
 	}
 }
@@ -193,7 +195,43 @@ func TestMiddleware_lockTakenOver_failsSucceededTask(t *testing.T) {
 	if !errors.Is(err, core.ErrLost) {
 		t.Fatalf("err = %v, want core.ErrLost for a handler that returned nil", err)
 	}
-	if rdb.HGet(ctx, "lockkit:{asynq:work}", "someone-else").Val() != "1" {
+	if rdb.HGet(ctx, "lockkit:{@asynq/work}", "someone-else").Val() != "1" {
 		t.Fatal("the release touched the other owner's lock")
+	}
+}
+
+// A key taken from a task (here a header a producer may fill from user input) names a lock in the
+// middleware's namespace only: it cannot hold, or be blocked by, another component's lock.
+func TestMiddleware_keyCannotReachAnotherNamespace(t *testing.T) {
+	_, c := setup(t)
+	ctx := context.Background()
+	job, err := c.Acquire(ctx, "billing", 10*time.Second, core.InNamespace("cron"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer job.Release(ctx)
+	var names []string
+	h := wrap(t, c, func(ctx context.Context, _ *asynq.Task) error {
+		l, _ := core.FromContext(ctx)
+		names = append(names, l.Name())
+		return nil
+	}, asynqlock.WithKey(asynqlock.ByHeader("key")))
+	for _, hostile := range []string{"cron/billing", "@cron/billing", "../@cron/billing", "{@cron/billing}"} {
+		task := asynq.NewTaskWithHeaders("work", nil, map[string]string{"key": hostile})
+		if err := h.ProcessTask(ctx, task); err != nil {
+			t.Fatalf("key %q: %v", hostile, err)
+		}
+	}
+	for _, n := range names {
+		if !strings.HasPrefix(n, "@asynq/") {
+			t.Fatalf("task lock %q outside the asynq namespace", n)
+		}
+	}
+	// On purpose: the same namespace excludes the job.
+	h = wrap(t, c, func(context.Context, *asynq.Task) error { return nil }, asynqlock.WithNamespace("cron"),
+		asynqlock.WithKey(asynqlock.ByHeader("key")))
+	err = h.ProcessTask(ctx, asynq.NewTaskWithHeaders("work", nil, map[string]string{"key": "billing"}))
+	if !errors.Is(err, asynqlock.ErrKeyBusy) {
+		t.Fatalf("err = %v, want ErrKeyBusy from the job's lock", err)
 	}
 }

@@ -48,7 +48,7 @@ func (r *recorder) handle(ctx context.Context, _ *asynq.Task) error {
 	}
 	id, _ := asynq.GetTaskID(ctx)
 	retried, _ := asynq.GetRetryCount(ctx)
-	key := strings.TrimPrefix(l.Name(), asynqlock.NamePrefix)
+	key := strings.TrimPrefix(l.Name(), "@asynq/")
 	r.mu.Lock()
 	r.active[key]++
 	if r.active[key] > 1 {

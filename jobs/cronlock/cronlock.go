@@ -8,12 +8,15 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/adapter"
+	"github.com/lockkit/lockkit/internal/exactlyonce"
 	"github.com/robfig/cron/v3"
 )
 
 var (
-	// ErrInvalid means an argument was rejected: a bad spec, job name or option.
-	ErrInvalid = errors.New("lockkit: cronlock: invalid argument")
+	// ErrInvalid means an argument was rejected: a bad spec, job name or option. Errors matching it
+	// match core.ErrInvalid too.
+	ErrInvalid = fmt.Errorf("lockkit: cronlock: %w", core.ErrInvalid)
 	// ErrStopped is the cause of a job's context after Locker.Stop, and the error of every firing
 	// after it.
 	ErrStopped = errors.New("lockkit: cronlock: stopped")
@@ -31,37 +34,45 @@ func (e *PanicError) Error() string {
 	return fmt.Sprintf("lockkit: cronlock: job panicked: %v", e.Value)
 }
 
-// maxJobName keeps the lock name "cron/"+job within core's limit of 1024 bytes.
+// maxJobName keeps job names within core's limit of 1024 bytes for a lock name.
 const maxJobName = 1000
 
 // Locker makes each tick of a cron job run on exactly one of the replicas that schedule it. Create
 // one per process with New, register jobs with Add (or wrap them with Wrap) and call Stop when the
 // cron stops. It is safe for concurrent use.
 type Locker struct {
-	c      *core.Client
+	store  *exactlyonce.Store
 	opt    options
 	base   context.Context // parent of every job's context; cancelled by Stop
 	cancel context.CancelCauseFunc
 }
 
-// New returns a Locker that takes its locks with c. It sends nothing to Redis.
+// New returns a Locker that takes its locks with c. It sends nothing to Redis. An invalid option
+// gives an error matching ErrInvalid and core.ErrInvalid.
 func New(c *core.Client, opts ...Option) (*Locker, error) {
 	if c == nil {
-		return nil, fmt.Errorf("%w: nil core.Client", ErrInvalid)
+		return nil, invalid(adapter.Invalid("cronlock", "nil core.Client"))
 	}
 	o := defaultOptions()
 	for _, f := range opts {
 		f(&o)
 	}
-	if o.ttl < 10*time.Millisecond || o.ttl > 24*time.Hour {
-		return nil, fmt.Errorf("%w: TTL %v outside [10ms, 24h]", ErrInvalid, o.ttl)
-	}
 	if o.clock == nil {
-		return nil, fmt.Errorf("%w: nil clock", ErrInvalid)
+		return nil, invalid(adapter.Invalid("cronlock", "WithClock(nil)"))
+	}
+	// The store checks the TTL and the namespace. Markers are written with their own TTL
+	// (markerTTL); Retention is only the store's required default.
+	store, err := exactlyonce.New(c, exactlyonce.Config{Component: "cronlock", Namespace: o.namespace,
+		RecordPrefix: c.Prefix() + "cron:", TTL: o.ttl, Retention: time.Minute})
+	if err != nil {
+		return nil, invalid(err)
 	}
 	base, cancel := context.WithCancelCause(context.Background())
-	return &Locker{c: c, opt: o, base: base, cancel: cancel}, nil
+	return &Locker{store: store, opt: o, base: base, cancel: cancel}, nil
 }
+
+// invalid makes err, which matches core.ErrInvalid, match ErrInvalid too.
+func invalid(err error) error { return fmt.Errorf("%w: %w", ErrInvalid, err) }
 
 // Stop cancels the context of every running job (cause ErrStopped) and makes every later firing
 // a no-op reported with ErrStopped. Call it after cron.Cron.Stop and before waiting on the context

@@ -52,12 +52,20 @@
 //
 // # Keys
 //
-// With the default prefix "lockkit:", a job named JOB uses:
+// A job's lock lives in cronlock's core namespace (WithNamespace, default "cron"), so nothing that
+// takes names from clients (an HTTP path value, a gRPC key, a task key) can hold it. The tick markers
+// are records of lockkit's exactly-once layer (the one under httpmw's and grpcmw's idempotent
+// replay): the tick's fingerprint and "ok" or "failed". With the default prefix "lockkit:", a job
+// named JOB uses:
 //
-//	lockkit:{cron/JOB}              the job's lock (core), while a run is in progress
-//	lockkit:{cron/JOB}:fence        its fencing counter (core), one per job
-//	lockkit:cron:{cron/JOB}:TICK    the completion marker of a tick: TICK in Unix seconds, value
-//	                                "ok" or "failed", TTL until one gap after the next tick
+//	lockkit:{@cron/JOB}             the job's lock (core), while a run is in progress
+//	lockkit:{@cron/JOB}:fence       its fencing counter (core), one per job
+//	lockkit:cron:{@cron/JOB}:TICK   the completion marker of a tick: TICK in Unix seconds; TTL until
+//	                                one gap after the next tick
+//
+// Markers written before the namespace was introduced (lockkit:cron:{cron/JOB}:TICK, value "ok")
+// are not read: during a rolling upgrade a tick may run once on an old replica and once on a new
+// one.
 //
 // Ticks are identified by their Unix second, so a schedule must not fire twice within a second
 // (none of robfig/cron's do). All keys follow the core.Client's prefix (core.WithPrefix). Skips are

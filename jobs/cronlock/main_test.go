@@ -1,6 +1,7 @@
 package cronlock_test
 
 import (
+	"context"
 	"os"
 	"sync"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/lockkit/lockkit/internal/locktest"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/exactlyonce"
 	"github.com/lockkit/lockkit/jobs/cronlock"
 	"github.com/redis/go-redis/v9"
 	"github.com/robfig/cron/v3"
@@ -25,6 +27,23 @@ func TestMain(m *testing.M) {
 // newClient returns a core.Client over rdb, closed when the test ends.
 func newClient(t testing.TB, rdb redis.UniversalClient) *core.Client {
 	return locktest.NewClient(t, rdb)
+}
+
+// markerValue returns the value of a tick's completion marker ("ok" or "failed"), "" if absent.
+func markerValue(t testing.TB, rdb redis.UniversalClient, key string) string {
+	t.Helper()
+	v, err := rdb.Get(context.Background(), key).Result()
+	if err == redis.Nil {
+		return ""
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := exactlyonce.Decode(v)
+	if err != nil {
+		t.Fatalf("marker %q: %v", v, err)
+	}
+	return rec.Payload
 }
 
 // newLocker returns a Locker over c, stopped when the test ends.

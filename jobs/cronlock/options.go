@@ -12,6 +12,7 @@ type Option func(*options)
 
 type options struct {
 	ttl        time.Duration
+	namespace  string
 	clock      func() time.Time
 	rdb        redis.UniversalClient // WithRedisTime
 	logger     *slog.Logger
@@ -20,14 +21,20 @@ type options struct {
 }
 
 func defaultOptions() options {
-	return options{ttl: 30 * time.Second, clock: time.Now}
+	return options{ttl: 30 * time.Second, clock: time.Now, namespace: "cron"}
 }
 
-// WithTTL sets the TTL of a job's lock (default 30s, allowed 10ms to 24h): the lockAtMostFor of
+// WithTTL sets the TTL of a job's lock (default 30s, allowed core.MinTTL to core.MaxTTL): the lockAtMostFor of
 // ShedLock. While the job runs, the core.Client's watchdog renews the lock every third of the TTL, so
 // a run may last longer; the TTL is how long a replica that dies mid-run keeps the job from running
 // elsewhere. Keep it a few times the worst Redis round trip, and short next to the schedule's period.
 func WithTTL(d time.Duration) Option { return func(o *options) { o.ttl = d } }
+
+// WithNamespace sets the core namespace of the jobs' locks (default "cron": job JOB locks
+// "@cron/JOB", see core.InNamespace). Nothing outside the namespace can hold a job's lock; give
+// another component the same namespace (httpmw.WithNamespace, grpcmw.WithNamespace) only to make
+// it exclude a job on purpose. 1 to 64 of a-z, 0-9 and '-'.
+func WithNamespace(ns string) Option { return func(o *options) { o.namespace = ns } }
 
 // WithClock sets the clock the tick is derived from (default time.Now), for tests that simulate
 // skewed replicas. It should return times in the location of the cron's schedules.

@@ -276,7 +276,7 @@ func TestReplica_killedMidRun(t *testing.T) {
 	killedAt := time.Now()
 	for range lines { // drained: the pipe is closed
 	}
-	lockKey := "lockkit:{cron/killme}"
+	lockKey := "lockkit:{@cron/killme}"
 	if ttl := rdb.PTTL(ctx, lockKey).Val(); ttl <= 0 {
 		t.Fatalf("lock PTTL after the kill = %v, want the dead replica's lock to stay", ttl)
 	}
@@ -346,7 +346,7 @@ func TestReplica_killedMidRun(t *testing.T) {
 			}
 		}
 	}
-	if n, _ := rdb.Exists(ctx, fmt.Sprintf("lockkit:cron:{cron/killme}:%d", killed)).Result(); n != 0 {
+	if n, _ := rdb.Exists(ctx, fmt.Sprintf("lockkit:cron:{@cron/killme}:%d", killed)).Result(); n != 0 {
 		t.Error("the killed tick has a completion marker")
 	}
 }

@@ -2,6 +2,7 @@ package cronlock
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/exactlyonce"
 	"github.com/robfig/cron/v3"
 )
 
@@ -54,21 +56,30 @@ type Event struct {
 // job is a cron.Job run under a Locker.
 type job struct {
 	l     *Locker
-	name  string // job name
-	lock  string // lock name: "cron/" + name
+	name  string // job name, the lock's name in the Locker's namespace
 	sched cron.Schedule
 	loc   *time.Location // location of the cron (Add), nil to keep the clock's
 	inner cron.Job
 }
 
 func (l *Locker) newJob(name string, s cron.Schedule, inner cron.Job) *job {
-	return &job{l: l, name: name, lock: "cron/" + name, sched: s, inner: inner}
+	return &job{l: l, name: name, sched: s, inner: inner}
 }
 
-// markerKey is the key of the completion marker of a tick: it carries the lock's hash tag so that
-// core can check it in the acquire script and write it in the release script.
-func markerKey(prefix, lock string, tick time.Time) string {
-	return prefix + "cron:{" + lock + "}:" + strconv.FormatInt(tick.Unix(), 10)
+// markerKind is the kind of a completion marker among exactlyonce records; its payload is "ok" or
+// "failed".
+const markerKind = 'm'
+
+// tickRequest is the exactly-once request of a tick: the job's lock, and the tick's marker as the
+// record, whose key carries the lock's hash tag followed by the tick (PREFIX cron:{@cron/JOB}:TICK)
+// and whose fingerprint is the tick's.
+func (j *job) tickRequest(tick time.Time) *exactlyonce.Request {
+	unix := strconv.FormatInt(tick.Unix(), 10)
+	fp := sha256.Sum256([]byte(unix))
+	return &exactlyonce.Request{
+		Key:         j.l.store.KeyNamed(j.name, ":"+unix),
+		Fingerprint: func() ([32]byte, error) { return fp, nil },
+	}
 }
 
 // Run derives the tick, takes the job's lock guarded by the tick's marker, runs the job and
@@ -98,14 +109,14 @@ func (j *job) Run() {
 		return
 	}
 	ev.Tick = tick
-	marker := markerKey(j.l.c.Prefix(), j.lock, tick)
+	req := j.tickRequest(tick)
 	ctx := context.WithValue(l.base, tickKey{}, tick)
-	lock, err := l.c.TryAcquire(ctx, j.lock, l.opt.ttl, core.WithGuard(marker))
-	if err != nil {
+	run, done, err := l.store.Begin(ctx, req)
+	if run == nil {
 		switch {
-		case errors.Is(err, core.ErrGuarded):
+		case done != nil:
 			ev.Outcome = OutcomeDone
-		case errors.Is(err, core.ErrNotAcquired):
+		case errors.Is(err, exactlyonce.ErrInFlight):
 			ev.Outcome = OutcomeBusy
 		default:
 			ev.Outcome, ev.Err = OutcomeError, err
@@ -113,29 +124,28 @@ func (j *job) Run() {
 		l.report(ctx, &ev)
 		return
 	}
+	lock := run.Lock()
 	ev.Fence = lock.Fence()
 	start := time.Now()
-	jobErr := j.call(lock.Context())
+	jobErr := j.call(run.Context())
 	ev.Duration = time.Since(start)
 	ev.Outcome, ev.Err = OutcomeRan, jobErr
 	if jobErr != nil {
 		ev.Outcome = OutcomeFailed
 	}
 	// Release even if the Locker was stopped: the marker is what keeps the tick from running twice.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(lock.Context()), l.opt.ttl)
-	defer cancel()
+	// A lost lock (or one released by Client.Close) writes nothing: the store returns the cause.
 	var relErr error
-	switch cause := context.Cause(lock.Context()); {
-	case errors.Is(cause, core.ErrLost), errors.Is(cause, core.ErrClosed):
-		relErr = cause // nothing to release: lost, or released by Client.Close without the marker
-	case jobErr != nil && l.opt.retryError:
-		relErr = lock.Release(rctx)
-	default:
-		val := []byte("ok")
+	if jobErr != nil && l.opt.retryError {
+		relErr = run.Release(ctx, "")
+	} else {
+		val := "ok"
 		if jobErr != nil {
-			val = []byte("failed")
+			val = "failed"
 		}
-		relErr = lock.ReleaseSet(rctx, marker, val, markerTTL(j.sched, tick, now.Add(time.Since(derived))))
+		fp, _ := req.Fingerprint()
+		relErr = run.Store(ctx, exactlyonce.Encode(markerKind, fp, []byte(val)),
+			markerTTL(j.sched, tick, now.Add(time.Since(derived))))
 	}
 	if errors.Is(relErr, core.ErrLost) || errors.Is(relErr, core.ErrNotHeld) {
 		ev.Outcome = OutcomeLost
@@ -143,7 +153,7 @@ func (j *job) Run() {
 	if relErr != nil {
 		ev.Err = errors.Join(jobErr, relErr)
 	}
-	l.report(lock.Context(), &ev)
+	l.report(run.Context(), &ev)
 }
 
 // call runs the wrapped job, turning a panic into a *PanicError.

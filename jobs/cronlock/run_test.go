@@ -40,7 +40,7 @@ func TestWrap_runsOnceThenMarks(t *testing.T) {
 		n := runs.Add(1)
 		got, ok := cronlock.Tick(ctx)
 		l, held := core.FromContext(ctx)
-		if want := tick.Add(time.Duration(n-1) * time.Second); !ok || !got.Equal(want) || !held || l.Name() != "cron/report" {
+		if want := tick.Add(time.Duration(n-1) * time.Second); !ok || !got.Equal(want) || !held || l.Name() != "@cron/report" {
 			return fmt.Errorf("run %d: tick %v %v, lock %v", n, got, ok, held)
 		}
 		return nil
@@ -51,15 +51,15 @@ func TestWrap_runsOnceThenMarks(t *testing.T) {
 		t.Fatalf("first replica: %+v", ev)
 	}
 	firstFence := ev.Fence
-	marker := fmt.Sprintf("lockkit:cron:{cron/report}:%d", tick.Unix())
-	if v := rdb.Get(ctx, marker).Val(); v != "ok" {
+	marker := fmt.Sprintf("lockkit:cron:{@cron/report}:%d", tick.Unix())
+	if v := markerValue(t, rdb, marker); v != "ok" {
 		t.Fatalf("marker %s = %q, want ok", marker, v)
 	}
 	// ...kept until one period after the next tick, counted from the clock at release.
 	if ttl := rdb.PTTL(ctx, marker).Val(); ttl <= time.Second || ttl > 1700*time.Millisecond {
 		t.Fatalf("marker TTL %v, want about 1.7s", ttl)
 	}
-	if rdb.Exists(ctx, "lockkit:{cron/report}").Val() != 0 {
+	if rdb.Exists(ctx, "lockkit:{@cron/report}").Val() != 0 {
 		t.Fatal("lock not released")
 	}
 	// ...and a replica 300 ms behind finds it done, in one round trip.
@@ -115,7 +115,7 @@ func TestWrap_failedJobKeepsItsTick(t *testing.T) {
 	if ev.Outcome != cronlock.OutcomeFailed || !errors.Is(ev.Err, boom) {
 		t.Fatalf("%+v, want failed with boom", ev)
 	}
-	if v := rdb.Get(context.Background(), fmt.Sprintf("lockkit:cron:{cron/fails}:%d", tick.Unix())).Val(); v != "failed" {
+	if v := markerValue(t, rdb, fmt.Sprintf("lockkit:cron:{@cron/fails}:%d", tick.Unix())); v != "failed" {
 		t.Fatalf("marker = %q, want failed", v)
 	}
 	if ev := fire(t, c, tick, "fails", func(context.Context) error { return nil }); ev.Outcome != cronlock.OutcomeDone {
@@ -131,7 +131,7 @@ func TestRetryOnError_leavesTheTickOpen(t *testing.T) {
 	if ev.Outcome != cronlock.OutcomeFailed {
 		t.Fatalf("%+v, want failed", ev)
 	}
-	if n := rdb.Exists(context.Background(), fmt.Sprintf("lockkit:cron:{cron/flaky}:%d", tick.Unix())).Val(); n != 0 {
+	if n := rdb.Exists(context.Background(), fmt.Sprintf("lockkit:cron:{@cron/flaky}:%d", tick.Unix())).Val(); n != 0 {
 		t.Fatal("marker written despite RetryOnError")
 	}
 	if ev := fire(t, c, tick.Add(100*time.Millisecond), "flaky", func(context.Context) error { return nil }, cronlock.RetryOnError()); ev.Outcome != cronlock.OutcomeRan {
@@ -175,7 +175,7 @@ func TestWrap_lostLockCancelsTheJob(t *testing.T) {
 	c := newClient(t, rdb)
 	ctx := context.Background()
 	ev := fire(t, c, tick, "stolen", func(jctx context.Context) error {
-		if err := rdb.Del(ctx, "lockkit:{cron/stolen}").Err(); err != nil { // the lock vanishes
+		if err := rdb.Del(ctx, "lockkit:{@cron/stolen}").Err(); err != nil { // the lock vanishes
 			return err
 		}
 		select {
@@ -189,7 +189,7 @@ func TestWrap_lostLockCancelsTheJob(t *testing.T) {
 	if ev.Outcome != cronlock.OutcomeLost || !errors.Is(ev.Err, core.ErrLost) || !errors.As(ev.Err, &lost) {
 		t.Fatalf("%+v, want lost", ev)
 	}
-	if n := rdb.Exists(ctx, fmt.Sprintf("lockkit:cron:{cron/stolen}:%d", tick.Unix())).Val(); n != 0 {
+	if n := rdb.Exists(ctx, fmt.Sprintf("lockkit:cron:{@cron/stolen}:%d", tick.Unix())).Val(); n != 0 {
 		t.Fatal("marker written by a replica that lost the lock")
 	}
 }
@@ -220,7 +220,7 @@ func TestStop_cancelsRunningJobs(t *testing.T) {
 	if ev := evs.last(t); ev.Outcome != cronlock.OutcomeFailed || !errors.Is(ev.Err, cronlock.ErrStopped) {
 		t.Fatalf("%+v", ev)
 	}
-	if v := rdb.Get(context.Background(), fmt.Sprintf("lockkit:cron:{cron/stoppable}:%d", tick.Unix())).Val(); v != "failed" {
+	if v := markerValue(t, rdb, fmt.Sprintf("lockkit:cron:{@cron/stoppable}:%d", tick.Unix())); v != "failed" {
 		t.Fatalf("marker = %q", v)
 	}
 	// Firings after Stop do nothing.

@@ -11,9 +11,16 @@
 //
 // The key of a call comes from the first of these that gives a non-empty one: the request message,
 // if it implements Keyer (LockKey() string); the WithKeyFunc function; the WithMetadataKey header.
-// The key is the lock name as is, so an HTTP middleware or a job locking the same name excludes the
-// call too. A call without a key runs without a lock. Streaming calls have no request message when
+// The lock is the key in grpcmw's core namespace: key K locks "@grpc/K" (core.InNamespace), so a
+// key sent by a client, whatever bytes it holds, never names an HTTP route's, a job's or an
+// idempotency lock. WithNamespace shares a namespace with another component on purpose (an
+// httpmw.KeyLock with httpmw.WithNamespace of the same name excludes the same keys). A call
+// without a key runs without a lock. Streaming calls have no request message when
 // the interceptor runs: their key comes from the KeyFunc (with a nil request) or the metadata.
+//
+// Options of both interceptors are of type Option; the options of idempotent replay
+// (WithIdempotency, WithIdempotencyScope, WithStoredErrors, WithMaxBody) are UnaryOption, which
+// StreamServerInterceptor does not accept.
 //
 // WithMethods limits the interceptor to some methods. The interceptors are plain
 // grpc.UnaryServerInterceptor and grpc.StreamServerInterceptor values, so go-grpc-middleware's
@@ -30,6 +37,9 @@
 //     matching core.ErrLost, and the call fails with codes.Aborted "lock lost", even if the handler
 //     returned success. The core.Client closing under a handler gives codes.Unavailable.
 //   - Redis cannot be reached (core.ErrUnavailable): codes.Unavailable.
+//
+// Status messages are generic: they never carry the key, the idempotency key, a Redis error or a
+// node's address. WithLogger receives the details.
 //   - A key that is not a valid lock name (core.ErrInvalid), or a KeyFunc error without a status of
 //     its own: codes.InvalidArgument.
 //   - The call's deadline passes or it is cancelled while waiting: codes.DeadlineExceeded or
@@ -37,10 +47,12 @@
 //
 // # Idempotent replay
 //
-// WithIdempotency makes unary calls that send the "idempotency-key" metadata run once per key (in
-// the scope of WithIdempotencyScope, by default the method). The first call takes a lock named
-// "grpc-idem/" + hex(SHA-256(scope, key)) and runs the handler; when it returns, its response is
-// stored under "lockkit:idem:{grpc-idem/...}" in the same round trip that releases the lock
+// WithIdempotency makes unary calls that send the "idempotency-key" metadata run once per key, on
+// lockkit's exactly-once layer (the one under httpmw's Idempotency). A key is scoped to the full
+// method and the caller: every "authorization" metadata value and the peer's TLS certificate, or
+// the principal of WithIdempotencyScope, which adds to the method. The first call takes the lock
+// "@grpc-idem/" + hex(SHA-256(scope, key)) and runs the handler; when it returns, its response is
+// stored under "lockkit:idem:{@grpc-idem/...}" in the same round trip that releases the lock
 // (core.Lock.ReleaseSet), with a SHA-256 fingerprint of the deterministic protobuf encoding of the
 // request. A duplicate checks that record in the same round trip as its own acquire attempt
 // (core.WithGuard):
@@ -52,10 +64,14 @@
 //   - first call still running: the duplicate waits for the record as WithWait allows, or fails
 //     like any contended call (codes.Aborted with RetryInfo).
 //
-// Errors are not stored, so a failed call can be retried with its key; WithStoredErrors stores the
-// given codes too. The response is stored as an anypb.Any and rebuilt from
-// protoregistry.GlobalTypes, so its type must be registered (generated code registers itself).
-// Records live under the core.Client's key prefix (core.WithPrefix; "lockkit:" by default).
+// Only definite outcomes are stored (Stripe's rule: results of calls that ran and answered for
+// good). Errors are not stored, so a failed call can be retried with its key; WithStoredErrors
+// stores the given codes too, except the codes that ask for a retry (Canceled, Unknown,
+// DeadlineExceeded, ResourceExhausted, Aborted, Internal, Unavailable), which are never stored.
+// Responses over WithMaxBody (1 MiB) are returned but not stored. The response is stored as an
+// anypb.Any and rebuilt from protoregistry.GlobalTypes, so its type must be registered
+// (generated code registers itself). Records live under the core.Client's key prefix
+// (core.WithPrefix; "lockkit:" by default).
 //
 // # Tracing
 //

@@ -1,18 +1,19 @@
 package grpcmw
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
+	"log/slog"
 	"slices"
 
-	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/exactlyonce"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -36,167 +37,180 @@ func idempotencyKey(ctx context.Context) (string, error) {
 	return v[0], nil
 }
 
-// idemNames returns the lock name and the record key of an idempotency key in a scope. The record
-// key carries the lock's hash tag, as core.WithGuard requires.
-func idemNames(prefix, scope, ikey string) (name, recordKey string) {
-	h := sha256.New()
-	h.Write([]byte(scope))
-	h.Write([]byte{0})
-	h.Write([]byte(ikey))
-	name = "grpc-idem/" + hex.EncodeToString(h.Sum(nil))
-	return name, prefix + "idem:{" + name + "}"
+// scope returns the key of ikey in the call's scope: the full method and the caller, which is the
+// WithIdempotencyScope principal or else the credentials the call carries (every "authorization"
+// metadata value, the SHA-256 of the peer's TLS certificate).
+func (ic *interceptor) scope(ctx context.Context, fullMethod, ikey string) (exactlyonce.Key, error) {
+	if ic.o.scope != nil {
+		p, err := ic.o.scope(ctx, fullMethod)
+		if err != nil {
+			return exactlyonce.Key{}, callerErr("idempotency scope", err)
+		}
+		return ic.store.Key(fullMethod, "principal", p, "", ikey), nil
+	}
+	var auth []byte
+	for _, v := range metadata.ValueFromIncomingContext(ctx, "authorization") {
+		auth = exactlyonce.AppendField(auth, v)
+	}
+	var cert string
+	if p, ok := peer.FromContext(ctx); ok {
+		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.PeerCertificates) > 0 {
+			sum := sha256.Sum256(ti.State.PeerCertificates[0].Raw)
+			cert = string(sum[:])
+		}
+	}
+	return ic.store.Key(fullMethod, "credentials", string(auth), cert, ikey), nil
 }
 
 // idempotent runs a unary call that carries the idempotency key ikey: it replays the stored
-// response, reports a call in progress, or runs the handler (under the business key's lock too, if
-// key is set) and stores its response as the lock is released.
-func (o *options) idempotent(ctx context.Context, locks *core.Client, ikey, key string, req any, fullMethod string, handler grpc.UnaryHandler) (any, error) {
+// response, reports a call in progress or a key reused, or runs the handler (under the business
+// key's lock too, if key is set) and stores its outcome as the lock is released.
+func (ic *interceptor) idempotent(ctx context.Context, ikey, key string, req any, fullMethod string, handler grpc.UnaryHandler) (any, error) {
 	msg, ok := req.(proto.Message)
 	if !ok {
 		return nil, status.Errorf(codes.Internal, "lockkit: grpcmw: idempotency needs a protobuf request, got %T", req)
 	}
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(msg)
 	if err != nil {
-		return nil, status.Errorf(codes.Internal, "lockkit: grpcmw: fingerprint: %v", err)
+		ic.o.warn(ctx, "request fingerprint", err, fullMethod)
+		return nil, status.Error(codes.Internal, "lockkit: grpcmw: cannot fingerprint the request")
 	}
 	fp := sha256.Sum256(b)
-	scope := fullMethod
-	if o.scope != nil {
-		if scope, err = o.scope(ctx, fullMethod); err != nil {
-			return nil, callerErr("idempotency scope", err)
-		}
-	}
-	name, recordKey := idemNames(locks.Prefix(), scope, ikey)
-	opts := append([]core.AcquireOption{core.WithGuard(recordKey)}, o.waitOpts...)
-	l, err := o.acquire(ctx, locks, name, opts...)
+	k, err := ic.scope(ctx, fullMethod, ikey)
 	if err != nil {
-		if g, ok := errors.AsType[*core.GuardedError](err); ok {
-			return replay(ctx, []byte(g.Value), fp)
-		}
-		return nil, o.status(ctx, err, name, &ikey)
+		return nil, err
 	}
-	return o.runIdempotent(ctx, locks, l, recordKey, fp, key, req, handler)
+	run, rec, err := ic.store.Begin(ctx, &exactlyonce.Request{
+		Key:         k,
+		Fingerprint: func() ([32]byte, error) { return fp, nil },
+		Log:         []slog.Attr{slog.String("method", fullMethod)},
+	})
+	switch {
+	case rec != nil:
+		return replay(ctx, rec)
+	case errors.Is(err, exactlyonce.ErrMismatch):
+		return nil, status.Error(codes.InvalidArgument, "lockkit: grpcmw: idempotency key reused with a different request")
+	case errors.Is(err, exactlyonce.ErrUnreadable):
+		return nil, status.Error(codes.Internal, "lockkit: grpcmw: cannot replay the stored response")
+	case err != nil:
+		return nil, ic.status(ctx, err, fullMethod)
+	}
+	return ic.runIdempotent(ctx, run, fp, key, req, fullMethod, handler)
 }
 
-// runIdempotent runs the handler under the idempotency lock l (and the business key's lock, if
-// any), then releases l, storing the outcome if it is to be replayed.
-func (o *options) runIdempotent(ctx context.Context, locks *core.Client, l *core.Lock, recordKey string, fp [32]byte, key string, req any, handler grpc.UnaryHandler) (resp any, err error) {
+// runIdempotent runs the handler under the idempotency lock (and the business key's lock, if any),
+// then releases it, storing the outcome if it is to be replayed.
+func (ic *interceptor) runIdempotent(ctx context.Context, run *exactlyonce.Run, fp [32]byte, key string, req any, method string, handler grpc.UnaryHandler) (resp any, err error) {
 	done := false
 	defer func() {
 		if !done { // the handler failed, panicked, or its outcome is not stored
-			release(ctx, l)
+			_ = run.Release(ctx, "")
 		}
 	}()
-	lctx := l.Context()
+	lctx := run.Context()
 	if key != "" {
-		kl, kerr := o.acquire(lctx, locks, key, o.waitOpts...)
+		kl, kerr := ic.acquire(lctx, key)
 		if kerr != nil {
-			if lerr := lostErr(lctx); lerr != nil { // lost while waiting for the business key
+			if lerr := ic.lostStatus(ctx, run.Lost(), method); lerr != nil { // lost while waiting
 				return nil, lerr
 			}
-			return nil, o.status(ctx, kerr, key, nil)
+			return nil, ic.status(ctx, kerr, method)
 		}
-		resp, err = runUnary(lctx, kl, req, handler)
+		resp, err = ic.runUnary(lctx, kl, req, method, handler)
 	} else {
 		resp, err = handler(lctx, req)
 	}
-	if lerr := lostErr(lctx); lerr != nil {
+	if lerr := ic.lostStatus(ctx, run.Lost(), method); lerr != nil {
 		return nil, lerr
 	}
-	rec, ok := o.record(fp, resp, err)
-	if !ok {
+	rec, why := ic.o.record(fp, resp, err)
+	if rec == nil {
+		if why != "" {
+			done = true
+			_ = run.Release(ctx, why)
+		}
 		return resp, err
 	}
 	done = true
 	// The handler ran entirely under the lock. If the record cannot be stored now (the lock was lost
 	// in the meantime, or Redis is down), the work is done all the same: answer with its outcome.
-	_ = l.ReleaseSet(context.WithoutCancel(ctx), recordKey, rec, o.retention)
+	// The store logs why.
+	_ = run.Store(ctx, rec, 0)
 	return resp, err
 }
 
-// Record layout: magic, SHA-256 fingerprint of the request, kind, then a marshalled anypb.Any
-// holding the response (kindResponse) or a marshalled google.rpc.Status (kindStatus).
+// Kinds of the records of grpcmw: the payload is a marshalled anypb.Any holding the response
+// (kindResponse) or a marshalled google.rpc.Status (kindStatus).
 const (
-	recordMagic  = "lkg1"
 	kindResponse = 'r'
 	kindStatus   = 's'
-	recordHeader = len(recordMagic) + sha256.Size + 1
 )
 
-// record encodes the outcome of a call for replay; ok is false when it is not to be stored.
-func (o *options) record(fp [32]byte, resp any, err error) (rec []byte, ok bool) {
+// record encodes the outcome of a call for replay. It returns nil when the outcome is not to be
+// stored, with a reason to log if that is worth a warning.
+func (o *options) record(fp [32]byte, resp any, err error) (rec []byte, why string) {
 	kind := byte(kindResponse)
 	var payload []byte
 	if err != nil {
 		st, isStatus := status.FromError(err)
 		if !isStatus || !slices.Contains(o.stored, st.Code()) {
-			return nil, false
+			return nil, ""
 		}
 		kind = kindStatus
 		if payload, err = proto.Marshal(st.Proto()); err != nil {
-			return nil, false
+			return nil, "status cannot be marshalled"
 		}
 	} else {
 		m, isProto := resp.(proto.Message)
 		if !isProto {
-			return nil, false
+			return nil, "response is not a protobuf message"
 		}
 		a, aerr := anypb.New(m)
 		if aerr != nil {
-			return nil, false
+			return nil, "response cannot be marshalled"
 		}
 		if payload, err = proto.Marshal(a); err != nil {
-			return nil, false
+			return nil, "response cannot be marshalled"
 		}
 	}
-	rec = make([]byte, 0, recordHeader+len(payload))
-	rec = append(rec, recordMagic...)
-	rec = append(rec, fp[:]...)
-	rec = append(rec, kind)
-	return append(rec, payload...), true
+	if len(payload) > o.maxBody {
+		return nil, "response larger than the body limit"
+	}
+	return exactlyonce.Encode(kind, fp, payload), ""
 }
 
-// decodeRecord parses a stored record into the request fingerprint and the outcome it replays: a
-// response, or a status.
-func decodeRecord(b []byte) (fp [32]byte, resp proto.Message, st *status.Status, err error) {
-	if len(b) < recordHeader || !bytes.HasPrefix(b, []byte(recordMagic)) {
-		return fp, nil, nil, errors.New("not an idempotency record")
-	}
-	copy(fp[:], b[len(recordMagic):])
-	payload := b[recordHeader:]
-	switch b[recordHeader-1] {
+// decodeRecord parses a stored record into the outcome it replays: a response, or a status.
+func decodeRecord(rec *exactlyonce.Record) (resp proto.Message, st *status.Status, err error) {
+	payload := []byte(rec.Payload)
+	switch rec.Kind {
 	case kindResponse:
 		var a anypb.Any
 		if err := proto.Unmarshal(payload, &a); err != nil {
-			return fp, nil, nil, err
+			return nil, nil, err
 		}
 		m, err := a.UnmarshalNew()
 		if err != nil {
-			return fp, nil, nil, err
+			return nil, nil, err
 		}
-		return fp, m, nil, nil
+		return m, nil, nil
 	case kindStatus:
 		var s spb.Status
 		if err := proto.Unmarshal(payload, &s); err != nil {
-			return fp, nil, nil, err
+			return nil, nil, err
 		}
 		if s.Code == int32(codes.OK) {
-			return fp, nil, nil, errors.New("stored status is OK")
+			return nil, nil, errors.New("stored status is OK")
 		}
-		return fp, nil, status.FromProto(&s), nil
+		return nil, status.FromProto(&s), nil
 	}
-	return fp, nil, nil, errors.New("unknown idempotency record kind")
+	return nil, nil, errors.New("unknown idempotency record kind")
 }
 
-// replay answers a duplicate call from the stored record b.
-func replay(ctx context.Context, b []byte, fp [32]byte) (any, error) {
-	stored, resp, st, err := decodeRecord(b)
+// replay answers a duplicate call from the stored record; the store checked its fingerprint.
+func replay(ctx context.Context, rec *exactlyonce.Record) (any, error) {
+	resp, st, err := decodeRecord(rec)
 	if err != nil {
-		return nil, status.Errorf(codes.Internal, "lockkit: grpcmw: cannot replay the stored response: %v", err)
-	}
-	if stored != fp {
-		return nil, status.Error(codes.InvalidArgument,
-			"lockkit: grpcmw: idempotency key reused with a different request")
+		return nil, status.Error(codes.Internal, "lockkit: grpcmw: cannot replay the stored response")
 	}
 	_ = grpc.SetHeader(ctx, metadata.Pairs(ReplayedHeader, "true"))
 	if st != nil {

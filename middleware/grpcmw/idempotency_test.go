@@ -2,8 +2,6 @@ package grpcmw_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"strings"
 	"sync"
@@ -229,11 +227,14 @@ func TestIdempotency_scope_andRecordKey(t *testing.T) {
 	if runs.Load() != 2 {
 		t.Fatalf("runs %d, want 2", runs.Load())
 	}
-	sum := sha256.Sum256([]byte(plainMethod + "\x00k1"))
-	key := "lockkit:idem:{grpc-idem/" + hex.EncodeToString(sum[:]) + "}"
-	ttl := e.rdb.PTTL(context.Background(), key).Val()
-	if ttl <= 59*time.Minute || ttl > time.Hour {
-		t.Fatalf("record %s has TTL %v, want about 1h", key, ttl)
+	records := e.rdb.Keys(context.Background(), "lockkit:idem:{@grpc-idem/*}").Val()
+	if len(records) != 2 {
+		t.Fatalf("records %q, want 2", records)
+	}
+	for _, key := range records {
+		if ttl := e.rdb.PTTL(context.Background(), key).Val(); ttl <= 59*time.Minute || ttl > time.Hour {
+			t.Fatalf("record %s has TTL %v, want about 1h", key, ttl)
+		}
 	}
 
 	// A custom scope keeps tenants apart.
@@ -263,7 +264,7 @@ func TestIdempotency_withBusinessKey_takesBothLocks(t *testing.T) {
 	svc := &service{unary: func(ctx context.Context, m string, in *wrapperspb.StringValue) (proto.Message, error) {
 		runs.Add(1)
 		l, ok := core.FromContext(ctx)
-		if !ok || l.Name() != in.GetValue() {
+		if !ok || l.Name() != "@grpc/"+in.GetValue() {
 			return nil, status.Error(codes.Internal, "not under the business key's lock")
 		}
 		return wrapperspb.String("ok"), nil
@@ -314,8 +315,11 @@ func TestIdempotency_lostLock_storesNothing(t *testing.T) {
 		done <- err
 	}()
 	<-started
-	sum := sha256.Sum256([]byte(plainMethod + "\x00kl"))
-	if n := e.rdb.Del(context.Background(), "lockkit:{grpc-idem/"+hex.EncodeToString(sum[:])+"}").Val(); n != 1 {
+	held := e.rdb.Keys(context.Background(), "lockkit:{@grpc-idem/*}").Val()
+	if len(held) != 1 {
+		t.Fatalf("idempotency locks %q, want 1", held)
+	}
+	if n := e.rdb.Del(context.Background(), held[0]).Val(); n != 1 {
 		t.Fatalf("deleted %d lock keys", n)
 	}
 	wantCode(t, <-done, codes.Aborted)

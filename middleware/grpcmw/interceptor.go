@@ -3,11 +3,13 @@ package grpcmw
 import (
 	"context"
 	"errors"
-	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/adapter"
+	"github.com/lockkit/lockkit/internal/exactlyonce"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -15,6 +17,26 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
+
+// interceptor holds what both interceptors share.
+type interceptor struct {
+	locks *core.Client
+	o     *options
+	store *exactlyonce.Store // WithIdempotency
+}
+
+func newInterceptor(locks *core.Client, o *options) *interceptor {
+	ic := &interceptor{locks: locks, o: o}
+	if o.idem {
+		s, err := exactlyonce.New(locks, exactlyonce.Config{Component: "grpcmw", Namespace: idemNamespace,
+			TTL: o.ttl, Wait: o.wait, Retention: o.retention, Logger: o.logger})
+		if err != nil {
+			panic(err)
+		}
+		ic.store = s
+	}
+	return ic
+}
 
 // UnaryServerInterceptor returns a unary interceptor that runs each call holding a lock on the
 // call's business key, taken from (in order) a request implementing Keyer, WithKeyFunc or
@@ -24,12 +46,13 @@ import (
 // once per key, and their responses replayed.
 //
 // The lock is released when the handler returns (or panics). It panics if locks is nil or an
-// option is out of range.
-func UnaryServerInterceptor(locks *core.Client, opts ...Option) grpc.UnaryServerInterceptor {
+// option is invalid.
+func UnaryServerInterceptor(locks *core.Client, opts ...UnaryOption) grpc.UnaryServerInterceptor {
 	if locks == nil {
-		panic("lockkit: grpcmw: nil *core.Client")
+		panic(invalidOption("nil *core.Client"))
 	}
-	o := newOptions(opts)
+	ic := newInterceptor(locks, unaryOptions(opts))
+	o := ic.o
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		if !o.match(info.FullMethod) {
 			return handler(ctx, req)
@@ -38,23 +61,23 @@ func UnaryServerInterceptor(locks *core.Client, opts ...Option) grpc.UnaryServer
 		if err != nil {
 			return nil, err
 		}
-		if o.idem {
+		if ic.store != nil {
 			ikey, err := idempotencyKey(ctx)
 			if err != nil {
 				return nil, err
 			}
 			if ikey != "" {
-				return o.idempotent(ctx, locks, ikey, key, req, info.FullMethod, handler)
+				return ic.idempotent(ctx, ikey, key, req, info.FullMethod, handler)
 			}
 		}
 		if key == "" {
 			return handler(ctx, req)
 		}
-		l, err := o.acquire(ctx, locks, key, o.waitOpts...)
+		l, err := ic.acquire(ctx, key)
 		if err != nil {
-			return nil, o.status(ctx, err, key, nil)
+			return nil, ic.status(ctx, err, info.FullMethod)
 		}
-		return runUnary(ctx, l, req, handler)
+		return ic.runUnary(ctx, l, req, info.FullMethod, handler)
 	}
 }
 
@@ -64,12 +87,13 @@ func UnaryServerInterceptor(locks *core.Client, opts ...Option) grpc.UnaryServer
 // that context is cancelled and the call fails with codes.Aborted whatever the handler returned.
 //
 // The lock is released when the handler returns (or panics). It panics if locks is nil or an
-// option is out of range.
+// option is invalid.
 func StreamServerInterceptor(locks *core.Client, opts ...Option) grpc.StreamServerInterceptor {
 	if locks == nil {
-		panic("lockkit: grpcmw: nil *core.Client")
+		panic(invalidOption("nil *core.Client"))
 	}
-	o := newOptions(opts)
+	ic := newInterceptor(locks, streamOptions(opts))
+	o := ic.o
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
 		if !o.match(info.FullMethod) {
 			return handler(srv, ss)
@@ -82,13 +106,13 @@ func StreamServerInterceptor(locks *core.Client, opts ...Option) grpc.StreamServ
 		if key == "" {
 			return handler(srv, ss)
 		}
-		l, err := o.acquire(ctx, locks, key, o.waitOpts...)
+		l, err := ic.acquire(ctx, key)
 		if err != nil {
-			return o.status(ctx, err, key, nil)
+			return ic.status(ctx, err, info.FullMethod)
 		}
-		defer release(ctx, l)
+		defer ic.release(ctx, l, info.FullMethod)
 		err = handler(srv, &lockedStream{ServerStream: ss, ctx: l.Context()})
-		if lerr := lostErr(l.Context()); lerr != nil {
+		if lerr := ic.lostErr(ctx, l, info.FullMethod); lerr != nil {
 			return lerr
 		}
 		return err
@@ -104,28 +128,27 @@ type lockedStream struct {
 // Context returns the lock's context.
 func (s *lockedStream) Context() context.Context { return s.ctx }
 
+// acquire takes the business key's lock in the interceptor's namespace.
+func (ic *interceptor) acquire(ctx context.Context, key string) (*core.Lock, error) {
+	return adapter.Acquire(ctx, ic.locks, ic.o.namespace, key, ic.o.ttl, ic.o.wait)
+}
+
 // runUnary runs handler under l and releases l, also when handler panics.
-func runUnary(ctx context.Context, l *core.Lock, req any, handler grpc.UnaryHandler) (any, error) {
-	defer release(ctx, l)
+func (ic *interceptor) runUnary(ctx context.Context, l *core.Lock, req any, method string, handler grpc.UnaryHandler) (any, error) {
+	defer ic.release(ctx, l, method)
 	resp, err := handler(l.Context(), req)
-	if lerr := lostErr(l.Context()); lerr != nil {
+	if lerr := ic.lostErr(ctx, l, method); lerr != nil {
 		return nil, lerr
 	}
 	return resp, err
 }
 
-// release gives the lock up even if the call's context has ended; go-redis's own timeouts bound it.
-// An error is not reported: the lock then expires after its TTL, as it is no longer renewed.
-func release(ctx context.Context, l *core.Lock) {
-	_ = l.Release(context.WithoutCancel(ctx))
-}
-
-// acquire takes the named lock: one try, or a wait bounded by WithWait.
-func (o *options) acquire(ctx context.Context, locks *core.Client, name string, opts ...core.AcquireOption) (*core.Lock, error) {
-	if o.wait > 0 {
-		return locks.Acquire(ctx, name, o.ttl, opts...)
+// release gives the lock up even if the call's context has ended, bounded by the lock's TTL. An
+// error is logged: the lock then expires after its TTL, as it is no longer renewed.
+func (ic *interceptor) release(ctx context.Context, l *core.Lock, method string) {
+	if err := adapter.Release(ctx, l, ic.o.ttl); err != nil {
+		ic.o.warn(ctx, "release failed", err, method)
 	}
-	return locks.TryAcquire(ctx, name, o.ttl, opts...)
 }
 
 // key returns the business key of a call, or "" when it has none.
@@ -157,7 +180,7 @@ func (o *options) key(ctx context.Context, fullMethod string, req any) (string, 
 }
 
 // callerErr turns an error of a user function into a status: its own, the context's, or
-// codes.InvalidArgument.
+// codes.InvalidArgument with the function's message.
 func callerErr(what string, err error) error {
 	if _, ok := err.(interface{ GRPCStatus() *status.Status }); ok {
 		return err
@@ -168,31 +191,34 @@ func callerErr(what string, err error) error {
 	return status.Errorf(codes.InvalidArgument, "lockkit: grpcmw: %s: %v", what, err)
 }
 
-// status maps an acquire error to a gRPC status. what describes the contended resource for the
-// message; idem is non-nil for an idempotency lock.
-func (o *options) status(ctx context.Context, err error, key string, idem *string) error {
+// status maps an acquire error to a gRPC status. Its message is generic: it never carries the key,
+// a Redis error or a node's address, which go to the logger.
+func (ic *interceptor) status(ctx context.Context, err error, method string) error {
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, "lockkit: grpcmw: deadline exceeded waiting for the lock")
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, "lockkit: grpcmw: call cancelled waiting for the lock")
-	case errors.Is(err, core.ErrNotAcquired):
+	case errors.Is(err, core.ErrNotAcquired), errors.Is(err, exactlyonce.ErrInFlight):
+		delay := ic.o.wait // fallback when the holder's TTL is unknown
 		var na *core.NotAcquiredError
-		var delay = o.wait // fallback when the holder's TTL is unknown
 		if errors.As(err, &na) && na.RetryAfter > 0 {
 			delay = na.RetryAfter
 		}
-		msg := fmt.Sprintf("lockkit: grpcmw: lock %q is held by another call; retry after %v", key, delay)
-		if idem != nil {
-			msg = fmt.Sprintf("lockkit: grpcmw: a call with idempotency key %q is in progress; retry after %v", *idem, delay)
+		msg := "lockkit: grpcmw: the lock is held by another call; retry after " + delay.String()
+		if errors.Is(err, exactlyonce.ErrInFlight) {
+			msg = "lockkit: grpcmw: a call with this idempotency key is in progress; retry after " + delay.String()
 		}
-		return contended(ctx, o.code, msg, delay)
+		return contended(ctx, ic.o.code, msg, delay)
 	case errors.Is(err, core.ErrInvalid):
-		return status.Errorf(codes.InvalidArgument, "lockkit: grpcmw: bad lock key: %v", err)
+		ic.o.warn(ctx, "lock key refused", err, method)
+		return status.Error(codes.InvalidArgument, "lockkit: grpcmw: invalid lock key")
 	case errors.Is(err, core.ErrUnavailable), errors.Is(err, core.ErrClosed):
-		return status.Errorf(codes.Unavailable, "lockkit: grpcmw: %v", err)
+		ic.o.warn(ctx, "lock unavailable", err, method)
+		return status.Error(codes.Unavailable, "lockkit: grpcmw: lock service unavailable")
 	}
-	return status.Errorf(codes.Internal, "lockkit: grpcmw: %v", err)
+	ic.o.warn(ctx, "lock failed", err, method)
+	return status.Error(codes.Internal, "lockkit: grpcmw: lock failed")
 }
 
 // contended returns a status with code and msg carrying RetryInfo, and sets the
@@ -206,16 +232,33 @@ func contended(ctx context.Context, code codes.Code, msg string, delay time.Dura
 	return st.Err()
 }
 
-// lostErr returns the status of a call whose lock was taken away while its handler ran, or nil.
-func lostErr(lockCtx context.Context) error {
-	cause := context.Cause(lockCtx)
+// lostErr returns the status of a call whose lock l was taken away (or whose Client closed) while
+// its handler ran, or nil. The cause, which names the lock, is logged.
+func (ic *interceptor) lostErr(ctx context.Context, l *core.Lock, method string) error {
+	return ic.lostStatus(ctx, adapter.Lost(l.Context()), method)
+}
+
+func (ic *interceptor) lostStatus(ctx context.Context, cause error, method string) error {
 	switch {
 	case cause == nil:
 		return nil
 	case errors.Is(cause, core.ErrLost):
-		return status.Errorf(codes.Aborted, "lockkit: grpcmw: lock lost while the handler ran: %v", cause)
-	case errors.Is(cause, core.ErrClosed):
+		ic.o.warn(ctx, "lock lost while the handler ran", cause, method)
+		return status.Error(codes.Aborted, "lockkit: grpcmw: lock lost while the handler ran")
+	default:
+		ic.o.warn(ctx, "lock client closed while the handler ran", cause, method)
 		return status.Error(codes.Unavailable, "lockkit: grpcmw: lock client closed while the handler ran")
 	}
-	return nil // the call's own context ended: the handler's result stands
+}
+
+// warn logs what the caller is not told.
+func (o *options) warn(ctx context.Context, msg string, err error, method string) {
+	if o.logger == nil {
+		return
+	}
+	attrs := []slog.Attr{slog.String("method", method)}
+	if err != nil {
+		attrs = append(attrs, slog.Any("error", err))
+	}
+	o.logger.LogAttrs(context.WithoutCancel(ctx), slog.LevelWarn, "lockkit: grpcmw: "+msg, attrs...)
 }

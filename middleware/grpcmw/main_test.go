@@ -109,7 +109,7 @@ type env struct {
 }
 
 // setup starts Redis and n replicas serving svc with the interceptors configured by opts.
-func setup(t *testing.T, svc *service, n int, opts ...grpcmw.Option) *env {
+func setup(t *testing.T, svc *service, n int, opts ...grpcmw.UnaryOption) *env {
 	t.Helper()
 	srv := redistest.Start(t)
 	e := &env{redis: srv, rdb: srv.Client(t)}
@@ -120,13 +120,19 @@ func setup(t *testing.T, svc *service, n int, opts ...grpcmw.Option) *env {
 }
 
 // startReplica starts a gRPC server on 127.0.0.1:0 with a fresh core.Client; all are stopped when
-// the test ends.
-func startReplica(t *testing.T, srv *redistest.Server, svc *service, coreOpts []core.Option, opts ...grpcmw.Option) *replica {
+// the test ends. The stream interceptor gets the options that apply to it.
+func startReplica(t *testing.T, srv *redistest.Server, svc *service, coreOpts []core.Option, opts ...grpcmw.UnaryOption) *replica {
 	t.Helper()
 	locks := newClient(t, srv.Client(t), coreOpts...)
+	var streamOpts []grpcmw.Option
+	for _, o := range opts {
+		if so, ok := o.(grpcmw.Option); ok {
+			streamOpts = append(streamOpts, so)
+		}
+	}
 	gs := grpc.NewServer(
 		grpc.ChainUnaryInterceptor(recovery, grpcmw.UnaryServerInterceptor(locks, opts...)),
-		grpc.ChainStreamInterceptor(grpcmw.StreamServerInterceptor(locks, opts...)),
+		grpc.ChainStreamInterceptor(grpcmw.StreamServerInterceptor(locks, streamOpts...)),
 	)
 	gs.RegisterService(&serviceDesc, svc)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -224,10 +230,11 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	locktest.Eventually(t, d, what, cond)
 }
 
-// subscribers returns the number of connections subscribed to the release channel of the lock name,
+// subscribers returns the number of connections subscribed to the release channel of the lock name
+// (in grpcmw's namespace),
 // i.e. clients with a waiter on it.
 func subscribers(t *testing.T, rdb *redis.Client, name string) int64 {
-	ch := "lockkit:{" + name + "}:released"
+	ch := "lockkit:{@grpc/" + name + "}:released"
 	m, err := rdb.PubSubNumSub(context.Background(), ch).Result()
 	if err != nil {
 		t.Fatal(err)
@@ -235,11 +242,12 @@ func subscribers(t *testing.T, rdb *redis.Client, name string) int64 {
 	return m[ch]
 }
 
-// holdLock takes name from a separate core.Client, for the length of the test.
+// holdLock takes the business-key lock name (in grpcmw's namespace) from a separate core.Client,
+// for the length of the test.
 func holdLock(t *testing.T, e *env, name string, ttl time.Duration) *core.Lock {
 	t.Helper()
 	c := newClient(t, e.redis.Client(t))
-	l, err := c.Acquire(context.Background(), name, ttl)
+	l, err := c.Acquire(context.Background(), name, ttl, core.InNamespace("grpc"))
 	if err != nil {
 		t.Fatal(err)
 	}

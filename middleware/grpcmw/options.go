@@ -2,11 +2,12 @@ package grpcmw
 
 import (
 	"context"
-	"fmt"
+	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
-	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/adapter"
 	"google.golang.org/grpc/codes"
 )
 
@@ -21,8 +22,8 @@ type Keyer interface {
 // codes.InvalidArgument otherwise.
 type KeyFunc func(ctx context.Context, fullMethod string, req any) (string, error)
 
-// ScopeFunc returns the scope of an idempotency key, so that equal keys sent by different tenants or
-// to different methods never share a record. The default scope is the full method name.
+// ScopeFunc returns the caller's principal for the scope of an idempotency key (see
+// WithIdempotencyScope). The full method name is always part of the scope.
 type ScopeFunc func(ctx context.Context, fullMethod string) (string, error)
 
 // IdempotencyKeyHeader is the metadata key that carries the idempotency key of a unary call.
@@ -31,11 +32,40 @@ const IdempotencyKeyHeader = "idempotency-key"
 const (
 	defaultTTL       = 10 * time.Second
 	defaultRetention = 24 * time.Hour
+	defaultMaxBody   = 1 << 20
 	maxIdemKeyLen    = 255
+	// keyNamespace and idemNamespace are the core namespaces of the business-key locks (unless
+	// WithNamespace) and of the idempotency locks.
+	keyNamespace  = "grpc"
+	idemNamespace = "grpc-idem"
 )
 
-// Option configures UnaryServerInterceptor and StreamServerInterceptor.
-type Option func(*options)
+// retryCodes are the codes that tell a client to try again: their outcomes are never stored, so a
+// retry runs the handler again (Stripe's rule: store only definite outcomes of calls that ran).
+var retryCodes = []codes.Code{codes.Canceled, codes.Unknown, codes.DeadlineExceeded, codes.ResourceExhausted,
+	codes.Aborted, codes.Internal, codes.Unavailable}
+
+// Option configures both UnaryServerInterceptor and StreamServerInterceptor. The constructors
+// panic on an invalid option (an error matching core.ErrInvalid): options are fixed at start-up.
+type Option interface {
+	UnaryOption
+	applyStream(*options)
+}
+
+// UnaryOption configures UnaryServerInterceptor: every Option, and the options of idempotent
+// replay (WithIdempotency, WithIdempotencyScope, WithStoredErrors, WithMaxBody), which streams do
+// not have.
+type UnaryOption interface{ applyUnary(*options) }
+
+// bothOption and unaryOption are the options of both interceptors and of the unary one.
+type (
+	bothOption  func(*options)
+	unaryOption func(*options)
+)
+
+func (f bothOption) applyUnary(o *options)  { f(o) }
+func (f bothOption) applyStream(o *options) { f(o) }
+func (f unaryOption) applyUnary(o *options) { f(o) }
 
 type options struct {
 	ttl       time.Duration
@@ -44,99 +74,169 @@ type options struct {
 	keyFunc   KeyFunc
 	mdKey     string
 	methods   []string
+	namespace string
 	idem      bool
 	retention time.Duration
+	maxBody   int
 	scope     ScopeFunc
 	stored    []codes.Code
-	waitOpts  []core.AcquireOption // built once: WithWait(wait) when waiting
+	logger    *slog.Logger
 }
 
-func newOptions(opts []Option) *options {
-	o := &options{ttl: defaultTTL, code: codes.Aborted, retention: defaultRetention}
+func defaultOptions() *options {
+	return &options{ttl: defaultTTL, code: codes.Aborted, retention: defaultRetention, maxBody: defaultMaxBody,
+		namespace: keyNamespace}
+}
+
+func unaryOptions(opts []UnaryOption) *options {
+	o := defaultOptions()
 	for _, f := range opts {
-		f(o)
+		f.applyUnary(o)
 	}
-	// The bounds are core's: checking them here turns a misconfiguration into a panic at start-up
-	// instead of a failure of every call.
-	if o.ttl < 10*time.Millisecond || o.ttl > 24*time.Hour {
-		panic(fmt.Sprintf("lockkit: grpcmw: TTL %v outside [10ms, 24h]", o.ttl))
+	return o.checked()
+}
+
+func streamOptions(opts []Option) *options {
+	o := defaultOptions()
+	for _, f := range opts {
+		f.applyStream(o)
 	}
-	if o.code == codes.OK {
-		panic("lockkit: grpcmw: the contended code must not be codes.OK")
-	}
-	if o.retention < time.Millisecond {
-		o.retention = defaultRetention
-	}
-	if o.wait > 0 {
-		o.waitOpts = []core.AcquireOption{core.WithWait(o.wait)}
+	return o.checked()
+}
+
+// checked validates o, panicking on an invalid option.
+func (o *options) checked() *options {
+	if err := o.validate(); err != nil {
+		panic(err)
 	}
 	return o
+}
+
+// invalidOption is the error (and panic value) of a bad argument to a constructor.
+func invalidOption(format string, args ...any) error {
+	return adapter.Invalid("grpcmw", format, args...)
+}
+
+func (o *options) validate() error {
+	if err := adapter.CheckTTL("grpcmw", "WithTTL", o.ttl); err != nil {
+		return err
+	}
+	if err := adapter.CheckWait("grpcmw", o.wait); err != nil {
+		return err
+	}
+	if err := adapter.CheckNamespace("grpcmw", o.namespace); err != nil {
+		return err
+	}
+	switch {
+	case o.code == codes.OK:
+		return invalidOption("WithContendedCode(codes.OK): the contended code must be an error")
+	case o.retention == 0:
+		o.retention = defaultRetention
+	case o.retention < time.Millisecond:
+		return invalidOption("WithIdempotency(%v): retention below 1ms", o.retention)
+	case o.maxBody < 0:
+		return invalidOption("WithMaxBody(%d) is negative", o.maxBody)
+	}
+	for _, c := range o.stored {
+		if c == codes.OK || slices.Contains(retryCodes, c) {
+			return invalidOption("WithStoredErrors(%v): OK and the codes that ask for a retry are never stored", c)
+		}
+	}
+	return nil
 }
 
 // WithTTL sets the TTL of the locks (default 10s, allowed 10ms to 24h). The core watchdog renews a
 // held lock while the handler runs, so the TTL only bounds how long a crashed replica blocks the key.
 func WithTTL(d time.Duration) Option {
-	return func(o *options) { o.ttl = d }
+	return bothOption(func(o *options) { o.ttl = d })
 }
 
 // WithWait makes a call wait up to d for a lock held by another call before failing (default 0:
 // fail at once). The call's deadline bounds the wait too.
 func WithWait(d time.Duration) Option {
-	return func(o *options) { o.wait = max(d, 0) }
+	return bothOption(func(o *options) { o.wait = d })
 }
 
 // WithContendedCode sets the status code of a call that did not get its lock because another call
 // holds it (default codes.Aborted). The status carries an errdetails.RetryInfo.
 func WithContendedCode(c codes.Code) Option {
-	return func(o *options) { o.code = c }
+	return bothOption(func(o *options) { o.code = c })
 }
+
+// WithNamespace sets the core namespace of the business-key locks (default "grpc": the lock of key
+// K is "@grpc/K", see core.InNamespace). A key taken from a request can never leave the
+// namespace; give two components the same namespace (httpmw.WithNamespace, ...) only to make them
+// exclude each other on purpose. 1 to 64 of a-z, 0-9 and '-'.
+func WithNamespace(ns string) Option { return bothOption(func(o *options) { o.namespace = ns }) }
+
+// WithLogger sets a logger for what the interceptors do not tell the caller: Redis errors behind
+// a codes.Unavailable, a lost lock, a failed release, a response not stored. Remote callers get
+// generic status messages; the details, which may name keys and Redis nodes, go here. Default: no
+// logging.
+func WithLogger(l *slog.Logger) Option { return bothOption(func(o *options) { o.logger = l }) }
+
+// WithMaxBody sets the largest response, in marshalled bytes, that WithIdempotency stores (default
+// 1 MiB). A larger response is still returned, not stored (the key is released, so a retry runs
+// the handler again) and logged.
+func WithMaxBody(n int) UnaryOption { return unaryOption(func(o *options) { o.maxBody = n }) }
 
 // WithKeyFunc sets a function that returns the business key of a call. It is asked when the request
 // does not implement Keyer or returns an empty key.
 func WithKeyFunc(f KeyFunc) Option {
-	return func(o *options) { o.keyFunc = f }
+	return bothOption(func(o *options) { o.keyFunc = f })
 }
 
 // WithMetadataKey reads the business key from the named request metadata (header), as the last
 // source after Keyer and WithKeyFunc. A call that sends the header twice fails with
 // codes.InvalidArgument.
 func WithMetadataKey(name string) Option {
-	return func(o *options) { o.mdKey = strings.ToLower(name) }
+	return bothOption(func(o *options) { o.mdKey = strings.ToLower(name) })
 }
 
 // WithMethods restricts the interceptor to the given methods: full method names such as
 // "/bank.Accounts/Withdraw", or a service prefix ending in a slash such as "/bank.Accounts/". Other
 // calls pass through. For richer rules, wrap the interceptor in go-grpc-middleware's selector.
 func WithMethods(fullMethods ...string) Option {
-	return func(o *options) { o.methods = append(o.methods, fullMethods...) }
+	return bothOption(func(o *options) { o.methods = append(o.methods, fullMethods...) })
 }
 
 // WithIdempotency turns on idempotent replay for unary calls that send the IdempotencyKeyHeader
 // metadata: the first call runs the handler under a lock on the key, and its response is stored
-// for retention (default 24h, when retention is 0) together with a SHA-256 fingerprint of the
-// request. A duplicate gets the stored response, or waits for it as WithWait allows, or fails with
-// the contended code while the first call runs. A duplicate with a different request fails with
-// codes.InvalidArgument. Errors are not stored (see WithStoredErrors), so a failed call can be
-// retried with the same key. Requests and responses must be protobuf messages; the response type
-// must be in protoregistry.GlobalTypes (generated code registers itself).
-func WithIdempotency(retention time.Duration) Option {
-	return func(o *options) {
+// for retention (default 24h, when retention is 0; at least 1ms) together with a SHA-256
+// fingerprint of the request. A duplicate gets the stored response, or waits for it as WithWait
+// allows, or fails with the contended code while the first call runs. A duplicate with a
+// different request fails with codes.InvalidArgument. Errors are not stored (see
+// WithStoredErrors), so a failed call can be retried with the same key; nor are responses over
+// WithMaxBody. Requests and responses must be protobuf messages; the response type must be in
+// protoregistry.GlobalTypes (generated code registers itself).
+func WithIdempotency(retention time.Duration) UnaryOption {
+	return unaryOption(func(o *options) {
 		o.idem = true
 		o.retention = retention
-	}
+	})
 }
 
-// WithIdempotencyScope sets the scope of idempotency keys (default: the full method name). Return
-// the caller's identity (a tenant, an account) to keep their keys apart.
-func WithIdempotencyScope(f ScopeFunc) Option {
-	return func(o *options) { o.scope = f }
+// WithIdempotencyScope scopes idempotency keys by the caller's principal instead of the
+// credentials the call carries. A key is always scoped to the full method name and to the
+// caller: by default every "authorization" metadata value and the peer's TLS certificate (hashed
+// with the key, never stored), so that no default lets a response cross callers. The principal
+// adds to the method; it never replaces it.
+//
+// Return a stable principal ID that your authentication resolved (a user or tenant ID), never a
+// raw credential: a bearer token changes when the client refreshes it, so a retry sent after a
+// refresh lands in another scope and runs the handler again, which is what the default does. An
+// error fails the call, with its own status or codes.InvalidArgument.
+func WithIdempotencyScope(f ScopeFunc) UnaryOption {
+	return unaryOption(func(o *options) { o.scope = f })
 }
 
 // WithStoredErrors makes WithIdempotency store and replay errors with the given status codes too,
-// for failures that a retry would only repeat (such as codes.InvalidArgument or
-// codes.FailedPrecondition).
-func WithStoredErrors(c ...codes.Code) Option {
-	return func(o *options) { o.stored = append(o.stored, c...) }
+// for definite failures that a retry would only repeat (such as codes.InvalidArgument or
+// codes.FailedPrecondition). The codes that ask for a retry (Canceled, Unknown,
+// DeadlineExceeded, ResourceExhausted, Aborted, Internal, Unavailable) are never stored: giving
+// one here is an invalid option.
+func WithStoredErrors(c ...codes.Code) UnaryOption {
+	return unaryOption(func(o *options) { o.stored = append(o.stored, c...) })
 }
 
 // match reports whether the interceptor applies to fullMethod.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lockkit/lockkit/internal/exactlyonce"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -13,53 +14,69 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
+// decode is exactlyonce.Decode followed by decodeRecord.
+func decode(b []byte) ([32]byte, proto.Message, *status.Status, error) {
+	rec, err := exactlyonce.Decode(string(b))
+	if err != nil {
+		return [32]byte{}, nil, nil, err
+	}
+	resp, st, err := decodeRecord(&rec)
+	return rec.Fingerprint, resp, st, err
+}
+
 func TestRecord_roundTrip(t *testing.T) {
-	o := newOptions([]Option{WithStoredErrors(codes.NotFound)})
+	o := unaryOptions([]UnaryOption{WithStoredErrors(codes.NotFound)})
 	fp := sha256.Sum256([]byte("req"))
 	st, _ := structpb.NewStruct(map[string]any{"a": 1.0, "b": "x"})
 	for _, resp := range []proto.Message{wrapperspb.String("ok"), st, &wrapperspb.Int64Value{}} {
-		rec, ok := o.record(fp, resp, nil)
-		if !ok {
-			t.Fatalf("%T not recorded", resp)
+		rec, why := o.record(fp, resp, nil)
+		if rec == nil {
+			t.Fatalf("%T not recorded: %s", resp, why)
 		}
-		gotFP, got, gotSt, err := decodeRecord(rec)
+		gotFP, got, gotSt, err := decode(rec)
 		if err != nil || gotFP != fp || gotSt != nil || !proto.Equal(got, resp) {
 			t.Fatalf("decode %T: %v %v %v %v", resp, gotFP == fp, got, gotSt, err)
 		}
 	}
-	rec, ok := o.record(fp, nil, status.Error(codes.NotFound, "gone"))
-	if !ok {
+	rec, _ := o.record(fp, nil, status.Error(codes.NotFound, "gone"))
+	if rec == nil {
 		t.Fatal("stored code not recorded")
 	}
-	if _, _, gotSt, err := decodeRecord(rec); err != nil || gotSt.Code() != codes.NotFound || gotSt.Message() != "gone" {
+	if _, _, gotSt, err := decode(rec); err != nil || gotSt.Code() != codes.NotFound || gotSt.Message() != "gone" {
 		t.Fatalf("status record: %v %v", gotSt, err)
 	}
 	for _, err := range []error{status.Error(codes.Internal, "x"), errors.New("plain")} {
-		if _, ok := o.record(fp, nil, err); ok {
+		if rec, _ := o.record(fp, nil, err); rec != nil {
 			t.Fatalf("error %v recorded", err)
 		}
 	}
-	if _, ok := o.record(fp, struct{}{}, nil); ok {
+	if rec, why := o.record(fp, struct{}{}, nil); rec != nil || why == "" {
 		t.Fatal("non-proto response recorded")
+	}
+	// Over the size cap: not stored, with a reason to log.
+	small := unaryOptions([]UnaryOption{WithMaxBody(8)})
+	if rec, why := small.record(fp, wrapperspb.String(strings.Repeat("x", 100)), nil); rec != nil || !strings.Contains(why, "limit") {
+		t.Fatalf("response over the cap: %d bytes, %q", len(rec), why)
 	}
 }
 
 func FuzzDecodeRecord(f *testing.F) {
-	o := newOptions([]Option{WithStoredErrors(codes.Aborted)})
+	o := unaryOptions([]UnaryOption{WithStoredErrors(codes.NotFound)})
 	fp := sha256.Sum256(nil)
+	must := func(b []byte, _ string) []byte { return b }
 	for _, rec := range [][]byte{
-		mustRecord(o.record(fp, wrapperspb.String("hello"), nil)),
-		mustRecord(o.record(fp, &wrapperspb.BoolValue{Value: true}, nil)),
-		mustRecord(o.record(fp, nil, status.Error(codes.Aborted, "no"))),
-		[]byte(recordMagic + strings.Repeat("x", sha256.Size) + "r"),
-		[]byte(recordMagic + strings.Repeat("x", sha256.Size) + "s\x08\x00"),
-		[]byte("lkg1"),
+		must(o.record(fp, wrapperspb.String("hello"), nil)),
+		must(o.record(fp, &wrapperspb.BoolValue{Value: true}, nil)),
+		must(o.record(fp, nil, status.Error(codes.NotFound, "no"))),
+		exactlyonce.Encode(kindResponse, fp, nil),
+		exactlyonce.Encode(kindStatus, fp, []byte("\x08\x00")),
+		[]byte("lkg1" + strings.Repeat("x", sha256.Size) + "r"),
 		nil,
 	} {
 		f.Add(rec)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		gotFP, resp, st, err := decodeRecord(b)
+		gotFP, resp, st, err := decode(b)
 		if err != nil {
 			return
 		}
@@ -73,20 +90,13 @@ func FuzzDecodeRecord(f *testing.F) {
 			return
 		}
 		// A decoded response encodes to a record that decodes to an equal response.
-		rec, ok := o.record(gotFP, resp, nil)
-		if !ok {
-			t.Fatalf("cannot re-encode %T", resp)
+		rec, why := o.record(gotFP, resp, nil)
+		if rec == nil {
+			t.Fatalf("cannot re-encode %T: %s", resp, why)
 		}
-		fp2, resp2, _, err := decodeRecord(rec)
+		fp2, resp2, _, err := decode(rec)
 		if err != nil || fp2 != gotFP || !proto.Equal(resp, resp2) {
 			t.Fatalf("round trip: %v %v %v", resp, resp2, err)
 		}
 	})
-}
-
-func mustRecord(b []byte, ok bool) []byte {
-	if !ok {
-		panic("not recorded")
-	}
-	return b
 }

@@ -27,7 +27,7 @@ func TestStream_sameKey_neverOverlaps_acrossServers(t *testing.T) {
 	var inFlight, maxInFlight, runs atomic.Int64
 	svc := &service{watch: func(in *wrapperspb.StringValue, ss grpc.ServerStream) error {
 		l, ok := core.FromContext(ss.Context())
-		if !ok || l.Name() != in.GetValue() {
+		if !ok || l.Name() != "@grpc/"+in.GetValue() {
 			return status.Error(codes.Internal, "stream handler runs without the lock in its context")
 		}
 		n := inFlight.Add(1)
@@ -90,7 +90,7 @@ func TestStream_keyFunc_getsNilRequest_andNoKeyPassesThrough(t *testing.T) {
 	e := setup(t, svc, 1, grpcmw.WithKeyFunc(keyFunc))
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "tenant", "t1")
 	got, err := e.replicas[0].watch(ctx, "x")
-	if err != nil || len(got) != 1 || got[0] != "tenant/t1" {
+	if err != nil || len(got) != 1 || got[0] != "@grpc/tenant/t1" {
 		t.Fatalf("locked stream got %q, %v", got, err)
 	}
 	got, err = e.replicas[0].watch(context.Background(), "x")
@@ -140,7 +140,7 @@ func TestStream_lostLock_cancelsStreamContext(t *testing.T) {
 		done <- err
 	}()
 	<-started
-	if n := e.rdb.Del(context.Background(), "lockkit:{acct-sl}").Val(); n != 1 {
+	if n := e.rdb.Del(context.Background(), "lockkit:{@grpc/acct-sl}").Val(); n != 1 {
 		t.Fatalf("deleted %d lock keys, want 1", n)
 	}
 	if cause := <-causes; !errors.Is(cause, core.ErrLost) {

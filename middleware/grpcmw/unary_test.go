@@ -28,7 +28,7 @@ func echo(ctx context.Context, _ string, in *wrapperspb.StringValue) (proto.Mess
 func TestUnary_sameKey_neverOverlaps_acrossServers(t *testing.T) {
 	var inFlight, maxInFlight, runs atomic.Int64
 	svc := &service{unary: func(ctx context.Context, _ string, in *wrapperspb.StringValue) (proto.Message, error) {
-		if l, ok := core.FromContext(ctx); !ok || l.Name() != in.GetValue() {
+		if l, ok := core.FromContext(ctx); !ok || l.Name() != "@grpc/"+in.GetValue() {
 			return nil, status.Error(codes.Internal, "handler runs without the lock")
 		}
 		n := inFlight.Add(1)
@@ -112,11 +112,11 @@ func TestUnary_contended_failsFastWithRetryInfo(t *testing.T) {
 	}}
 	for _, tc := range []struct {
 		name string
-		opts []grpcmw.Option
+		opts []grpcmw.UnaryOption
 		code codes.Code
 	}{
 		{"default", nil, codes.Aborted},
-		{"custom code", []grpcmw.Option{grpcmw.WithContendedCode(codes.ResourceExhausted)}, codes.ResourceExhausted},
+		{"custom code", []grpcmw.UnaryOption{grpcmw.WithContendedCode(codes.ResourceExhausted)}, codes.ResourceExhausted},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := setup(t, svc, 1, tc.opts...)
@@ -134,8 +134,8 @@ func TestUnary_contended_failsFastWithRetryInfo(t *testing.T) {
 			if p := trailer.Get("grpc-retry-pushback-ms"); len(p) != 1 || len(p[0]) != 4 {
 				t.Fatalf("pushback trailer %q, want a delay of 4 digits in ms", p)
 			}
-			if !strings.Contains(st.Message(), `"acct-9"`) {
-				t.Fatalf("message %q does not name the key", st.Message())
+			if strings.Contains(st.Message(), "acct-9") {
+				t.Fatalf("message %q names the key", st.Message())
 			}
 			if runs.Load() != 0 {
 				t.Fatal("the handler ran although the lock was held")
@@ -206,7 +206,7 @@ func TestUnary_lostLock_cancelsHandler_andFailsTheCall(t *testing.T) {
 		done <- err
 	}()
 	<-started
-	if n := e.rdb.Del(context.Background(), "lockkit:{acct-lost}").Val(); n != 1 {
+	if n := e.rdb.Del(context.Background(), "lockkit:{@grpc/acct-lost}").Val(); n != 1 {
 		t.Fatalf("deleted %d lock keys, want 1", n)
 	}
 	if cause := <-causes; !errors.Is(cause, core.ErrLost) {
@@ -250,9 +250,9 @@ func TestUnary_keySources(t *testing.T) {
 		method, value string
 		want          string
 	}{
-		{"keyer first", md("acct-md"), keyedMethod, "fn:acct-keyer", "fn:acct-keyer"},
-		{"empty keyer falls to func", md("acct-md"), plainMethod, "fn:x", "from-func/" + plainMethod},
-		{"empty func falls to metadata", md("acct-md"), plainMethod, "x", "acct-md"},
+		{"keyer first", md("acct-md"), keyedMethod, "fn:acct-keyer", "@grpc/fn:acct-keyer"},
+		{"empty keyer falls to func", md("acct-md"), plainMethod, "fn:x", "@grpc/from-func/" + plainMethod},
+		{"empty func falls to metadata", md("acct-md"), plainMethod, "x", "@grpc/acct-md"},
 		{"no key passes through", md(), plainMethod, "x", ""},
 		{"empty keyer and nothing else", md(), keyedMethod, "", ""},
 	} {
@@ -316,7 +316,6 @@ func TestUnary_errorCodes(t *testing.T) {
 		method, value string
 		code          codes.Code
 	}{
-		{keyedMethod, "}starts-with-brace", codes.InvalidArgument},
 		{keyedMethod, strings.Repeat("k", 2000), codes.InvalidArgument},
 		{plainMethod, "plain-error", codes.InvalidArgument},
 		{plainMethod, "status-error", codes.PermissionDenied},
@@ -364,7 +363,7 @@ func TestUnary_panicReleasesTheLock(t *testing.T) {
 	e := setup(t, svc, 1)
 	_, err := e.replicas[0].call(context.Background(), keyedMethod, "acct-p")
 	wantCode(t, err, codes.Internal)
-	if n := e.rdb.Exists(context.Background(), "lockkit:{acct-p}").Val(); n != 0 {
+	if n := e.rdb.Exists(context.Background(), "lockkit:{@grpc/acct-p}").Val(); n != 0 {
 		t.Fatal("the lock is still held after the handler panicked")
 	}
 }
@@ -391,7 +390,7 @@ func TestUnary_hookContextFlowsToHandler(t *testing.T) {
 	if _, err := r.call(ctx, keyedMethod, "acct-h"); err != nil {
 		t.Fatal(err)
 	}
-	if s := <-seenc; s.span != "acct-h/r-1" || s.md != "r-1" {
+	if s := <-seenc; s.span != "@grpc/acct-h/r-1" || s.md != "r-1" {
 		t.Fatalf("handler saw span %q and metadata %q", s.span, s.md)
 	}
 }

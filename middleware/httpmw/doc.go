@@ -8,8 +8,10 @@
 //   - KeyLock serialises requests that share a business key (a path value, a header, a query
 //     parameter; see KeyFunc).
 //
-// Both are func(http.Handler) http.Handler, configured with the same Option type, and best used
-// per ServeMux route:
+// Both are func(http.Handler) http.Handler, best used per ServeMux route. Options that apply to
+// both (WithTTL, WithWait, FailOpen, WithLogger) are of type Option; the others are
+// IdempotencyOption or KeyLockOption, so that the compiler rejects an option the middleware would
+// ignore:
 //
 //	idem := httpmw.Idempotency(locks, httpmw.WithLogger(logger))
 //	mux.Handle("POST /orders", idem(createOrder))
@@ -28,23 +30,35 @@
 //
 // An Idempotency-Key is 1 to 255 printable ASCII characters, sent as a Structured Field String
 // ("abc", as the draft says) or bare (abc). It is scoped to the request's method, its route and its
-// caller (the Authorization header by default, see WithScope): a key never replays a response to
-// another scope. The SHA-256 of scope and key names the lock (idem/HEX) and the record
-// (lockkit:idem:{idem/HEX} under the core Client's prefix, sharing the lock's cluster slot). The record holds a fingerprint of the
-// request (URI, body, WithFingerprintHeaders), the status, the response headers except hop-by-hop
-// fields, Date and Set-Cookie, and the body; it expires after WithRetention. Trailers
-// are not stored.
+// caller: by default the credentials the request carries (every Authorization and Cookie header
+// value and the client certificate), or the principal of WithScope, which adds to method and route
+// and never replaces them. A key never replays a response to another scope. The SHA-256 of scope
+// and key names the lock ("@http-idem/HEX", in core's namespace "http-idem", see
+// core.InNamespace) and the record (lockkit:idem:{@http-idem/HEX} under the core Client's prefix,
+// sharing the lock's cluster slot). Both belong to lockkit's exactly-once layer, shared with
+// grpcmw and cronlock. The record holds a fingerprint of the request (URI, body,
+// WithFingerprintHeaders), the status, the response headers except hop-by-hop fields, Date and
+// Set-Cookie, and the body; it expires after WithRetention. Trailers are not stored.
+//
+// Only definite answers are stored, as Stripe does: an answer that tells the client to try again
+// (408, 409, 425, 429, 502, 503, 504) is passed through and the key released, so the retry runs
+// the handler; so is any other 5xx and a handler's panic, unless StoreServerErrors.
 //
 // The handler's response goes to the client as it is written, flushes included (the recorder
 // supports http.Flusher and http.ResponseController), and is stored when the handler returns; a
 // retry that arrives in between gets 409 (or waits, with WithWait). A streamed response is stored
 // like any other if its body fits WithMaxBody; a larger one, or a hijacked connection, is not
 // stored and the key is released. The request body is hashed in full for the fingerprint, also the
-// part the handler did not read: put a size limit (http.MaxBytesHandler) in front of the middleware
-// if clients may send large bodies.
+// part the handler did not read, so the middleware bounds it (WithMaxRequestBody, default 1 MiB):
+// a request declaring a longer body gets 413 before the handler runs, and a longer streamed body
+// fails the handler's read with an *http.MaxBytesError and is not stored.
+//
+// KeyLock's lock is its key in core's namespace "http" (WithNamespace): whatever a path value or
+// header holds ("cron/billing", "@cron/billing"), it names a KeyLock lock and never a job's, a
+// task's or an idempotency key's.
 //
 // If Redis fails after the handler ran, the response was sent but not stored and the lock stays
-// until its TTL (WithLockTTL) expires: retries get 409 until then and run the handler again after.
+// until its TTL (WithTTL) expires: retries get 409 until then and run the handler again after.
 //
 // # Problems
 //
@@ -53,6 +67,7 @@
 //
 //	400 idempotency-key-malformed     bad or repeated Idempotency-Key header
 //	400 idempotency-key-missing       no key, with RequireKey
+//	413 request-body-too-large        body over WithMaxRequestBody
 //	409 idempotency-key-in-use        a request with the key is in flight (Retry-After)
 //	422 idempotency-key-reused        the key was used with a different request (409 with ConflictOnMismatch)
 //	500 idempotency-record-unreadable the stored response is corrupt or of an unknown version

@@ -74,3 +74,37 @@ func ExampleKeyFunc() {
 	mux := http.NewServeMux()
 	mux.Handle("DELETE /orders/{id}", httpmw.KeyLock(locks, orderKey)(http.NotFoundHandler()))
 }
+
+// principalKey is the context key under which this example's authentication stores the caller.
+type principalKey struct{}
+
+// WithScope with a principal ID: the authentication in front of the middleware resolved the caller
+// to a stable user ID, which scopes the keys instead of the raw credentials. A bearer token changes
+// when the client refreshes it; scoped by the token, a retry sent after a refresh would run the
+// handler again. Scoped by the user ID, it replays.
+func ExampleWithScope() {
+	var locks *core.Client // from core.New
+	authenticate := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			user := "u-123" // look the bearer token or session up: the user it belongs to
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, user)))
+		})
+	}
+	userID := func(r *http.Request) string {
+		id, _ := r.Context().Value(principalKey{}).(string)
+		return id // method and route are part of the scope whatever this returns
+	}
+	idem := httpmw.Idempotency(locks, httpmw.WithScope(userID))
+	mux := http.NewServeMux()
+	mux.Handle("POST /orders", authenticate(idem(http.NotFoundHandler())))
+}
+
+// Locks shared with another component on purpose: a gRPC method using grpcmw.WithNamespace("orders")
+// and this route exclude each other on the same order ID. Without the option, KeyLock's locks live
+// in their own namespace, out of reach of other components and of their clients.
+func ExampleWithNamespace() {
+	var locks *core.Client // from core.New
+	mux := http.NewServeMux()
+	mux.Handle("PUT /orders/{id}", httpmw.KeyLock(locks, httpmw.PathValue("id"),
+		httpmw.WithNamespace("orders"))(http.NotFoundHandler()))
+}

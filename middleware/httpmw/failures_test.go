@@ -75,7 +75,7 @@ func TestIdempotency_panic(t *testing.T) {
 	for _, store := range []bool{false, true} {
 		t.Run(fmt.Sprintf("store=%v", store), func(t *testing.T) {
 			_, locks := setup(t)
-			var opts []httpmw.Option
+			var opts []httpmw.IdempotencyOption
 			if store {
 				opts = append(opts, httpmw.StoreServerErrors())
 			}
@@ -170,7 +170,7 @@ func TestIdempotency_handlerHoldsTheLock(t *testing.T) {
 		}
 	})
 	url := serve(t, httpmw.Idempotency(locks)(h)).URL
-	if r := send(t, "POST", url, "k", ""); r.status != 200 || fence <= 0 || !strings.HasPrefix(name, "idem/") {
+	if r := send(t, "POST", url, "k", ""); r.status != 200 || fence <= 0 || !strings.HasPrefix(name, "@http-idem/") {
 		t.Fatalf("status %d, lock %q fence %d", r.status, name, fence)
 	}
 	// Nothing written: the replay is the 200 net/http sent.
@@ -197,7 +197,7 @@ func TestIdempotency_lockLostStoresNothing(t *testing.T) {
 		}
 		w.WriteHeader(http.StatusCreated)
 	})
-	url := serve(t, httpmw.Idempotency(locks, httpmw.WithLockTTL(200*time.Millisecond), httpmw.WithLogger(logs.logger()))(h)).URL
+	url := serve(t, httpmw.Idempotency(locks, httpmw.WithTTL(200*time.Millisecond), httpmw.WithLogger(logs.logger()))(h)).URL
 	if r := send(t, "POST", url, "k", ""); r.status != 201 {
 		t.Fatalf("first: %+v", r)
 	}

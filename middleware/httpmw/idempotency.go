@@ -3,6 +3,7 @@ package httpmw
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/exactlyonce"
 )
 
 // Idempotency returns a middleware that makes retries of a request carrying an Idempotency-Key
@@ -24,30 +26,40 @@ import (
 //   - A duplicate that arrives while the first is in flight gets 409 with Retry-After, or waits for
 //     the first one's response (WithWait).
 //
-// Keys are scoped to the method, the route and the caller (see WithScope), and hashed before they
-// reach Redis. Use it inside a ServeMux route (mux.Handle("POST /orders", mw(h))) so that the route
-// pattern, not the path, is the scope; wrapped around a whole mux it falls back to the URL path.
+// Keys are scoped to the method, the route and the caller's credentials (Authorization, Cookie,
+// client certificate; WithScope adds a principal), and hashed before they reach Redis. Use it
+// inside a ServeMux route (mux.Handle("POST /orders", mw(h))) so that the route pattern, not the
+// path, is the scope; wrapped around a whole mux it falls back to the URL path.
 //
-// Responses with status 5xx, from handlers that panicked, or whose connection was hijacked are not
-// stored (unless StoreServerErrors) and the key is released, so that the client can retry; nor are
-// bodies over WithMaxBody. Problems are answered as RFC 9457 application/problem+json (see the
-// package documentation). Idempotency panics if locks is nil or an option is invalid.
-func Idempotency(locks *core.Client, opts ...Option) func(http.Handler) http.Handler {
+// Only definite answers are stored. Answers that tell the client to try again (408, 409, 425, 429,
+// 502, 503, 504) are passed through and the key is released; so are other 5xx and a handler's
+// panic unless StoreServerErrors, hijacked connections, bodies over WithMaxBody, and requests
+// whose body is over WithMaxRequestBody (answered 413 before the handler runs when Content-Length
+// says so). Problems are answered as RFC 9457 application/problem+json (see the package
+// documentation). Idempotency panics if locks is nil or an option is invalid.
+func Idempotency(locks *core.Client, opts ...IdempotencyOption) func(http.Handler) http.Handler {
 	if locks == nil {
-		panic("lockkit: httpmw: Idempotency needs a *core.Client")
+		panic(invalidOption("Idempotency needs a *core.Client"))
 	}
-	o := buildOptions(0, opts)
-	if o.prefix == "" {
-		o.prefix = locks.Prefix() + "idem:"
+	o := idempotencyOptions(opts)
+	store, err := exactlyonce.New(locks, exactlyonce.Config{
+		Component: "httpmw", Namespace: idemNamespace, RecordPrefix: o.prefix,
+		TTL: o.ttl, Wait: o.wait, Retention: o.retention, FailOpen: o.failOpen, Logger: o.logger,
+	})
+	if err != nil {
+		panic(err)
 	}
 	bufs := &sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 	return func(next http.Handler) http.Handler {
-		return &idempotency{locks: locks, next: next, o: &o, bufs: bufs}
+		return &idempotency{store: store, next: next, o: &o, bufs: bufs}
 	}
 }
 
+// errBody marks an error reading the request body for its fingerprint.
+var errBody = errors.New("lockkit: httpmw: request body unreadable")
+
 type idempotency struct {
-	locks *core.Client
+	store *exactlyonce.Store
 	next  http.Handler
 	o     *options
 	bufs  *sync.Pool // *[]byte copy buffers for hashing request bodies
@@ -75,63 +87,64 @@ func (m *idempotency) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		keyMalformed.write(w, 0, `send one Idempotency-Key: a string ("abc") of 1 to 255 printable ASCII characters`)
 		return
 	}
-	guard, name := m.names(r, key)
-	var l *core.Lock
-	var err error
-	if m.o.wait > 0 {
-		l, err = m.locks.Acquire(r.Context(), name, m.o.lockTTL, core.WithGuard(guard), core.WithWait(m.o.wait))
-	} else {
-		l, err = m.locks.TryAcquire(r.Context(), name, m.o.lockTTL, core.WithGuard(guard))
-	}
-	if err != nil {
-		m.refused(w, r, err)
+	if r.ContentLength > m.o.maxRequestBody {
+		bodyTooLarge.write(w, 0, "")
 		return
 	}
-	m.run(w, r, l, guard)
+	body := &hashBody{rc: bodyOf(r), h: m.fingerprint(r), limit: m.o.maxRequestBody}
+	req := &exactlyonce.Request{
+		Key: m.scope(r, key),
+		Fingerprint: func() ([32]byte, error) {
+			fp, err := m.sum(body)
+			if err != nil {
+				err = fmt.Errorf("%w: %w", errBody, err)
+			}
+			return fp, err
+		},
+		Log: []slog.Attr{slog.String("method", r.Method), slog.String("route", route(r))},
+	}
+	run, rec, err := m.store.Begin(r.Context(), req)
+	switch {
+	case run != nil:
+		m.run(w, r, run, body)
+	case rec != nil:
+		m.replay(w, r, rec)
+	default:
+		m.refused(w, r, err)
+	}
 }
 
-// refused answers a request whose key could not be taken: a replay, a duplicate in flight, or
-// Redis down.
+// refused answers a request whose key could not be taken: a duplicate in flight, a reused key, a
+// body that could not be read, or Redis down (logged by the store).
 func (m *idempotency) refused(w http.ResponseWriter, r *http.Request, err error) {
-	var g *core.GuardedError
-	var na *core.NotAcquiredError
+	var inFlight *exactlyonce.InFlightError
+	var tooLarge *http.MaxBytesError
 	switch {
-	case errors.As(err, &g):
-		m.replay(w, r, g.Value)
-	case errors.As(err, &na):
-		retryAfter(w, na.RetryAfter)
+	case errors.As(err, &inFlight):
+		retryAfter(w, inFlight.RetryAfter)
 		keyInUse.write(w, 0, "retry after the first request has completed")
+	case errors.Is(err, exactlyonce.ErrMismatch):
+		keyReused.write(w, m.o.mismatch, "this Idempotency-Key was used with a different request (URI, body or headers)")
+	case errors.Is(err, exactlyonce.ErrUnreadable):
+		recordBroken.write(w, 0, "")
+	case errors.As(err, &tooLarge):
+		bodyTooLarge.write(w, 0, "")
 	case errors.Is(err, core.ErrUnavailable), errors.Is(err, core.ErrClosed):
-		m.o.warn(r.Context(), "lockkit: httpmw: idempotency lock unavailable", err, r)
-		if m.o.failOpen {
-			m.next.ServeHTTP(w, r)
-			return
-		}
 		lockUnavailable.write(w, 0, "")
+	case errors.Is(err, errBody):
+		keyMalformed.write(w, http.StatusBadRequest, "the request body could not be read")
 	default:
 		m.o.warn(r.Context(), "lockkit: httpmw: idempotency lock refused", err, r)
 		lockUnavailable.write(w, http.StatusInternalServerError, "")
 	}
 }
 
-// replay answers with a stored response, if the request matches the one that produced it.
-func (m *idempotency) replay(w http.ResponseWriter, r *http.Request, value string) {
-	rec, ok := parseRecord(value)
+// replay answers with a stored response; the store checked the request's fingerprint.
+func (m *idempotency) replay(w http.ResponseWriter, r *http.Request, stored *exactlyonce.Record) {
+	rec, ok := parseRecord(stored)
 	if !ok {
 		m.o.warn(r.Context(), "lockkit: httpmw: stored response unreadable", nil, r)
 		recordBroken.write(w, 0, "")
-		return
-	}
-	body := &hashBody{rc: bodyOf(r), h: m.fingerprint(r)}
-	buf := m.bufs.Get().(*[]byte)
-	fp, err := body.sum(*buf)
-	m.bufs.Put(buf)
-	if err != nil {
-		keyMalformed.write(w, http.StatusBadRequest, "the request body could not be read")
-		return
-	}
-	if string(fp[:]) != rec.fp {
-		keyReused.write(w, m.o.mismatch, "this Idempotency-Key was used with a different request (URI, body or headers)")
 		return
 	}
 	h := w.Header()
@@ -142,18 +155,18 @@ func (m *idempotency) replay(w http.ResponseWriter, r *http.Request, value strin
 }
 
 // run calls the handler under the lock and stores its response with the release.
-func (m *idempotency) run(w http.ResponseWriter, r *http.Request, l *core.Lock, guard string) {
+func (m *idempotency) run(w http.ResponseWriter, r *http.Request, run *exactlyonce.Run, body *hashBody) {
 	rw := &recorder{w: w, limit: m.o.maxBody}
-	body := &hashBody{rc: bodyOf(r), h: m.fingerprint(r)}
-	r2 := r.WithContext(l.Context())
+	r2 := r.WithContext(run.Context())
 	r2.Body = body
+	ctx := r.Context()
 	returned := false
 	defer func() {
 		if !returned { // the handler panicked (or called runtime.Goexit): the panic goes on
 			if m.o.storeErrors {
-				m.store(r, l, guard, rw, body, true)
+				m.save(ctx, run, rw, body, true)
 			} else {
-				m.release(r, l, "handler panicked")
+				_ = run.Release(ctx, "handler panicked")
 			}
 		}
 	}()
@@ -161,51 +174,51 @@ func (m *idempotency) run(w http.ResponseWriter, r *http.Request, l *core.Lock, 
 	returned = true
 	switch {
 	case rw.hijacked:
-		m.release(r, l, "")
+		_ = run.Release(ctx, "")
 	case rw.overflow:
-		m.release(r, l, "response larger than the body limit")
-	case rw.status >= 500 && !m.o.storeErrors:
-		m.release(r, l, "")
+		_ = run.Release(ctx, "response larger than the body limit")
+	case retryable(rw.status, m.o.storeErrors):
+		_ = run.Release(ctx, "")
 	default:
-		m.store(r, l, guard, rw, body, false)
+		m.save(ctx, run, rw, body, false)
 	}
 }
 
-// store saves the recorded response (a 500 problem if the handler panicked) and releases the lock,
+// retryable reports whether a response tells the client to try again, so that it is not stored:
+// 408, 409, 425 and 429 always, 502, 503 and 504 always, other 5xx unless storeErrors. A status
+// of 0 is a handler that wrote nothing: net/http answers 200.
+func retryable(status int, storeErrors bool) bool {
+	switch status {
+	case http.StatusRequestTimeout, http.StatusConflict, http.StatusTooEarly, http.StatusTooManyRequests,
+		http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return status >= 500 && !storeErrors
+}
+
+// save stores the recorded response (a 500 problem if the handler panicked) and releases the lock,
 // in one round trip.
-func (m *idempotency) store(r *http.Request, l *core.Lock, guard string, rw *recorder, body *hashBody, panicked bool) {
+func (m *idempotency) save(ctx context.Context, run *exactlyonce.Run, rw *recorder, body *hashBody, panicked bool) {
 	if panicked {
 		h := http.Header{"Content-Type": {"application/problem+json"}}
 		rw.buf = append(appendRecordHead(rw.buf[:0], handlerPanicked.status, h), handlerPanicked.body(0, "")...)
 	} else if rw.status == 0 { // nothing written: net/http answers 200 with the headers as they are
 		rw.start(http.StatusOK)
 	}
-	buf := m.bufs.Get().(*[]byte)
-	fp, err := body.sum(*buf)
-	m.bufs.Put(buf)
+	fp, err := m.sum(body)
 	if err != nil {
-		m.release(r, l, "request body unreadable: "+err.Error())
+		_ = run.Release(ctx, "request body unreadable or over the limit: "+err.Error())
 		return
 	}
-	copy(rw.buf[1:], fp[:])
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), m.o.lockTTL)
-	defer cancel()
-	if err := l.ReleaseSet(ctx, guard, rw.buf, m.o.retention); err != nil {
-		m.o.warn(ctx, "lockkit: httpmw: response not stored", err, r)
-	}
+	exactlyonce.SetFingerprint(rw.buf, fp)
+	_ = run.Store(ctx, rw.buf, 0)
 }
 
-// release gives up the key without storing anything, logging why if why is set.
-func (m *idempotency) release(r *http.Request, l *core.Lock, why string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), m.o.lockTTL)
-	defer cancel()
-	err := l.Release(ctx)
-	if why != "" {
-		m.o.warn(ctx, "lockkit: httpmw: response not stored: "+why, nil, r)
-	}
-	if err != nil {
-		m.o.warn(ctx, "lockkit: httpmw: release failed", err, r)
-	}
+// sum completes the request's fingerprint.
+func (m *idempotency) sum(body *hashBody) ([32]byte, error) {
+	buf := m.bufs.Get().(*[]byte)
+	defer m.bufs.Put(buf)
+	return body.sum(*buf)
 }
 
 func bodyOf(r *http.Request) io.ReadCloser {

@@ -34,7 +34,7 @@ func orders(calls *atomic.Int64) http.Handler {
 
 // ordersAPI serves orders behind Idempotency on "POST /orders", "PATCH /orders/{id}" and
 // "GET /orders".
-func ordersAPI(t testing.TB, locks *core.Client, opts ...httpmw.Option) (string, *atomic.Int64) {
+func ordersAPI(t testing.TB, locks *core.Client, opts ...httpmw.IdempotencyOption) (string, *atomic.Int64) {
 	t.Helper()
 	calls := new(atomic.Int64)
 	idem := httpmw.Idempotency(locks, opts...)
@@ -99,7 +99,7 @@ func TestIdempotency_replay_byteIdentical_roundTrips(t *testing.T) {
 	// Neither the key nor the credentials reach Redis.
 	keys := fmt.Sprint(srv.Do(t, "KEYS", "*"))
 	if strings.Contains(keys, "order-1") || strings.Contains(keys, "alice") ||
-		!regexp.MustCompile(`lockkit:idem:\{idem/[0-9a-f]{64}\}`).MatchString(keys) {
+		!regexp.MustCompile(`lockkit:idem:\{@http-idem/[0-9a-f]{64}\}`).MatchString(keys) {
 		t.Fatalf("redis keys: %s", keys)
 	}
 }
@@ -206,7 +206,7 @@ func TestIdempotency_duplicateInFlight(t *testing.T) {
 	for _, wait := range []bool{false, true} {
 		t.Run(fmt.Sprintf("wait=%v", wait), func(t *testing.T) {
 			srv, locks := setup(t)
-			var opts []httpmw.Option
+			var opts []httpmw.IdempotencyOption
 			if wait {
 				opts = append(opts, httpmw.WithWait(10*time.Second))
 			}
@@ -232,7 +232,7 @@ func TestIdempotency_duplicateInFlight(t *testing.T) {
 				go func() { r, _ := request("POST", url, "dup", ""); second <- r }()
 				// The second request waits on the lock (its release channel is subscribed).
 				eventually(t, 5*time.Second, "the duplicate to wait", func() bool {
-					return strings.Contains(fmt.Sprint(srv.Do(t, "PUBSUB", "CHANNELS")), "idem/")
+					return strings.Contains(fmt.Sprint(srv.Do(t, "PUBSUB", "CHANNELS")), "@http-idem/")
 				})
 				close(release)
 				if r := <-second; r.status != 201 || r.body != "done" || r.header.Get("Idempotent-Replayed") != "true" {
@@ -294,7 +294,7 @@ func TestIdempotency_recordPrefix(t *testing.T) {
 	send(t, "POST", url+"/orders", "k", "")
 	url, _ = ordersAPI(t, locks, httpmw.WithRecordPrefix("records:"))
 	send(t, "POST", url+"/orders", "k2", "")
-	for _, pattern := range []string{"app:idem:{idem/*}", "records:{idem/*}"} {
+	for _, pattern := range []string{"app:idem:{@http-idem/*}", "records:{@http-idem/*}"} {
 		if keys := srv.Do(t, "KEYS", pattern).([]any); len(keys) != 1 {
 			t.Errorf("KEYS %s = %v, want one record", pattern, keys)
 		}
@@ -323,7 +323,7 @@ func TestIdempotency_waitingDuplicateRunsAfterAFailure(t *testing.T) {
 	second := make(chan response, 1)
 	go func() { r, _ := request("POST", url, "k", ""); second <- r }()
 	eventually(t, 5*time.Second, "the duplicate to wait", func() bool {
-		return strings.Contains(fmt.Sprint(srv.Do(t, "PUBSUB", "CHANNELS")), "idem/")
+		return strings.Contains(fmt.Sprint(srv.Do(t, "PUBSUB", "CHANNELS")), "@http-idem/")
 	})
 	close(release)
 	if r := <-first; r.status != 503 {

@@ -3,10 +3,11 @@ package httpmw
 import (
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"hash"
 	"io"
 	"net/http"
+
+	"github.com/lockkit/lockkit/internal/exactlyonce"
 )
 
 const (
@@ -14,8 +15,8 @@ const (
 	keyHeader = "Idempotency-Key"
 	// maxKeyLen is the longest key accepted, after unquoting.
 	maxKeyLen = 255
-	// lockPrefix starts the names of Idempotency's locks.
-	lockPrefix = "idem/"
+	// idemNamespace is the core namespace of Idempotency's locks.
+	idemNamespace = "http-idem"
 )
 
 // parseKey returns the key carried by one Idempotency-Key field value. The draft makes the value a
@@ -77,34 +78,33 @@ func parseKey(v string) (string, bool) {
 	return "", false // no closing quote
 }
 
-// appendField appends s with its length, so that a sequence of fields has one encoding only.
-func appendField(b []byte, s string) []byte {
-	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
+// scope returns the key of key in r's scope: the method, the route and the caller, which is the
+// WithScope principal or else the credentials the request carries (every Authorization and Cookie
+// header value, the SHA-256 of the client certificate). The parts are length-prefixed and hashed
+// (exactlyonce.Store.Key): neither the key nor the credentials reach Redis.
+func (m *idempotency) scope(r *http.Request, key string) exactlyonce.Key {
+	if m.o.scope != nil {
+		return m.store.Key(r.Method, route(r), "principal", m.o.scope(r), "", "", key)
+	}
+	var cert string
+	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
+		sum := sha256.Sum256(r.TLS.PeerCertificates[0].Raw)
+		cert = string(sum[:])
+	}
+	return m.store.Key(r.Method, route(r), "credentials", headerValues(r.Header["Authorization"]),
+		headerValues(r.Header["Cookie"]), cert, key)
 }
 
-// names returns the guard key (prefix{idem/HEX}) and the lock name (idem/HEX) of key in r's scope.
-// HEX is the SHA-256 of the scope (method, route, caller) and the key: neither the key nor the
-// caller's credentials reach Redis.
-func (m *idempotency) names(r *http.Request, key string) (guard, name string) {
-	var arr [256]byte
-	b := appendField(arr[:0], r.Method)
-	b = appendField(b, route(r))
-	if m.o.scope != nil {
-		b = append(b, 'p')
-		b = appendField(b, m.o.scope(r))
-	} else {
-		vals := r.Header["Authorization"]
-		b = binary.AppendUvarint(append(b, 'a'), uint64(len(vals)))
-		for _, v := range vals {
-			b = appendField(b, v)
-		}
+// headerValues encodes the values of a header field as one part: their number, then each value.
+func headerValues(vals []string) string {
+	if len(vals) == 0 {
+		return ""
 	}
-	b = appendField(b, key)
-	sum := sha256.Sum256(b)
-	var hx [2 * sha256.Size]byte
-	hex.Encode(hx[:], sum[:])
-	guard = m.o.prefix + "{" + lockPrefix + string(hx[:]) + "}"
-	return guard, guard[len(m.o.prefix)+1 : len(guard)-1]
+	b := binary.AppendUvarint(nil, uint64(len(vals)))
+	for _, v := range vals {
+		b = exactlyonce.AppendField(b, v)
+	}
+	return string(b)
 }
 
 // fingerprint starts the fingerprint of r: its request URI and the configured headers. The caller
@@ -116,23 +116,28 @@ func (m *idempotency) fingerprint(r *http.Request) hash.Hash {
 		uri = r.URL.RequestURI()
 	}
 	var arr [128]byte
-	b := appendField(append(arr[:0], 'f', 1), uri)
+	b := exactlyonce.AppendField(append(arr[:0], 'f', 1), uri)
 	for _, name := range m.o.fpHeaders {
 		vals := r.Header[name]
 		b = binary.AppendUvarint(b, uint64(len(vals)))
 		for _, v := range vals {
-			b = appendField(b, v)
+			b = exactlyonce.AppendField(b, v)
 		}
 	}
 	h.Write(b)
 	return h
 }
 
-// hashBody passes a request body to the handler while hashing it into the fingerprint. Close does
-// not close the underlying body, so that the rest can still be hashed after the handler returns.
+// hashBody passes a request body to the handler while hashing it into the fingerprint, up to a
+// limit: the part past it is never read, and a read that reaches it fails with an
+// *http.MaxBytesError. Close does not close the underlying body, so that the rest can still be
+// hashed after the handler returns.
 type hashBody struct {
 	rc     io.ReadCloser
 	h      hash.Hash
+	limit  int64
+	n      int64 // bytes read so far
+	err    error // sticky: the limit was reached, or the body failed
 	closed bool
 	eof    bool
 }
@@ -141,10 +146,28 @@ func (b *hashBody) Read(p []byte) (int, error) {
 	if b.closed {
 		return 0, http.ErrBodyReadAfterClose
 	}
+	return b.read(p)
+}
+
+func (b *hashBody) read(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	if left := b.limit - b.n; int64(len(p)) > left+1 {
+		p = p[:left+1] // one byte more tells a body at the limit from a longer one
+	}
 	n, err := b.rc.Read(p)
+	if b.n+int64(n) > b.limit {
+		n = int(b.limit - b.n)
+		err = &http.MaxBytesError{Limit: b.limit}
+	}
+	b.n += int64(n)
 	b.h.Write(p[:n])
-	if err == io.EOF {
+	switch {
+	case err == io.EOF:
 		b.eof = true
+	case err != nil:
+		b.err = err
 	}
 	return n, err
 }
@@ -154,11 +177,11 @@ func (b *hashBody) Close() error {
 	return nil
 }
 
-// sum hashes what the handler left unread and returns the fingerprint.
+// sum hashes what the handler left unread, up to the limit, and returns the fingerprint.
 func (b *hashBody) sum(buf []byte) ([sha256.Size]byte, error) {
 	var fp [sha256.Size]byte
-	if !b.eof {
-		if _, err := io.CopyBuffer(b.h, b.rc, buf); err != nil {
+	for !b.eof {
+		if _, err := b.read(buf); err != nil && err != io.EOF {
 			return fp, err
 		}
 	}

@@ -1,10 +1,16 @@
 package httpmw
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/exactlyonce"
+	"github.com/redis/go-redis/v9"
 )
 
 func TestParseKey(t *testing.T) {
@@ -91,8 +97,20 @@ func FuzzParseKey(f *testing.F) {
 	})
 }
 
+// testIdempotency returns an idempotency middleware over a client that never connects.
+func testIdempotency(t testing.TB, opts ...IdempotencyOption) *idempotency {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	t.Cleanup(func() { rdb.Close() })
+	locks, err := core.New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Idempotency(locks, opts...)(http.NotFoundHandler()).(*idempotency)
+}
+
 func TestNames_scopeAndHashing(t *testing.T) {
-	m := &idempotency{o: &options{prefix: "lockkit:idem:"}}
+	m := testIdempotency(t)
 	req := func(method, target, auth string) *http.Request {
 		r := httptest.NewRequest(method, target, nil)
 		if auth != "" {
@@ -100,32 +118,109 @@ func TestNames_scopeAndHashing(t *testing.T) {
 		}
 		return r
 	}
-	g, name := m.names(req("POST", "/orders", "Bearer a"), "k")
-	if g != "lockkit:idem:{"+name+"}" || len(name) != len(lockPrefix)+64 || !strings.HasPrefix(name, lockPrefix) {
-		t.Fatalf("guard %q name %q", g, name)
+	k := m.scope(req("POST", "/orders", "Bearer a"), "k")
+	name := strings.TrimPrefix(k.Lock(), "@http-idem/")
+	if k.Record() != "lockkit:idem:{"+k.Lock()+"}" || len(name) != 64 {
+		t.Fatalf("record %q lock %q", k.Record(), k.Lock())
 	}
-	seen := map[string]string{name: "base"}
+	seen := map[string]string{k.Lock(): "base"}
+	cookie := req("POST", "/orders", "Bearer a")
+	cookie.Header.Set("Cookie", "session=alice")
+	cookie2 := req("POST", "/orders", "Bearer a")
+	cookie2.Header.Set("Cookie", "session=mallory")
+	cert := req("POST", "/orders", "Bearer a")
+	cert.TLS = &tls.ConnectionState{PeerCertificates: []*x509.Certificate{{Raw: []byte("alice's certificate")}}}
+	cert2 := req("POST", "/orders", "Bearer a")
+	cert2.TLS = &tls.ConnectionState{PeerCertificates: []*x509.Certificate{{Raw: []byte("mallory's certificate")}}}
+	twoAuth := req("POST", "/orders", "Bearer a")
+	twoAuth.Header.Add("Authorization", "Bearer b")
 	for what, r := range map[string]*http.Request{
-		"method":     req("PATCH", "/orders", "Bearer a"),
-		"path":       req("POST", "/orders/1", "Bearer a"),
-		"credential": req("POST", "/orders", "Bearer b"),
-		"anonymous":  req("POST", "/orders", ""),
+		"method":            req("PATCH", "/orders", "Bearer a"),
+		"path":              req("POST", "/orders/1", "Bearer a"),
+		"credential":        req("POST", "/orders", "Bearer b"),
+		"anonymous":         req("POST", "/orders", ""),
+		"cookie":            cookie,
+		"another cookie":    cookie2,
+		"certificate":       cert,
+		"another cert":      cert2,
+		"two Authorization": twoAuth,
 	} {
-		_, n := m.names(r, "k")
+		n := m.scope(r, "k").Lock()
 		if prev, dup := seen[n]; dup {
 			t.Errorf("%s shares a scope with %s", what, prev)
 		}
 		seen[n] = what
 	}
-	if _, n := m.names(req("POST", "/orders", "Bearer a"), "k2"); seen[n] != "" {
+	if n := m.scope(req("POST", "/orders", "Bearer a"), "k2").Lock(); seen[n] != "" {
 		t.Error("another key has the same name")
 	}
 	r := req("POST", "/orders/1", "Bearer a")
 	r.Pattern = "POST /orders/{id}"
-	_, n1 := m.names(r, "k")
+	n1 := m.scope(r, "k").Lock()
 	r2 := req("POST", "/orders/2", "Bearer a")
 	r2.Pattern = "POST /orders/{id}"
-	if _, n2 := m.names(r2, "k"); n1 != n2 {
+	if n2 := m.scope(r2, "k").Lock(); n1 != n2 {
 		t.Error("the route pattern, not the path, scopes keys inside a ServeMux")
 	}
+	// A principal scope keeps method and route: it adds to them, and replaces the credentials.
+	p := testIdempotency(t, WithScope(func(r *http.Request) string { return r.Header.Get("X-User") }))
+	a := req("POST", "/orders", "Bearer old")
+	a.Header.Set("X-User", "u1")
+	b := req("POST", "/orders", "Bearer refreshed")
+	b.Header.Set("X-User", "u1")
+	c := req("PATCH", "/orders", "Bearer old")
+	c.Header.Set("X-User", "u1")
+	d := req("POST", "/orders", "Bearer old")
+	d.Header.Set("X-User", "u2")
+	if p.scope(a, "k") != p.scope(b, "k") {
+		t.Error("a principal scope must survive a token refresh")
+	}
+	if p.scope(a, "k") == p.scope(c, "k") || p.scope(a, "k") == p.scope(d, "k") {
+		t.Error("a principal scope replaced the method, or ignored the principal")
+	}
+}
+
+// FuzzScope feeds hostile routes, credentials and keys to the scope of Idempotency: every name stays
+// in the "http-idem" namespace, and moving bytes between the route, the credentials and the key, or
+// changing any of them, never gives another request's name.
+func FuzzScope(f *testing.F) {
+	f.Add("POST /orders/{id}", "Bearer a", "session=x", "k")
+	f.Add("POST /orders", "/{id}", "", "k")
+	f.Add("", "", "", "@cron/billing")
+	f.Add("POST /x", "Bearer a\x00", "\x00", "cron%2Fbilling")
+	f.Add("}", "{", "@http/", "../@grpc-idem/x")
+	m := testIdempotency(f)
+	f.Fuzz(func(t *testing.T, route, auth, cookie, key string) {
+		req := func(route, auth, cookie string) *http.Request {
+			r := httptest.NewRequest("POST", "/", nil)
+			r.Pattern = route
+			if auth != "" {
+				r.Header.Set("Authorization", auth)
+			}
+			if cookie != "" {
+				r.Header.Set("Cookie", cookie)
+			}
+			return r
+		}
+		k := m.scope(req(route, auth, cookie), key)
+		if !strings.HasPrefix(k.Lock(), "@http-idem/") || len(k.Lock()) != len("@http-idem/")+64 ||
+			k.Record() != "lockkit:idem:{"+k.Lock()+"}" {
+			t.Fatalf("lock %q record %q", k.Lock(), k.Record())
+		}
+		others := []exactlyonce.Key{
+			m.scope(req(route+key, auth, cookie), ""),
+			m.scope(req(route, auth+cookie, ""), key),
+			m.scope(req(route, auth, cookie+key), ""),
+			m.scope(req(route+"x", auth, cookie), key),
+			m.scope(req(route, auth, cookie), key+"x"),
+			m.scope(req(route, cookie, auth), key),
+		}
+		for i, o := range others {
+			same := (i == 0 && key == "") || (i == 1 && cookie == "") || (i == 2 && key == "") ||
+				(i == 5 && auth == cookie)
+			if !same && o == k {
+				t.Fatalf("variant %d collides with route %q auth %q cookie %q key %q", i, route, auth, cookie, key)
+			}
+		}
+	})
 }

@@ -6,13 +6,16 @@ import (
 	"net/http"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/adapter"
 )
 
 // KeyFunc returns the key of the lock a request must hold, such as the ID of the resource it
-// changes. The key is the core lock name, as is: locks on the same key serialise whichever route,
-// middleware or process takes them, so namespace keys that could collide ("order/" + id). An
-// empty key means the request needs no lock; an error is answered with 400 (problem
-// "lock-key-invalid") and its message as the detail.
+// changes. The lock is the key in KeyLock's core namespace ("http" by default, see WithNamespace):
+// the key of a request, whatever bytes it holds ("cron/billing", "@cron/billing", "../x"), can
+// only name a KeyLock lock, never another component's. Inside the namespace, locks on the same
+// key serialise whichever route or process takes them, so prefix keys that could collide
+// ("order/" + id). An empty key means the request needs no lock; an error is answered with 400
+// (problem "lock-key-invalid") and its message as the detail.
 type KeyFunc func(r *http.Request) (string, error)
 
 // PathValue returns a KeyFunc that uses the ServeMux path wildcard name (r.PathValue(name)).
@@ -41,11 +44,11 @@ func Query(name string) KeyFunc {
 // The handler reaches the lock with core.FromContext(r.Context()), e.g. to pass its fencing token
 // (Lock.Fence) to the storage it writes. Uncontended, a request costs two round trips to Redis.
 // KeyLock panics if locks or key is nil or an option is invalid.
-func KeyLock(locks *core.Client, key KeyFunc, opts ...Option) func(http.Handler) http.Handler {
+func KeyLock(locks *core.Client, key KeyFunc, opts ...KeyLockOption) func(http.Handler) http.Handler {
 	if locks == nil || key == nil {
-		panic("lockkit: httpmw: KeyLock needs a *core.Client and a KeyFunc")
+		panic(invalidOption("KeyLock needs a *core.Client and a KeyFunc"))
 	}
-	o := buildOptions(defaultLockWait, opts)
+	o := keyLockOptions(opts)
 	return func(next http.Handler) http.Handler {
 		return &keyLock{locks: locks, key: key, next: next, o: &o}
 	}
@@ -68,12 +71,7 @@ func (m *keyLock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.next.ServeHTTP(w, r)
 		return
 	}
-	var l *core.Lock
-	if m.o.wait > 0 {
-		l, err = m.locks.Acquire(r.Context(), k, m.o.lockTTL, core.WithWait(m.o.wait))
-	} else {
-		l, err = m.locks.TryAcquire(r.Context(), k, m.o.lockTTL)
-	}
+	l, err := adapter.Acquire(r.Context(), m.locks, m.o.namespace, k, m.o.ttl, m.o.wait)
 	if err != nil {
 		var na *core.NotAcquiredError
 		switch {
@@ -81,7 +79,7 @@ func (m *keyLock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			retryAfter(w, na.RetryAfter)
 			resourceLocked.write(w, 0, "")
 		case errors.Is(err, core.ErrInvalid):
-			lockKeyInvalid.write(w, 0, "the lock key must be 1 to 1024 bytes and not start with '}'")
+			lockKeyInvalid.write(w, 0, "the lock key must be 1 to 1024 bytes")
 		default:
 			m.o.warn(r.Context(), "lockkit: httpmw: key lock unavailable", err, r)
 			if m.o.failOpen {
@@ -93,10 +91,8 @@ func (m *keyLock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), m.o.lockTTL)
-		defer cancel()
-		if err := l.Release(ctx); err != nil {
-			m.o.warn(ctx, "lockkit: httpmw: release failed", err, r)
+		if err := adapter.Release(r.Context(), l, m.o.ttl); err != nil {
+			m.o.warn(context.WithoutCancel(r.Context()), "lockkit: httpmw: release failed", err, r)
 		}
 	}()
 	m.next.ServeHTTP(w, r.WithContext(l.Context()))

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,7 +19,7 @@ import (
 )
 
 // lockedAPI serves h on "PUT /orders/{id}" behind KeyLock on the id, prefixed "order/".
-func lockedAPI(t testing.TB, locks *core.Client, h http.Handler, opts ...httpmw.Option) string {
+func lockedAPI(t testing.TB, locks *core.Client, h http.Handler, opts ...httpmw.KeyLockOption) string {
 	t.Helper()
 	key := func(r *http.Request) (string, error) {
 		if id := r.PathValue("id"); id != "-" {
@@ -44,7 +45,7 @@ func TestKeyLock_serialises(t *testing.T) {
 		for m := maxInside.Load(); n > m && !maxInside.CompareAndSwap(m, n); m = maxInside.Load() {
 		}
 		l, ok := core.FromContext(r.Context())
-		if !ok || l.Name() != "order/42" {
+		if !ok || l.Name() != "@http/order/42" {
 			http.Error(w, "no lock in the context", 500)
 			return
 		}
@@ -125,7 +126,7 @@ func TestKeyLock_contended(t *testing.T) {
 	srv, locks := setup(t)
 	var calls atomic.Int64
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { calls.Add(1) })
-	held, err := locks.Acquire(context.Background(), "order/1", 10*time.Second)
+	held, err := locks.Acquire(context.Background(), "order/1", 10*time.Second, core.InNamespace("http"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +159,7 @@ func TestKeyLock_contended(t *testing.T) {
 // TestKeyLock_waitEndsWithTheRequest: the default 5 s wait never outlasts the request's context.
 func TestKeyLock_waitEndsWithTheRequest(t *testing.T) {
 	_, locks := setup(t)
-	held, err := locks.Acquire(context.Background(), "order/1", 10*time.Second)
+	held, err := locks.Acquire(context.Background(), "order/1", 10*time.Second, core.InNamespace("http"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,15 +209,55 @@ func TestKeyLock_keys(t *testing.T) {
 	send(t, "PUT", url+"/b", "", "", "X-Order", "8")
 	send(t, "PUT", url+"/c?order=9", "", "")
 	send(t, "PUT", url+"/c", "", "") // no key: no lock
-	if fmt.Sprint(got) != "[6 7 8 9 -]" {
+	if fmt.Sprint(got) != "[@http/6 @http/7 @http/8 @http/9 -]" {
 		t.Fatalf("locks held: %v", got)
 	}
 	r := send(t, "PUT", url+"/d", "", "")
 	wantProblem(t, r, 400, "lock-key-invalid")
-	wantProblem(t, send(t, "PUT", url+"/a/%7Dx", "", ""), 400, "lock-key-invalid") // "}x" is no lock name
 	if len(got) != 5 {
 		t.Fatalf("handler ran for invalid keys: %v", got)
 	}
+	// Inside the namespace any bytes are a name, "}x" too.
+	send(t, "PUT", url+"/a/%7Dx", "", "")
+	if got[5] != "@http/}x" {
+		t.Fatalf("lock %q", got[5])
+	}
+}
+
+// A path value that spells another component's lock name locks a name of KeyLock's namespace:
+// a request cannot hold (and so suppress) a cron job, an asynq key or an idempotency key.
+func TestKeyLock_inputCannotReachAnotherNamespace(t *testing.T) {
+	_, locks := setup(t)
+	ctx := context.Background()
+	for _, other := range []struct{ ns, name string }{{"cron", "billing"}, {"asynq", "invoice"}, {"grpc", "order/42"}} {
+		l, err := locks.TryAcquire(ctx, other.name, time.Minute, core.InNamespace(other.ns))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Release(ctx)
+	}
+	var got []string
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		l, _ := core.FromContext(r.Context())
+		got = append(got, l.Name())
+	})
+	mux := http.NewServeMux()
+	mux.Handle("PUT /orders/{id}", httpmw.KeyLock(locks, httpmw.PathValue("id"), httpmw.WithWait(0))(h))
+	mux.Handle("PUT /jobs/{id}", httpmw.KeyLock(locks, httpmw.PathValue("id"), httpmw.WithWait(0), httpmw.WithNamespace("cron"))(h))
+	url := serve(t, mux).URL
+	for _, hostile := range []string{"cron%2Fbilling", "%40cron%2Fbilling", "cron:billing", "asynq:invoice",
+		"%40asynq%2Finvoice", "%40grpc%2Forder%2F42", "..%2F%40cron%2Fbilling", "%7B%40cron%2Fbilling%7D"} {
+		if r := send(t, "PUT", url+"/orders/"+hostile, "", ""); r.status != 200 {
+			t.Fatalf("%s: %d %s (blocked by another component's lock)", hostile, r.status, r.body)
+		}
+	}
+	for _, name := range got {
+		if !strings.HasPrefix(name, "@http/") {
+			t.Fatalf("lock %q outside KeyLock's namespace", name)
+		}
+	}
+	// Locking another component's name takes an explicit namespace.
+	wantProblem(t, send(t, "PUT", url+"/jobs/billing", "", ""), 409, "resource-locked")
 }
 
 func TestKeyLock_redisDown(t *testing.T) {
@@ -247,7 +288,7 @@ func TestKeyLock_panicReleases(t *testing.T) {
 	if !errors.Is(context.Cause(lockCtx), core.ErrReleased) {
 		t.Fatalf("lock context cause %v, want released", context.Cause(lockCtx))
 	}
-	l, err := locks.TryAcquire(context.Background(), "p", time.Second)
+	l, err := locks.TryAcquire(context.Background(), "p", time.Second, core.InNamespace("http"))
 	if err != nil {
 		t.Fatalf("lock still held after the panic: %v", err)
 	}

@@ -36,6 +36,8 @@ var (
 		"Lock service unavailable"}
 	resourceLocked = problem{"resource-locked", http.StatusConflict,
 		"The resource is locked by another request"}
+	bodyTooLarge = problem{"request-body-too-large", http.StatusRequestEntityTooLarge,
+		"Request body too large"}
 	lockKeyInvalid = problem{"lock-key-invalid", http.StatusBadRequest,
 		"Invalid lock key"}
 )

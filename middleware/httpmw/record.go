@@ -1,25 +1,21 @@
 package httpmw
 
 import (
-	"crypto/sha256"
 	"encoding/binary"
 	"net/http"
 	"net/textproto"
 	"strings"
+
+	"github.com/lockkit/lockkit/internal/exactlyonce"
 )
 
-// A stored response ("record") is one Redis string:
+// A stored response is an exactlyonce record of kind recordKind whose payload is:
 //
-//	[0]        format version, 1
-//	[1:33]     fingerprint of the request (SHA-256)
-//	[33:35]    status code, big endian
+//	[0:2]      status code, big endian
 //	uvarint    number of header names, then per name:
 //	             uvarint length, name; uvarint number of values; per value: uvarint length, value
 //	rest       body
-const (
-	recordVersion = 1
-	recordHead    = 1 + sha256.Size + 2
-)
+const recordKind = 'h'
 
 // storable reports whether a response header is stored for replays. Hop-by-hop fields, Date,
 // trailers and cookies are not: a replay must not hand out a session the first response set. A
@@ -37,11 +33,10 @@ func storable(name string) bool {
 	return true
 }
 
-// appendRecordHead appends the record's version, a zero fingerprint (filled in by setFingerprint),
-// the status and the storable headers of h.
+// appendRecordHead appends the envelope head (its fingerprint filled in later), the status and
+// the storable headers of h.
 func appendRecordHead(b []byte, status int, h http.Header) []byte {
-	var zero [sha256.Size]byte
-	b = append(append(b, recordVersion), zero[:]...)
+	b = exactlyonce.AppendHead(b, recordKind)
 	b = binary.BigEndian.AppendUint16(b, uint16(status))
 	n := 0
 	for k := range h {
@@ -54,28 +49,28 @@ func appendRecordHead(b []byte, status int, h http.Header) []byte {
 		if !storable(k) {
 			continue
 		}
-		b = binary.AppendUvarint(appendField(b, k), uint64(len(vs)))
+		b = binary.AppendUvarint(exactlyonce.AppendField(b, k), uint64(len(vs)))
 		for _, v := range vs {
-			b = appendField(b, v)
+			b = exactlyonce.AppendField(b, v)
 		}
 	}
 	return b
 }
 
-// record is a stored response being read.
+// record is a stored response being read: the payload of an exactlyonce.Record.
 type record struct {
 	s      string
 	status int
-	fp     string
 	body   string
 }
 
 // parseRecord checks a stored response and locates its parts, without copying.
-func parseRecord(s string) (record, bool) {
-	if len(s) < recordHead || s[0] != recordVersion {
+func parseRecord(r *exactlyonce.Record) (record, bool) {
+	s := r.Payload
+	if r.Kind != recordKind || len(s) < 2 {
 		return record{}, false
 	}
-	rec := record{s: s, fp: s[1 : 1+sha256.Size], status: int(s[recordHead-2])<<8 | int(s[recordHead-1])}
+	rec := record{s: s, status: int(s[0])<<8 | int(s[1])}
 	end, ok := walkHeaders(s, nil)
 	if !ok || rec.status < 100 || rec.status > 999 {
 		return record{}, false
@@ -87,10 +82,10 @@ func parseRecord(s string) (record, bool) {
 // setHeaders replaces the fields of h named in the record by the record's values.
 func (rec *record) setHeaders(h http.Header) { walkHeaders(rec.s, h) }
 
-// walkHeaders reads the header section of a record; with a non-nil h it sets the fields in h. It
+// walkHeaders reads the header section of a payload; with a non-nil h it sets the fields in h. It
 // returns where the body starts.
 func walkHeaders(s string, h http.Header) (int, bool) {
-	i := recordHead
+	i := 2
 	n, i, ok := uvarint(s, i)
 	for ; ok && n > 0; n-- {
 		var name string

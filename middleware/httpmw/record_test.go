@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/lockkit/lockkit/internal/exactlyonce"
 )
 
 func TestRecord_roundTrip(t *testing.T) {
@@ -21,10 +23,16 @@ func TestRecord_roundTrip(t *testing.T) {
 		"Content-Length":    {"12"},
 	}
 	b := appendRecordHead(nil, 201, h)
-	copy(b[1:], strings.Repeat("f", 32))
+	var fp [32]byte
+	copy(fp[:], strings.Repeat("f", 32))
+	exactlyonce.SetFingerprint(b, fp)
 	b = append(b, `{"id":1}`...)
-	rec, ok := parseRecord(string(b))
-	if !ok || rec.status != 201 || rec.fp != strings.Repeat("f", 32) || rec.body != `{"id":1}` {
+	env, err := exactlyonce.Decode(string(b))
+	if err != nil || env.Fingerprint != fp {
+		t.Fatalf("envelope %+v: %v", env, err)
+	}
+	rec, ok := parseRecord(&env)
+	if !ok || rec.status != 201 || rec.body != `{"id":1}` {
 		t.Fatalf("parsed %+v, %v", rec, ok)
 	}
 	got := http.Header{"Location": {"/elsewhere"}, "X-Outer": {"kept"}}
@@ -42,7 +50,13 @@ func TestRecord_roundTrip(t *testing.T) {
 	}
 	// Every truncation is rejected, never misread.
 	for i := range len(b) - len(`{"id":1}`) {
-		if _, ok := parseRecord(string(b[:i])); ok {
+		if env, err := exactlyonce.Decode(string(b[:i])); err == nil {
+			if _, ok := parseRecord(&env); ok {
+				t.Fatalf("truncated record (%d of %d bytes) accepted", i, len(b))
+			}
+			continue
+		}
+		if i >= exactlyonce.HeadLen {
 			t.Fatalf("truncated record (%d of %d bytes) accepted", i, len(b))
 		}
 	}
@@ -57,11 +71,15 @@ func FuzzParseRecord(f *testing.F) {
 	f.Add("\x01")
 	f.Add("\x02" + strings.Repeat("\x00", 40))
 	f.Fuzz(func(t *testing.T, s string) {
-		rec, ok := parseRecord(s)
+		env, err := exactlyonce.Decode(s)
+		if err != nil {
+			return
+		}
+		rec, ok := parseRecord(&env)
 		if !ok {
 			return
 		}
-		if rec.status < 100 || rec.status > 999 || len(rec.fp) != 32 || !strings.HasSuffix(s, rec.body) {
+		if rec.status < 100 || rec.status > 999 || !strings.HasSuffix(s, rec.body) {
 			t.Fatalf("inconsistent record %+v", rec)
 		}
 		h := http.Header{}

@@ -28,7 +28,7 @@ func TestIdempotency_twoReplicas_exactlyOnce(t *testing.T) {
 				w.WriteHeader(http.StatusCreated)
 				fmt.Fprintf(w, "effect %d for %s", n, body)
 			})
-			var opts []httpmw.Option
+			var opts []httpmw.IdempotencyOption
 			if wait {
 				opts = append(opts, httpmw.WithWait(20*time.Second))
 			}
