@@ -71,7 +71,12 @@ func StartSentinel(t testing.TB) *Sentinel {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		reps, err := s.sentinel.Replicas(ctx, s.name).Result()
-		return err == nil && len(reps) == 1 && !strings.Contains(fmt.Sprint(reps[0]["flags"]), "down")
+		if err != nil || len(reps) != 1 || strings.Contains(fmt.Sprint(reps[0]["flags"]), "down") {
+			return false
+		}
+		// A replica the Sentinel has not had INFO from yet is no candidate for promotion.
+		refresh, _ := strconv.Atoi(fmt.Sprint(reps[0]["info-refresh"]))
+		return fmt.Sprint(reps[0]["master-link-status"]) == "ok" && refresh < 5000
 	})
 	return s
 }
@@ -126,9 +131,14 @@ func (s *Sentinel) Client(t testing.TB) *redis.Client {
 func (s *Sentinel) Failover(t testing.TB) {
 	t.Helper()
 	old := s.MasterAddr(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	err := s.sentinel.Failover(ctx, s.name).Err()
-	cancel()
+	var err error
+	// NOGOODSLAVE: the Sentinel's view of the replica is not fresh enough yet; it refreshes it.
+	waitFor(t, 20*time.Second, "sentinel to accept the failover", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		err = s.sentinel.Failover(ctx, s.name).Err()
+		return err == nil || !strings.Contains(err.Error(), "NOGOODSLAVE")
+	})
 	if err != nil {
 		t.Fatalf("redistest: sentinel failover: %v", err)
 	}
