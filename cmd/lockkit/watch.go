@@ -15,7 +15,7 @@ import (
 // event is one line of watch's output.
 type event struct {
 	Time        time.Time   `json:"time"`
-	Event       string      `json:"event"` // state, acquired, handoff, released, force-released, expired, waiting
+	Event       string      `json:"event"` // state, acquired, handoff, released, force-released, expired, free, waiting
 	Fence       int64       `json:"fence,omitempty"`
 	Holder      *jsonHolder `json:"holder,omitempty"`
 	TTLMS       int64       `json:"ttl_ms,omitempty"`
@@ -90,18 +90,22 @@ func (w *watcher) run(ctx context.Context, interval time.Duration) error {
 	w.emit("state", info)
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
+	var settle time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case m := <-msgs:
-			kind := "released"
-			if strings.HasPrefix(m.Payload, "c:force/") {
-				kind = "force-released"
-			}
-			w.emit(kind, w.last)
+			w.emit(releaseKind(m), w.last)
 			w.released = true
-		case <-tick.C:
+			// Read the lock once the woken waiter had time to take it: a handoff then shows as
+			// one, rather than as a free lock and an acquisition, whatever the timing.
+			settle = time.Now().Add(handoffWithin)
+			continue
+		case now := <-tick.C:
+			if now.Before(settle) {
+				continue
+			}
 		}
 		if err := w.poll(ctx, msgs); err != nil {
 			if ctx.Err() != nil {
@@ -131,6 +135,18 @@ func (w *watcher) read(ctx context.Context) (core.LockInfo, int, error) {
 	return info, max(int(n[w.ch])-1, 0), nil
 }
 
+// handoffWithin is how long after a release watch reads the lock: a waiter woken by the release
+// takes it within a few milliseconds.
+const handoffWithin = 50 * time.Millisecond
+
+// releaseKind tells a forced release (Client.ForceRelease) from a holder's.
+func releaseKind(m *redis.Message) string {
+	if strings.HasPrefix(m.Payload, "c:force/") {
+		return "force-released"
+	}
+	return "released"
+}
+
 func (w *watcher) poll(ctx context.Context, msgs <-chan *redis.Message) error {
 	info, subs, err := w.read(ctx)
 	if err != nil {
@@ -142,22 +158,19 @@ func (w *watcher) poll(ctx context.Context, msgs <-chan *redis.Message) error {
 		// The release message may trail the poll's answer (another connection): wait a moment.
 		select {
 		case m := <-msgs:
-			kind := "released"
-			if strings.HasPrefix(m.Payload, "c:force/") {
-				kind = "force-released"
-			}
-			w.emit(kind, was)
+			w.emit(releaseKind(m), was)
 			w.released = true
 		case <-time.After(50 * time.Millisecond):
 			w.emit("expired", was) // not released: its holder stopped renewing, or lost it
 		}
 	}
-	if changed && now.Held {
-		if was.Held {
-			w.emit("handoff", now)
-		} else {
-			w.emit("acquired", now)
-		}
+	switch {
+	case changed && now.Held && was.Held:
+		w.emit("handoff", now)
+	case changed && now.Held:
+		w.emit("acquired", now)
+	case changed:
+		w.emit("free", now)
 	}
 	if changed || !now.Held {
 		w.released = false
