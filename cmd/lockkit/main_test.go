@@ -97,7 +97,7 @@ func (s *session) run(input string, args ...string) (string, int) {
 	} else if err != nil {
 		s.t.Fatal(err)
 	}
-	fmt.Fprintf(&s.script, "$ lockkit %s\n", strings.Join(args, " "))
+	fmt.Fprintf(&s.script, "$ lockkit %s\n", s.clean(strings.Join(args, " ")))
 	s.script.WriteString(s.clean(stdout.String()))
 	if stderr.Len() > 0 {
 		fmt.Fprintf(&s.script, "[stderr]\n%s", s.clean(stderr.String()))
