@@ -146,4 +146,6 @@ func acquire(t *testing.T, c *core.Client, ctx context.Context, name string, opt
 }
 
 // eventually is locktest.Eventually.
-func eventually(t *testing.T, what string, cond func() bool) { locktest.Eventually(t, 5*time.Second, what, cond) }
+func eventually(t *testing.T, what string, cond func() bool) {
+	locktest.Eventually(t, 5*time.Second, what, cond)
+}

@@ -25,7 +25,7 @@ func TestCLI_single(t *testing.T) {
 	waiter := locktest.NewClient(t, rdb)
 
 	inv := acquire(t, billing, ctx, "invoice:42", core.Fair())
-	acquire(t, billing, inv.Context(), "invoice:42") // re-entered: 2 holds
+	acquire(t, billing, inv.Context(), "invoice:42")                          // re-entered: 2 holds
 	daily, err := reports.Acquire(ctx, "report:daily", 1500*time.Millisecond) // renewed every 500ms
 	if err != nil {
 		t.Fatal(err)
