@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/redistest"
 )
 
 // A max-held holder is released at d (± one renewal interval) while Redis is healthy and renewals
@@ -149,4 +150,31 @@ func TestMaxHold_Do(t *testing.T) {
 	if !errors.Is(err, core.ErrMaxHold) || !errors.Is(err, context.Canceled) || errors.Is(err, core.ErrLost) {
 		t.Fatalf("Do = %v, want ErrMaxHold joined with context.Canceled", err)
 	}
+}
+
+// Over Redlock the hold ends the same way and every node's copy is released.
+func TestMaxHold_redlock(t *testing.T) {
+	srvs := redistest.StartN(t, 3)
+	c := redlockClient(t, srvs)
+	ctx := context.Background()
+	l, err := c.Acquire(ctx, "mh-rl", 5*time.Second, core.WithMaxHold(300*time.Millisecond)) // expires far later
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-l.Context().Done():
+	case <-time.After(2 * time.Second):
+		t.Fatal("the hold did not end")
+	}
+	if !errors.Is(context.Cause(l.Context()), core.ErrMaxHold) {
+		t.Fatalf("cause = %v", context.Cause(l.Context()))
+	}
+	eventually(t, time.Second, "every node released", func() bool {
+		for _, s := range srvs {
+			if s.Do(t, "EXISTS", l.Key()) != int64(0) {
+				return false
+			}
+		}
+		return true
+	})
 }
