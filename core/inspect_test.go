@@ -149,6 +149,7 @@ func forceRelease(t *testing.T, c, waiter, operator *core.Client, fair bool) {
 		if !ok {
 			t.Fatal("waiter failed")
 		}
+		t.Logf("waiter acquired %v after the forced release", at.Sub(forced))
 		if d := at.Sub(forced); d > 500*time.Millisecond {
 			t.Fatalf("waiter acquired %v after the forced release", d)
 		}
@@ -160,6 +161,7 @@ func forceRelease(t *testing.T, c, waiter, operator *core.Client, fair bool) {
 	case <-time.After(interval + time.Second):
 		t.Fatal("holder's context not cancelled")
 	}
+	t.Logf("holder's context cancelled %v after the forced release (renewal interval %v)", time.Since(forced), interval)
 	if d := time.Since(forced); d > interval+200*time.Millisecond {
 		t.Fatalf("holder's context cancelled %v after the forced release, want within %v", d, interval)
 	}

@@ -39,6 +39,7 @@ func TestMaxHold_endsHoldWhileRenewalsSucceed(t *testing.T) {
 		t.Fatal("the hold did not end")
 	}
 	ended := time.Since(start)
+	t.Logf("hold ended %v after it began (limit %v, renewal interval %v)", ended, limit, interval)
 	if ended < limit-5*time.Millisecond || ended > limit+interval {
 		t.Fatalf("hold ended after %v, want %v (+ at most %v)", ended, limit, interval)
 	}
