@@ -103,10 +103,10 @@ func TestMaxHold_clientDefaultAndOverride(t *testing.T) {
 	}
 }
 
-// A re-entry through the lock's context shares the outer hold's watchdog entry but keeps its own
-// limit (none here): the outer hold ends at its limit, the inner context with it, and the lock
-// stays held until the inner hold is released too.
-func TestMaxHold_reentrantHoldsEndSeparately(t *testing.T) {
+// A re-entry through the lock's context is nested work: it ends with the limited hold it entered
+// (both released together). A WithOwner re-entry is an independent hold with its own limit (none
+// here): the lock stays held until it is released.
+func TestMaxHold_reentrantHolds(t *testing.T) {
 	_, rdb, c := setup(t)
 	other := newClient(t, rdb)
 	ctx := context.Background()
@@ -114,24 +114,32 @@ func TestMaxHold_reentrantHoldsEndSeparately(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inner, err := c.Acquire(outer.Context(), "mh-re", time.Second)
-	if err != nil || !inner.Reentrant() {
+	nested, err := c.Acquire(outer.Context(), "mh-re", time.Second, core.WithMaxHold(0))
+	if err != nil || !nested.Reentrant() {
 		t.Fatalf("re-entry: %v", err)
 	}
-	<-outer.Context().Done()
-	<-inner.Context().Done()
-	if !errors.Is(context.Cause(inner.Context()), core.ErrMaxHold) {
-		t.Fatalf("inner cause = %v", context.Cause(inner.Context()))
+	owner, err := c.Acquire(ctx, "mh-re", time.Second, core.WithOwner(outer.Token()), core.WithMaxHold(0))
+	if err != nil || owner.Holds() != 3 {
+		t.Fatalf("WithOwner re-entry: %v", err)
 	}
-	// Wait until the outer hold's release ran: the inner hold then keeps the lock alone.
-	eventually(t, time.Second, "the outer hold's release", func() bool {
-		n, err := rdb.HGet(ctx, inner.Key(), inner.Token()).Int()
+	<-outer.Context().Done()
+	<-nested.Context().Done()
+	for _, l := range []*core.Lock{outer, nested} {
+		if err := l.Release(ctx); !errors.Is(err, core.ErrMaxHold) {
+			t.Fatalf("Release of an ended hold = %v, want ErrMaxHold", err)
+		}
+	}
+	eventually(t, time.Second, "the two holds released", func() bool {
+		n, err := rdb.HGet(ctx, owner.Key(), owner.Token()).Int()
 		return err == nil && n == 1
 	})
-	if _, err := other.TryAcquire(ctx, "mh-re", time.Second); !errors.Is(err, core.ErrNotAcquired) {
-		t.Fatalf("lock free while the inner hold lives: %v", err)
+	if err := owner.Context().Err(); err != nil {
+		t.Fatalf("the WithOwner hold ended: %v", context.Cause(owner.Context()))
 	}
-	if err := inner.Release(ctx); err != nil {
+	if _, err := other.TryAcquire(ctx, "mh-re", time.Second); !errors.Is(err, core.ErrNotAcquired) {
+		t.Fatalf("lock free while the WithOwner hold lives: %v", err)
+	}
+	if err := owner.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
 	l, err := other.TryAcquire(ctx, "mh-re", time.Second)
