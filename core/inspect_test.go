@@ -46,8 +46,9 @@ type ttlKey struct{}
 func TestInspect_heldFreeAndReadOnly(t *testing.T) {
 	_, rdb, c := setup(t, core.WithLabel("billing worker"))
 	other := newClient(t, rdb)
-	ctx := context.WithValue(context.Background(), ttlKey{}, 5*time.Second)
-	l, err := c.Acquire(ctx, "invoice:42", 5*time.Second, core.Fair())
+	// A TTL long enough that no renewal (at a third of it) falls between the reads below.
+	ctx := context.WithValue(context.Background(), ttlKey{}, 30*time.Second)
+	l, err := c.Acquire(ctx, "invoice:42", 30*time.Second, core.Fair())
 	if err != nil {
 		t.Fatal(err)
 	}

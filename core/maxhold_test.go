@@ -15,7 +15,7 @@ import (
 func TestMaxHold_endsHoldWhileRenewalsSucceed(t *testing.T) {
 	_, _, c := setup(t)
 	ctx := context.Background()
-	const ttl, limit = 300 * time.Millisecond, time.Second
+	const ttl, limit = 600 * time.Millisecond, time.Second
 	interval := ttl / 3
 	l, err := c.Acquire(ctx, "mh", ttl, core.WithMaxHold(limit))
 	if err != nil {
