@@ -52,7 +52,7 @@ func TestMaxHold_endsHoldWhileRenewalsSucceed(t *testing.T) {
 	if !ok {
 		t.Fatal("waiter did not acquire")
 	}
-	// The lock expires 300ms after a renewal: a waiter that got it before 'limit' would prove that
+	// The lock expires 600ms after a renewal: a waiter that got it before 'limit' would prove that
 	// renewals had stopped (and after, that the release, not the expiry, woke it).
 	if w := at.Sub(start); w < limit-5*time.Millisecond || w > limit+interval+ttl/2 {
 		t.Fatalf("waiter acquired %v after the hold began, want just after %v", w, limit)
