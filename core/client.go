@@ -207,6 +207,9 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 	if l.limit > 0 {
 		l.maxAt = l.acquired.Add(l.limit)
 	}
+	if o := l.outer; o != nil && !o.maxAt.IsZero() && (l.maxAt.IsZero() || o.maxAt.Before(l.maxAt)) {
+		l.maxAt, l.limit = o.maxAt, o.limit // work nested in a limited hold ends with it
+	}
 	l.k.held(res.fence)
 	parent, held := hctx, 0
 	if h != nil && h.Acquired != nil {

@@ -14,10 +14,16 @@
 //     anyone else.
 //   - Locks are reentrant: acquiring with a lock's context, or WithOwner and its token, re-enters it.
 //   - Release is an owner-checked Lua script; it never deletes somebody else's lock.
+//   - WithMaxHold (or a Client's WithDefaultMaxHold) ends a hold after a hard limit even while
+//     renewals succeed, so that a hung holder cannot keep everyone out for ever.
+//   - Inspect reads who holds a lock (a digest of the token, host, pid, WithLabel, since when),
+//     its TTL, fence and fair waiters; ForceRelease is the operator's way to end a stuck hold. The
+//     lockkit command (cmd/lockkit) does both from a shell.
 //
 // Keys (prefix "lockkit:" by default; every key of a lock shares the {name} hash tag):
 //
-//	lockkit:{NAME}                 hash: owner token -> hold count (and the fence), with the lock's TTL
+//	lockkit:{NAME}                 hash: owner token -> hold count (and the fence, and when and by
+//	                               whom it was taken), with the lock's TTL
 //	lockkit:{NAME}:fence           fencing counter, expires 10s (or the TTL) after the last acquisition
 //	lockkit:{NAME}:receipt:FENCE   marks that acquisition released, for 5s (replayed releases)
 //	lockkit:{NAME}:released        release channel (SPUBLISH on a cluster)

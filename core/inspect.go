@@ -74,8 +74,8 @@ func digest(token string) string {
 // TTL is extended, no waiter woken.
 //
 // On Redlock it answers the quorum's view: the lock is held when a quorum of nodes has the same
-// holder; TTL is the shortest among those nodes, Fence the largest among them (when the lock is
-// free: of every node that answered).
+// holder; TTL is the shortest among those nodes and Fence the one a quorum of them records (the
+// holder's); a free lock's Fence is the largest counter of the nodes that answered.
 // It fails with ErrUnavailable when fewer than a quorum answer.
 func (c *Client) Inspect(ctx context.Context, name string) (LockInfo, error) {
 	if err := validate(name, minTTL); err != nil {
@@ -216,6 +216,7 @@ func (rl *redlock) inspect(ctx context.Context, k *keys) (LockInfo, error) {
 			continue
 		}
 		var h HolderInfo
+		fences := map[int64]int{}
 		for i, x := range infos {
 			if errs[i] != nil || len(x.Holders) == 0 || x.Holders[0].Digest != d {
 				continue
@@ -226,15 +227,27 @@ func (rl *redlock) inspect(ctx context.Context, k *keys) (LockInfo, error) {
 			if h.Digest == "" || x.Holders[0].Acquired.Before(h.Acquired) {
 				h = x.Holders[0]
 			}
-			if !out.Held {
-				out.Fence = 0 // the holders' nodes say which acquisition this is
-			}
-			out.Fence = max(out.Fence, x.Fence)
 			out.Held = true
+			fences[x.Fence]++
 		}
 		out.Holders = append(out.Holders, h)
+		out.Fence = quorumFence(fences, rl.quorum)
 	}
 	return out, nil
+}
+
+// quorumFence is the fence of a lock held on several nodes: the value a quorum of them records
+// (a successful acquisition leaves the holder's fence on a quorum; a node that granted it late
+// may record a larger one), else the largest.
+func quorumFence(fences map[int64]int, quorum int) int64 {
+	var top int64
+	for f, n := range fences {
+		if n >= quorum {
+			return f
+		}
+		top = max(top, f)
+	}
+	return top
 }
 
 func (rl *redlock) forceRelease(ctx context.Context, k *keys, msg string) (bool, error) {

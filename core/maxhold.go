@@ -48,18 +48,23 @@ func (w *watchdog) ended(e *entry, now time.Time) lostSet {
 // endHolds ends holds whose WithMaxHold deadline passed (the watchdog no longer renews them for
 // them): each context is cancelled with a *MaxHoldError, then the hold is released.
 func (c *Client) endHolds(set lostSet) {
-	for _, l := range set.locks {
+	locks := set.locks
+	// Mark every one ended before cancelling any: a nested hold's context derives from its outer
+	// hold's, and its holder must not find it still held once its context is done.
+	ended := locks[:0:0]
+	for _, l := range locks {
 		cause := &MaxHoldError{Name: l.k.name, Limit: l.limit}
 		l.mu.Lock()
-		held := l.state == stateHeld
-		if held {
+		if l.state == stateHeld { // not released or lost meanwhile
 			l.state, l.cause = stateEnded, cause
+			ended = append(ended, l)
 		}
 		l.mu.Unlock()
-		if !held {
-			continue // released or lost meanwhile
-		}
-		l.cancel(cause)
+	}
+	for _, l := range ended {
+		l.cancel(l.cause)
+	}
+	for _, l := range ended {
 		ctx, cancel := context.WithTimeout(c.bgCtx, min(l.ttl, 5*time.Second))
 		n, err := c.st.release(ctx, &l.k, l.tok, l.hold, l.fair, l.ttl)
 		cancel()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/redistest"
 )
 
 // A max-held holder is released at d (± one renewal interval) while Redis is healthy and renewals
@@ -14,7 +15,7 @@ import (
 func TestMaxHold_endsHoldWhileRenewalsSucceed(t *testing.T) {
 	_, _, c := setup(t)
 	ctx := context.Background()
-	const ttl, limit = 300 * time.Millisecond, time.Second
+	const ttl, limit = 600 * time.Millisecond, time.Second
 	interval := ttl / 3
 	l, err := c.Acquire(ctx, "mh", ttl, core.WithMaxHold(limit))
 	if err != nil {
@@ -38,6 +39,7 @@ func TestMaxHold_endsHoldWhileRenewalsSucceed(t *testing.T) {
 		t.Fatal("the hold did not end")
 	}
 	ended := time.Since(start)
+	t.Logf("hold ended %v after it began (limit %v, renewal interval %v)", ended, limit, interval)
 	if ended < limit-5*time.Millisecond || ended > limit+interval {
 		t.Fatalf("hold ended after %v, want %v (+ at most %v)", ended, limit, interval)
 	}
@@ -50,7 +52,7 @@ func TestMaxHold_endsHoldWhileRenewalsSucceed(t *testing.T) {
 	if !ok {
 		t.Fatal("waiter did not acquire")
 	}
-	// The lock expires 300ms after a renewal: a waiter that got it before 'limit' would prove that
+	// The lock expires 600ms after a renewal: a waiter that got it before 'limit' would prove that
 	// renewals had stopped (and after, that the release, not the expiry, woke it).
 	if w := at.Sub(start); w < limit-5*time.Millisecond || w > limit+interval+ttl/2 {
 		t.Fatalf("waiter acquired %v after the hold began, want just after %v", w, limit)
@@ -101,10 +103,10 @@ func TestMaxHold_clientDefaultAndOverride(t *testing.T) {
 	}
 }
 
-// A re-entry through the lock's context shares the outer hold's watchdog entry but keeps its own
-// limit (none here): the outer hold ends at its limit, the inner context with it, and the lock
-// stays held until the inner hold is released too.
-func TestMaxHold_reentrantHoldsEndSeparately(t *testing.T) {
+// A re-entry through the lock's context is nested work: it ends with the limited hold it entered
+// (both released together). A WithOwner re-entry is an independent hold with its own limit (none
+// here): the lock stays held until it is released.
+func TestMaxHold_reentrantHolds(t *testing.T) {
 	_, rdb, c := setup(t)
 	other := newClient(t, rdb)
 	ctx := context.Background()
@@ -112,24 +114,32 @@ func TestMaxHold_reentrantHoldsEndSeparately(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inner, err := c.Acquire(outer.Context(), "mh-re", time.Second)
-	if err != nil || !inner.Reentrant() {
+	nested, err := c.Acquire(outer.Context(), "mh-re", time.Second, core.WithMaxHold(0))
+	if err != nil || !nested.Reentrant() {
 		t.Fatalf("re-entry: %v", err)
 	}
-	<-outer.Context().Done()
-	<-inner.Context().Done()
-	if !errors.Is(context.Cause(inner.Context()), core.ErrMaxHold) {
-		t.Fatalf("inner cause = %v", context.Cause(inner.Context()))
+	owner, err := c.Acquire(ctx, "mh-re", time.Second, core.WithOwner(outer.Token()), core.WithMaxHold(0))
+	if err != nil || owner.Holds() != 3 {
+		t.Fatalf("WithOwner re-entry: %v", err)
 	}
-	// Wait until the outer hold's release ran: the inner hold then keeps the lock alone.
-	eventually(t, time.Second, "the outer hold's release", func() bool {
-		n, err := rdb.HGet(ctx, inner.Key(), inner.Token()).Int()
+	<-outer.Context().Done()
+	<-nested.Context().Done()
+	for _, l := range []*core.Lock{outer, nested} {
+		if err := l.Release(ctx); !errors.Is(err, core.ErrMaxHold) {
+			t.Fatalf("Release of an ended hold = %v, want ErrMaxHold", err)
+		}
+	}
+	eventually(t, time.Second, "the two holds released", func() bool {
+		n, err := rdb.HGet(ctx, owner.Key(), owner.Token()).Int()
 		return err == nil && n == 1
 	})
-	if _, err := other.TryAcquire(ctx, "mh-re", time.Second); !errors.Is(err, core.ErrNotAcquired) {
-		t.Fatalf("lock free while the inner hold lives: %v", err)
+	if err := owner.Context().Err(); err != nil {
+		t.Fatalf("the WithOwner hold ended: %v", context.Cause(owner.Context()))
 	}
-	if err := inner.Release(ctx); err != nil {
+	if _, err := other.TryAcquire(ctx, "mh-re", time.Second); !errors.Is(err, core.ErrNotAcquired) {
+		t.Fatalf("lock free while the WithOwner hold lives: %v", err)
+	}
+	if err := owner.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
 	l, err := other.TryAcquire(ctx, "mh-re", time.Second)
@@ -149,4 +159,31 @@ func TestMaxHold_Do(t *testing.T) {
 	if !errors.Is(err, core.ErrMaxHold) || !errors.Is(err, context.Canceled) || errors.Is(err, core.ErrLost) {
 		t.Fatalf("Do = %v, want ErrMaxHold joined with context.Canceled", err)
 	}
+}
+
+// Over Redlock the hold ends the same way and every node's copy is released.
+func TestMaxHold_redlock(t *testing.T) {
+	srvs := redistest.StartN(t, 3)
+	c := redlockClient(t, srvs)
+	ctx := context.Background()
+	l, err := c.Acquire(ctx, "mh-rl", 5*time.Second, core.WithMaxHold(300*time.Millisecond)) // expires far later
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-l.Context().Done():
+	case <-time.After(2 * time.Second):
+		t.Fatal("the hold did not end")
+	}
+	if !errors.Is(context.Cause(l.Context()), core.ErrMaxHold) {
+		t.Fatalf("cause = %v", context.Cause(l.Context()))
+	}
+	eventually(t, time.Second, "every node released", func() bool {
+		for _, s := range srvs {
+			if s.Do(t, "EXISTS", l.Key()) != int64(0) {
+				return false
+			}
+		}
+		return true
+	})
 }

@@ -165,11 +165,12 @@ func WithGuard(key string) AcquireOption { return func(o *acquireOptions) { o.gu
 // lockAtMostFor does. The deadline is kept by the watchdog's scheduler: it costs no timer or
 // goroutine per lock. If the release cannot be sent, the lock still expires within its TTL.
 //
-// The limit is per hold. A re-entry (through the lock's context or WithOwner) has its own, counted
-// from its own acquisition; when the outer hold's limit passes, the contexts of re-entries made
-// through its context are cancelled with it (they derive from it), but their holds stay until
-// they are released or reach their own limit: the lock is freed when the last hold ends.
-// Afterwards Release and Extend return an error matching ErrNotHeld and ErrMaxHold.
+// The limit is per hold. A re-entry through the lock's context is nested work: it ends no later
+// than the hold it re-entered (at the earlier of the two deadlines), and both holds are released
+// together, so nesting cannot stretch the limit. A re-entry through WithOwner is an independent
+// hold with its own limit (or none), counted from its own acquisition: the lock stays held until
+// the last hold ends. Afterwards Release and Extend return an error matching ErrNotHeld and
+// ErrMaxHold.
 func WithMaxHold(d time.Duration) AcquireOption {
 	return func(o *acquireOptions) { o.maxHold, o.limited = d, true }
 }

@@ -2,7 +2,7 @@
 // concurrency.Election: Campaign waits until the caller leads, Term.Resign gives leadership up,
 // Observe reports each change of leader.
 //
-// Leadership is a lockkit lock ("election:NAME") held by the leader and renewed by the Client's
+// Leadership is a lockkit lock ("@election/NAME", in namespace "election", which no other lock name can reach) held by the leader and renewed by the Client's
 // watchdog. So the leader's Term.Context is cancelled when leadership is lost (renewals failed
 // until the lock's validity deadline, or it was taken away) before anyone else can lead, and each
 // term has a fence (Term.Fence) that is larger than every earlier term's: pass it to the resources
@@ -11,7 +11,7 @@
 // subscription.
 //
 // The leader's value is stored in its lock hash (field NUL "leader"), so it expires, is renewed
-// and is deleted with the lock, and is announced on the channel PREFIX{election:NAME}:leader
+// and is deleted with the lock, and is announced on the channel PREFIX{@election/NAME}:leader
 // (SPUBLISH on a cluster). Observers subscribe to that channel and to the lock's release channel,
 // and read the lock when its TTL runs out (a leader that died announces nothing).
 //

@@ -35,12 +35,16 @@ type Option func(*Election)
 // a third of it.
 func WithTTL(d time.Duration) Option { return func(e *Election) { e.ttl = d } }
 
+// namespace holds every election's lock: no other lock name can reach it (see core.InNamespace).
+const namespace = "election"
+
 // Election is a leader election over one name. It is safe for concurrent use; several processes
 // (or goroutines) campaign on the same name and at most one leads at a time.
 type Election struct {
 	locks   *core.Client
 	rdb     redis.UniversalClient
-	name    string // the lock name: "election:" + the election's name
+	name    string // the lock name: the election's name in namespace "election" (core.Namespaced)
+	raw     string // the election's name
 	key     string // the lock's Redis key
 	ttl     time.Duration
 	pubCmd  string
@@ -58,13 +62,13 @@ func New(locks *core.Client, rdb redis.UniversalClient, name string, opts ...Opt
 	if name == "" {
 		return nil, fmt.Errorf("%w: election name is empty", core.ErrInvalid)
 	}
-	e := &Election{locks: locks, rdb: rdb, name: "election:" + name, ttl: DefaultTTL, pubCmd: "PUBLISH",
+	e := &Election{locks: locks, rdb: rdb, name: core.Namespaced(namespace, name), raw: name, ttl: DefaultTTL, pubCmd: "PUBLISH",
 		script: redis.NewScript(proclaimLua)}
 	for _, o := range opts {
 		o(e)
 	}
-	if e.ttl < 10*time.Millisecond || e.ttl > 24*time.Hour {
-		return nil, fmt.Errorf("%w: election TTL %v outside [10ms, 24h]", core.ErrInvalid, e.ttl)
+	if e.ttl < core.MinTTL || e.ttl > core.MaxTTL {
+		return nil, fmt.Errorf("%w: election TTL %v outside [%v, %v]", core.ErrInvalid, e.ttl, core.MinTTL, core.MaxTTL)
 	}
 	if _, ok := rdb.(*redis.ClusterClient); ok {
 		e.cluster, e.pubCmd = true, "SPUBLISH"
@@ -86,7 +90,7 @@ type Term struct {
 // Errors are core's: ErrNotAcquired joined with ctx.Err() when ctx ended the wait, ErrUnavailable,
 // ErrClosed; ErrLost if leadership was lost before value could be recorded.
 func (e *Election) Campaign(ctx context.Context, value string) (*Term, error) {
-	l, err := e.locks.Acquire(ctx, e.name, e.ttl)
+	l, err := e.locks.Acquire(ctx, e.raw, e.ttl, core.InNamespace(namespace))
 	if err != nil {
 		return nil, err
 	}

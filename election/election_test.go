@@ -234,7 +234,7 @@ func TestElection_resignWakesFollower(t *testing.T) {
 		}
 		got <- t2
 	}()
-	ch := "lockkit:{election:e}:released"
+	ch := "lockkit:{@election/e}:released"
 	locktest.Eventually(t, 5*time.Second, "the follower subscribed", func() bool {
 		return rdb.PubSubNumSub(ctx, ch).Val()[ch] == 1
 	})
@@ -258,5 +258,41 @@ func TestElection_resignWakesFollower(t *testing.T) {
 	_ = t2.Resign(ctx)
 	if _, err := election.New(a, rdb, ""); !errors.Is(err, core.ErrInvalid) {
 		t.Fatalf("empty name: %v", err)
+	}
+}
+
+// On a cluster the announcements and the release message travel by sharded pub/sub.
+func TestElection_clusterObserve(t *testing.T) {
+	cl := redistest.StartCluster(t)
+	rdb := cl.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	el, err := election.New(locktest.NewClient(t, rdb), rdb, "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	octx, stop := context.WithCancel(ctx)
+	defer stop()
+	seen := el.Observe(octx)
+	if got := <-seen; got != (election.Leader{}) {
+		t.Fatalf("first: %+v", got)
+	}
+	term, err := el.Campaign(ctx, "one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := <-seen; got != (election.Leader{Value: "one", Fence: term.Fence()}) {
+		t.Fatalf("observed %+v, want one/%d", got, term.Fence())
+	}
+	if err := term.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-seen:
+		if got != (election.Leader{}) {
+			t.Fatalf("after resigning: %+v", got)
+		}
+	case <-time.After(500 * time.Millisecond): // well within the 1s poll: the release message woke it
+		t.Fatal("observer did not see the resignation promptly")
 	}
 }

@@ -1,0 +1,85 @@
+package main_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
+	"github.com/lockkit/lockkit/internal/redistest"
+)
+
+// The commands against one redis-server, through REDIS_URL: ls, inspect (text and JSON, held,
+// re-entered, with a fair waiter, free), release (refused, declined, confirmed, not held), idem,
+// and the usage and connection errors.
+func TestCLI_single(t *testing.T) {
+	bin := build(t)
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	billing := locktest.NewClient(t, rdb, core.WithLabel("billing"))
+	reports := locktest.NewClient(t, rdb)
+	waiter := locktest.NewClient(t, rdb)
+
+	inv := acquire(t, billing, ctx, "invoice:42", core.Fair())
+	acquire(t, billing, inv.Context(), "invoice:42")                          // re-entered: 2 holds
+	daily, err := reports.Acquire(ctx, "report:daily", 1500*time.Millisecond) // renewed every 500ms
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, stopWaiting := context.WithCancel(ctx)
+	defer stopWaiting()
+	waited := make(chan error, 1)
+	go func() {
+		_, err := waiter.Acquire(wctx, "invoice:42", time.Second, core.Fair())
+		waited <- err
+	}()
+	eventually(t, "a fair waiter", func() bool {
+		info, err := billing.Inspect(ctx, "invoice:42")
+		return err == nil && info.Queued == 1
+	})
+
+	s := newSession(t, bin, "REDIS_URL=redis://"+srv.Addr())
+	s.mask(srv.Addr(), "ADDR")
+	s.maskLock(inv, "invoice")
+	s.maskLock(daily, "daily")
+	s.run("", "ls")
+	s.run("", "ls", "invoice:*")
+	s.run("", "ls", "--json", "report:*")
+	s.run("", "inspect", "invoice:42")
+	s.run("", "inspect", "invoice:42", "--json")
+	s.run("", "inspect", "nobody:holds:this")
+	s.run("", "release", "report:daily")
+	s.run("n\n", "release", "--force", "report:daily")
+	if daily.Context().Err() != nil {
+		t.Fatal("a declined release released the lock")
+	}
+	s.run("y\n", "release", "--force", "report:daily")
+	select {
+	case <-daily.Context().Done():
+	case <-time.After(time.Second): // one renewal interval (500ms), and some slack
+		t.Fatal("the force-released holder's context was not cancelled")
+	}
+	if cause := context.Cause(daily.Context()); !errors.Is(cause, core.ErrLost) || !strings.Contains(cause.Error(), "not_owner") {
+		t.Fatalf("holder's cause: %v", cause)
+	}
+	s.run("", "release", "--force", "--yes", "report:daily")
+
+	s.run("", "idem", "idem", "abc")
+	rdb.HSet(ctx, "lockkit:idem:{idem/abc}", "status", "200", "body", "hello")
+	rdb.PExpire(ctx, "lockkit:idem:{idem/abc}", time.Hour)
+	s.run("", "idem", "idem", "abc")
+	s.run("", "idem", "--json", "--body", "idem", "abc")
+	acquire(t, reports, ctx, "idem/running")
+	s.run("", "idem", "idem", "running")
+
+	s.run("", "bogus")
+	s.run("", "inspect", "--url", "redis://127.0.0.1:1", "x")
+	s.run("", "ls", "--url", "redis://a:1", "--url", "redis://b:1")
+	stopWaiting()
+	<-waited
+	s.golden("single")
+}

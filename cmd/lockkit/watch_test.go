@@ -1,0 +1,111 @@
+package main_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
+	"github.com/lockkit/lockkit/internal/redistest"
+)
+
+// watch reports, in order: the lock's state, an acquisition, a waiting process, a release handed
+// to the waiter, the waiter's subscription ending, a forced release, and a holder that stopped
+// renewing (expired); it stops on SIGINT with exit code 0.
+func TestCLI_watch(t *testing.T) {
+	bin := build(t)
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	a := locktest.NewClient(t, rdb, core.WithLabel("a"))
+	b := locktest.NewClient(t, rdb, core.WithLabel("b"))
+	s := newSession(t, bin)
+
+	cmd := exec.Command(bin, "watch", "--url", "redis://"+srv.Addr(), "jobs:nightly")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	lines := make(chan string, 100)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	var transcript []string
+	expect := func(event string) {
+		t.Helper()
+		select {
+		case l := <-lines:
+			transcript = append(transcript, l)
+			if f := strings.Fields(l); len(f) < 2 || f[1] != event {
+				t.Fatalf("watch said %q, want a %q event; so far:\n%s", l, event, strings.Join(transcript, "\n"))
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no %q event; so far:\n%s", event, strings.Join(transcript, "\n"))
+		}
+	}
+	expect("state")
+
+	la, err := a.Acquire(ctx, "jobs:nightly", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.maskLock(la, "a")
+	expect("acquired")
+	got := make(chan *core.Lock, 1)
+	go func() {
+		lb, err := b.Acquire(ctx, "jobs:nightly", 10*time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- lb
+	}()
+	expect("waiting")
+	if err := la.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	expect("released")
+	lb := <-got
+	if lb == nil {
+		t.FailNow()
+	}
+	s.maskLock(lb, "b")
+	expect("handoff")
+	expect("waiting") // b's idle subscription ends (3s after its wait)
+	if ok, err := a.ForceRelease(ctx, "jobs:nightly"); err != nil || !ok {
+		t.Fatalf("ForceRelease: %v %v", ok, err)
+	}
+	expect("force-released")
+	expect("free")
+	// A holder that stops renewing: its lock expires without a release.
+	rdb.HSet(ctx, "lockkit:{jobs:nightly}", "dead-holder-token", "1", "\x00fence", "777")
+	rdb.PExpire(ctx, "lockkit:{jobs:nightly}", 300*time.Millisecond)
+	s.mask("37faf73a2fd4", "dead-digest")
+	expect("acquired")
+	expect("expired")
+	expect("free")
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	for l := range lines {
+		t.Fatalf("watch said %q after the last event", l)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("watch exited with %v, want 0 on SIGINT", err)
+	}
+	fmt.Fprintf(&s.script, "$ lockkit watch jobs:nightly\n%s\n", s.clean(strings.Join(transcript, "\n")))
+	s.golden("watch")
+}
