@@ -11,7 +11,7 @@ replace (
 require (
 	github.com/hibiken/asynq v0.26.0
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/lockkit/lockkit v0.1.0
+	github.com/lockkit/lockkit v0.0.0-00010101000000-000000000000
 	github.com/lockkit/lockkit/internal/embedredis v0.0.0-00010101000000-000000000000
 	github.com/lockkit/lockkit/internal/pgtest v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.23.0
