@@ -3,7 +3,7 @@
 //
 //	func TestReport(t *testing.T) {
 //		locks := lockkittest.NewClient(t)
-//		if err := report.Build(ctx, locks); err != nil { // code under test takes the *core.Client
+//		if err := report.Build(t.Context(), locks); err != nil { // code under test takes the *core.Client
 //			t.Fatal(err)
 //		}
 //	}
@@ -25,8 +25,9 @@
 //     across nodes are not exercised.
 //   - Redlock: a quorum of independent servers needs several servers and network faults between
 //     them; start several Servers if you need the API shape, not its failure modes.
-//   - Latency and faults: commands answer at once and never time out, so retry and validity
-//     margins are not tested.
+//   - Latency and network faults: commands answer at once; there are no timeouts, resets or
+//     partitions (SetError only makes every command fail), so retries and validity margins are
+//     not tested.
 //
 // Use a real Redis for all of these, and for anything that depends on the exact Redis version:
 // lockkit's own tests start redis-server processes (standalone, Sentinel and Cluster) and inject
