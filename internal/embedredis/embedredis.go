@@ -1,6 +1,7 @@
 // Package embedredis starts the embedded Redis (miniredis) that the example programs use when no
-// real Redis is given. It is for examples only: tests use real redis-server processes
-// (internal/redistest).
+// real Redis is given, and that package lockkittest gives users' unit tests. lockkit's own tests use
+// real redis-server processes (internal/redistest). It is a module of its own, so that miniredis
+// enters the module graph only of the modules that import it (examples, lockkittest).
 package embedredis
 
 import "github.com/alicebob/miniredis/v2"

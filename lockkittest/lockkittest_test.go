@@ -1,0 +1,129 @@
+package lockkittest_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
+	"github.com/lockkit/lockkit/lockkittest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestNewClient_runs_code_under_a_lock(t *testing.T) {
+	locks := lockkittest.NewClient(t)
+	if err := rebuildIndex(t.Context(), locks); err != nil {
+		t.Fatal(err)
+	}
+	l, err := locks.Acquire(t.Context(), "index", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := locks.Acquire(l.Context(), "index", time.Minute) // reentrant with the lock's context
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !again.Reentrant() || again.Fence() != l.Fence() {
+		t.Fatalf("reentry: reentrant %v fence %d, want true and %d", again.Reentrant(), again.Fence(), l.Fence())
+	}
+	for _, h := range []*core.Lock{again, l} {
+		if err := h.Release(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Fencing tokens increase across clients and acquisitions, and a waiter is woken by the release.
+func TestServer_clients_contend(t *testing.T) {
+	srv := lockkittest.NewServer(t)
+	a, b := srv.Client(t), srv.Client(t)
+	l, err := a.TryAcquire(t.Context(), "report", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.TryAcquire(t.Context(), "report", time.Minute); !errors.Is(err, core.ErrNotAcquired) {
+		t.Fatalf("second client: %v, want ErrNotAcquired", err)
+	}
+	got := make(chan *core.Lock, 1)
+	errc := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		w, err := b.Acquire(ctx, "report", time.Minute)
+		if err != nil {
+			errc <- err
+			return
+		}
+		got <- w
+	}()
+	if err := l.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case w := <-got:
+		if w.Fence() <= l.Fence() {
+			t.Fatalf("fence %d after %d, want it to increase", w.Fence(), l.Fence())
+		}
+		if err := w.Release(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	case err := <-errc:
+		t.Fatalf("waiter: %v", err)
+	}
+}
+
+// The server's TTLs count down: a lock whose TTL runs out is lost by its holder.
+func TestServer_expired_lock_is_lost(t *testing.T) {
+	srv := lockkittest.NewServer(t)
+	c := srv.Client(t)
+	l, err := c.Acquire(t.Context(), "report", 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Miniredis().FastForward(time.Minute)
+	select {
+	case <-l.Context().Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the lock was not lost after its TTL ran out")
+	}
+	if cause := context.Cause(l.Context()); !errors.Is(cause, core.ErrLost) {
+		t.Fatalf("cause %v, want ErrLost", cause)
+	}
+	// Without FastForward the wall clock does it: a key with a short TTL is gone soon after.
+	rdb := srv.Redis(t)
+	if err := rdb.Set(t.Context(), "k", "v", 20*time.Millisecond).Err(); err != nil {
+		t.Fatal(err)
+	}
+	locktest.Eventually(t, 5*time.Second, "the key to expire", func() bool {
+		n, err := rdb.Exists(t.Context(), "k").Result()
+		return err == nil && n == 0
+	})
+}
+
+// Everything NewClient made is closed when the test that made it ends.
+func TestNewClient_cleanup(t *testing.T) {
+	var (
+		c    *core.Client
+		addr string
+	)
+	t.Run("user", func(t *testing.T) {
+		srv := lockkittest.NewServer(t)
+		c, addr = srv.Client(t), srv.Addr()
+		if _, err := c.Acquire(t.Context(), "held-at-end", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if _, err := c.TryAcquire(t.Context(), "x", time.Minute); !errors.Is(err, core.ErrClosed) {
+		t.Fatalf("client after its test: %v, want ErrClosed", err)
+	}
+	if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		conn.Close()
+		t.Fatal("the embedded server still listens after its test ended")
+	}
+}
