@@ -2,7 +2,7 @@ package core_test
 
 import (
 	"context"
-		"sync"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
