@@ -78,6 +78,9 @@ func (c *Client) Prefix() string { return c.opt.prefix }
 // names the holder, Acquire re-enters the lock: it succeeds at once and the lock is freed when every
 // hold is released.
 //
+// With Permits(n), Acquire takes one of the n permits of the semaphore name instead, waiting while
+// all are taken (see Permits).
+//
 // Errors match ErrNotAcquired (joined with ctx.Err() when ctx ended the wait), ErrInvalid, ErrClosed
 // or ErrUnavailable.
 func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {

@@ -14,6 +14,8 @@
 //     anyone else.
 //   - Locks are reentrant: acquiring with a lock's context, or WithOwner and its token, re-enters it.
 //   - Release is an owner-checked Lua script; it never deletes somebody else's lock.
+//   - Permits(n) turns an acquisition into one of n permits of a counting semaphore: a held permit
+//     is a Lock with its own lease, renewal, context, fence and release (docs/guarantees.md).
 //
 // Keys (prefix "lockkit:" by default; every key of a lock shares the {name} hash tag):
 //
@@ -23,6 +25,8 @@
 //	lockkit:{NAME}:released        release channel (SPUBLISH on a cluster)
 //	lockkit:{NAME}:queue           fair-mode waiter queue (list) and
 //	lockkit:{NAME}:queue:deadlines its waiters' deadlines (hash)
+//	lockkit:{NAME}:permits         semaphore (Permits): token -> lease expiry (zset), with
+//	                               :permits:limits, :permits:fences, :permits:released, ...
 //
 // Instrumentation plugs in through Hook; package otel provides OpenTelemetry tracing and metrics.
 package core
