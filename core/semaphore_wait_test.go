@@ -163,3 +163,55 @@ func TestPermits_cluster(t *testing.T) {
 		}
 	}
 }
+
+// Through a Sentinel failover client: permits held across a failover keep being renewed on the
+// new master, and a waiter is woken by a release.
+func TestPermits_sentinelFailover(t *testing.T) {
+	s := redistest.StartSentinel(t)
+	holder := newClient(t, s.Client(t))
+	waiter := newClient(t, s.Client(t), core.WithRetryBackoff(5*time.Second, 10*time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var held []*core.Lock
+	for range 2 {
+		p, err := holder.Acquire(ctx, "job", 2*time.Second, core.Permits(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, p)
+	}
+	got := make(chan error, 1)
+	go func() {
+		p, err := waiter.Acquire(ctx, "job", time.Second, core.Permits(2))
+		if err == nil {
+			err = p.Release(ctx)
+		}
+		got <- err
+	}()
+	eventually(t, 5*time.Second, "waiter parked", func() bool { return core.WaitersParked(waiter) == 1 })
+	_, replica := s.Servers()
+	eventually(t, 5*time.Second, "permits replicated", func() bool {
+		return replica.Do(t, "ZCARD", "lockkit:{job}:permits") == int64(2)
+	})
+	s.Failover(t)
+	eventually(t, 5*time.Second, "holder renewing on the new master", func() bool {
+		d, err := held[0].TTL(ctx)
+		return err == nil && d > time.Second
+	})
+	for _, p := range held {
+		if p.Context().Err() != nil {
+			t.Fatalf("permit lost across a clean failover: %v", context.Cause(p.Context()))
+		}
+	}
+	released := time.Now()
+	if err := held[0].Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(released); took > 2*time.Second {
+		t.Fatalf("woken %v after the release; the fallback is 5s", took)
+	}
+	_ = held[1].Release(ctx)
+}
