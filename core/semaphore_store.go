@@ -8,7 +8,7 @@ import (
 
 // semScripts are the semaphore's scripts (Permits), kept apart from the lock's.
 type semScripts struct {
-	acquire, acquireFair, release, renew, pttl *redis.Script
+	acquire, acquireFair, release, renew, pttl, dequeue *redis.Script
 }
 
 func loadSemScripts() semScripts {
@@ -18,6 +18,7 @@ func loadSemScripts() semScripts {
 		release:     mustScript("lib.lua", "sem_lib.lua", "sem_release.lua"),
 		renew:       mustScript("lib.lua", "sem_lib.lua", "sem_renew.lua"),
 		pttl:        mustScript("lib.lua", "sem_lib.lua", "sem_pttl.lua"),
+		dequeue:     mustScript("lib.lua", "sem_lib.lua", "sem_dequeue.lua"),
 	}
 }
 
@@ -44,4 +45,11 @@ func (n *node) semRelease(ctx context.Context, k *keys, token any, fair bool, pa
 		f = "1"
 	}
 	return n.s.sem.release.Run(ctx, n.rdb, keys, token, n.pubCmd, payload, f).Int64()
+}
+
+// semDequeue takes a fair waiter that gives up out of the queue, waking the next if the free
+// permit was meant for it.
+func (n *node) semDequeue(ctx context.Context, k *keys, token any) error {
+	keys := []string{k.arr[0], k.sem.limits, k.arr[2], k.arr[3]}
+	return n.s.sem.dequeue.Run(ctx, n.rdb, keys, token, n.pubCmd, k.sem.limit).Err()
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/lockkit/lockkit/core"
 	"github.com/lockkit/lockkit/internal/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 // A release wakes one parked waiter per freed permit (no herd), through the release channel: the
@@ -214,4 +215,59 @@ func TestPermits_sentinelFailover(t *testing.T) {
 		t.Fatalf("woken %v after the release; the fallback is 5s", took)
 	}
 	_ = held[1].Release(ctx)
+}
+
+// A fair waiter that gives up while a freed permit is meant for it hands the turn to the next
+// waiter at once, instead of leaving the permit idle until that waiter's next poll.
+func TestPermits_fairWaiterGivesUp_nextWoken(t *testing.T) {
+	srv, rdb, holder := setup(t)
+	slow := redis.NewClient(srv.StartDelayProxy(t, 300*time.Millisecond).Options())
+	t.Cleanup(func() { slow.Close() })
+	// W1 sees everything 300ms late; W2 polls only every 5s or more.
+	w1c := newClient(t, slow)
+	w2c := newClient(t, rdb, core.WithRetryBackoff(5*time.Second, 10*time.Second), core.WithFairWaiterTimeout(30*time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// Two permits, both held: a release frees one while the other stays taken.
+	h, err := holder.Acquire(ctx, "turn", 10*time.Second, core.Permits(2), core.Fair())
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := holder.Acquire(ctx, "turn", 10*time.Second, core.Permits(2), core.Fair())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Release(ctx)
+	ctx1, cancel1 := context.WithCancel(ctx)
+	w1 := make(chan error, 1)
+	go func() {
+		_, err := w1c.Acquire(ctx1, "turn", 10*time.Second, core.Permits(2), core.Fair())
+		w1 <- err
+	}()
+	eventually(t, 5*time.Second, "W1 queued", func() bool { return rdb.LLen(ctx, "lockkit:{turn}:permits:queue").Val() == 1 })
+	w2 := make(chan *core.Lock, 1)
+	go func() {
+		p, err := w2c.Acquire(ctx, "turn", 10*time.Second, core.Permits(2), core.Fair())
+		if err != nil {
+			t.Error(err)
+		}
+		w2 <- p
+	}()
+	eventually(t, 5*time.Second, "W2 queued", func() bool { return rdb.LLen(ctx, "lockkit:{turn}:permits:queue").Val() == 2 })
+	eventually(t, 5*time.Second, "W2 parked", func() bool { return core.WaitersParked(w2c) == 1 })
+	released := time.Now()
+	if err := h.Release(ctx); err != nil { // names W1, whose process hears it 300ms late
+		t.Fatal(err)
+	}
+	cancel1() // W1 gives up first
+	if err := <-w1; err == nil {
+		t.Fatal("W1 acquired although it gave up")
+	}
+	p := <-w2
+	took := time.Since(released)
+	t.Logf("W2 got the permit %v after the release", took.Round(time.Millisecond))
+	if took > 2*time.Second {
+		t.Fatalf("W2 got the permit %v after the release: not woken when W1 gave up", took)
+	}
+	_ = p.Release(ctx)
 }

@@ -390,6 +390,9 @@ func (n *node) extend(ctx context.Context, k *keys, token any, ttl time.Duration
 }
 
 func (n *node) dequeue(ctx context.Context, k *keys, token any) error {
+	if k.sem != nil {
+		return n.semDequeue(ctx, k, token)
+	}
 	return n.s.dequeue.Run(ctx, n.rdb, k.fair(), token, n.pubCmd).Err()
 }
 
