@@ -171,3 +171,47 @@ func TestPermits_invalid(t *testing.T) {
 		t.Fatalf("Redlock semaphore: %v, want ErrInvalid", err)
 	}
 }
+
+func TestPermits_extendMaxHoldAndFairKeysExpire(t *testing.T) {
+	_, rdb, c := setup(t)
+	ctx := context.Background()
+	p, err := c.Acquire(ctx, "ext", time.Second, core.Permits(2), core.WithMaxHold(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Extend(ctx, 8*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := p.TTL(ctx); err != nil || d <= 7*time.Second {
+		t.Fatalf("TTL after Extend(8s): %v %v", d, err)
+	}
+	if err := p.Extend(ctx, 2*time.Second); err != nil { // never shortens the lease
+		t.Fatal(err)
+	}
+	if d, _ := p.TTL(ctx); d <= 7*time.Second {
+		t.Fatalf("Extend to a shorter TTL cut the lease to %v", d)
+	}
+	<-p.Context().Done() // WithMaxHold ends the hold and gives the permit back
+	if cause := context.Cause(p.Context()); !errors.Is(cause, core.ErrMaxHold) {
+		t.Fatalf("cause %v, want ErrMaxHold", cause)
+	}
+	eventually(t, 2*time.Second, "permit given back", func() bool { return rdb.Exists(ctx, "lockkit:{ext}:permits").Val() == 0 })
+
+	// Fair mode: the queue keys expire too.
+	h, err := c.Acquire(ctx, "fq", 5*time.Second, core.Permits(1), core.Fair())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Release(ctx)
+	wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	go func() { _, _ = c.Acquire(wctx, "fq", time.Second, core.Permits(1), core.Fair()) }()
+	eventually(t, 2*time.Second, "waiter queued", func() bool { return rdb.LLen(ctx, "lockkit:{fq}:permits:queue").Val() == 1 })
+	for _, k := range []string{"lockkit:{fq}:permits:queue", "lockkit:{fq}:permits:queue:deadlines"} {
+		if d := rdb.PTTL(ctx, k).Val(); d <= 0 {
+			t.Fatalf("%s: PTTL %v, want a TTL", k, d)
+		}
+	}
+	<-wctx.Done()
+	eventually(t, 2*time.Second, "waiter left the queue", func() bool { return rdb.LLen(ctx, "lockkit:{fq}:permits:queue").Val() == 0 })
+}

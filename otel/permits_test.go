@@ -16,12 +16,29 @@ func TestHook_permit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Second, "a renewal", func() bool { return len(e.sr.Ended()) > 1 })
+	q, err := e.c.Acquire(ctx, "pool", time.Second, core.Permits(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.sum(t, "lockkit.lock.held", set()); got != 2 {
+		t.Errorf("held with two permits = %d, want 2", got)
+	}
+	_ = q.Release(ctx)
+	eventually(t, time.Second, "a renewal", func() bool {
+		for _, sp := range e.sr.Ended() {
+			if sp.Name() == "lock.renew" {
+				return true
+			}
+		}
+		return false
+	})
 	if err := p.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"lock.wait", "lock.hold"} {
-		wantAttrs(t, s, e.only(t, s).Attributes(), map[string]string{"lockkit.lock.permits": "3", "lockkit.lock.name": "pool"})
+	for _, sp := range e.sr.Ended() {
+		if sp.Name() == "lock.wait" || sp.Name() == "lock.hold" {
+			wantAttrs(t, sp.Name(), sp.Attributes(), map[string]string{"lockkit.lock.permits": "3", "lockkit.lock.name": "pool"})
+		}
 	}
 	for _, sp := range e.sr.Ended() {
 		if sp.Name() == "lock.renew" {
