@@ -41,22 +41,34 @@ type semKeys struct {
 	limit          int
 	limits, fences string
 	renew          [3]string // permits, limits, fences: what a renewal touches
+	acquire        [6]string // permits, limits, fences, fence counter, queue, deadlines
 }
 
 // initSem sets k to the keys of the semaphore name (all with the {name} hash tag):
 // prefix{name}:permits (ZSET token -> lease expiry), :permits:limits (ZSET token -> limit),
 // :permits:fences (HASH token -> fence), :permits:queue (+ :deadlines), :permits:receipt, and
 // the name's fence counter prefix{name}:fence. The release channel is prefix{name}:permits:released.
+// All are substrings of one string: one allocation, as for a lock's keys.
 func (k *keys) initSem(prefix, name string, limit int) {
 	tag := prefix + "{" + name + "}"
 	p := tag + ":permits"
+	n := len(p)
+	s := p + ":queue:deadlines" + tag + ":fence" + p + ":released" + p + ":receipt" + p + ":limits" + p + ":fences"
+	at := func(i int, suffix string) (string, int) { return s[i : i+n+len(suffix)], i + n + len(suffix) }
+	i := n + len(":queue:deadlines")
+	fence := s[i : i+len(tag)+len(":fence")]
+	i += len(fence)
+	channel, i := at(i, ":released")
+	receipt, i := at(i, ":receipt")
+	limits, i := at(i, ":limits")
+	fences, _ := at(i, ":fences")
 	k.name = name
-	k.channel = p + ":released"
-	k.arr = [5]string{p, tag + ":fence", p + ":queue", p + ":queue:deadlines", p + ":receipt"}
+	k.channel = channel
+	k.arr = [5]string{s[:n], fence, s[:n+len(":queue")], s[:n+len(":queue:deadlines")], receipt}
 	k.rel = [2]string{k.arr[0], k.arr[4]}
-	s := &semKeys{limit: limit, limits: p + ":limits", fences: p + ":fences"}
-	s.renew = [3]string{p, s.limits, s.fences}
-	k.sem = s
+	k.sem = &semKeys{limit: limit, limits: limits, fences: fences,
+		renew:   [3]string{k.arr[0], limits, fences},
+		acquire: [6]string{k.arr[0], limits, fences, fence, k.arr[2], k.arr[3]}}
 }
 
 // renewKeys returns the keys a renewal (or Extend) of the lock or permit touches.

@@ -26,13 +26,10 @@ func loadSemScripts() semScripts {
 // permit answers its fence, as a fresh lock does; a refusal answers -1 - the time until the
 // earliest lease expires.
 func (n *node) semAcquireCall(k *keys, r *acquireReq) (*redis.Script, []string, []any) {
-	s := k.sem
 	if r.fair {
-		keys := []string{k.arr[0], s.limits, s.fences, k.arr[1], k.arr[2], k.arr[3]}
-		return n.s.sem.acquireFair, keys, []any{r.token, ms(r.ttl), r.limit, ms(r.waiterTTL)}
+		return n.s.sem.acquireFair, k.sem.acquire[:], []any{r.token, ms(r.ttl), r.limit, ms(r.waiterTTL)}
 	}
-	keys := []string{k.arr[0], s.limits, s.fences, k.arr[1]}
-	return n.s.sem.acquire, keys, []any{r.token, ms(r.ttl), r.limit}
+	return n.s.sem.acquire, k.sem.acquire[:4], []any{r.token, ms(r.ttl), r.limit}
 }
 
 // semRelease gives a permit back and wakes one waiter; it answers 0, or -1 when token holds no
