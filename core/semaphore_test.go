@@ -215,3 +215,33 @@ func TestPermits_extendMaxHoldAndFairKeysExpire(t *testing.T) {
 	<-wctx.Done()
 	eventually(t, 2*time.Second, "waiter left the queue", func() bool { return rdb.LLen(ctx, "lockkit:{fq}:permits:queue").Val() == 0 })
 }
+
+// The watchdog renews permits and locks in the same pipelined batches (one goroutine, one round
+// trip for both).
+func TestPermits_renewedInTheLocksBatch(t *testing.T) {
+	_, _, c := setup(t)
+	ctx := context.Background()
+	l, err := c.Acquire(ctx, "batch-lock", 300*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.Acquire(ctx, "batch-sem", 300*time.Millisecond, core.Permits(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Second, "renewals of both", func() bool { _, n := core.RenewStats(c); return n >= 2 })
+	pipelines, scripts := core.RenewStats(c)
+	if pipelines != 1 || scripts != 2 {
+		t.Fatalf("first renewal round: %d pipelines with %d scripts, want 1 with 2 (lock and permit together)", pipelines, scripts)
+	}
+	eventually(t, 2*time.Second, "more renewal rounds", func() bool { n, _ := core.RenewStats(c); return n >= 4 })
+	for _, x := range []*core.Lock{l, p} {
+		if err := x.Context().Err(); err != nil {
+			t.Fatalf("%s lost: %v", x.Key(), context.Cause(x.Context()))
+		}
+		if d, err := x.TTL(ctx); err != nil || d < 100*time.Millisecond {
+			t.Fatalf("%s TTL %v %v after renewals", x.Key(), d, err)
+		}
+		_ = x.Release(ctx)
+	}
+}
