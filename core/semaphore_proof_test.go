@@ -25,21 +25,22 @@ import (
 const semChildEnv = "LOCKKIT_SEM_CHILD"
 
 // underPermit runs under a permit: it counts the holders in Redis, records the highest count seen
-// and the permit's fence, and reports a count above the limit.
+// and the worker's id with the permit's fence, and reports a count above the limit.
 var underPermit = redis.NewScript(`
 local n = redis.call('INCR', KEYS[1])
 if n > tonumber(redis.call('GET', KEYS[2]) or '0') then redis.call('SET', KEYS[2], n) end
 if n > tonumber(ARGV[2]) then redis.call('RPUSH', KEYS[3], ARGV[1]) end
-redis.call('RPUSH', KEYS[4], ARGV[1])
+redis.call('RPUSH', KEYS[4], ARGV[3] .. ' ' .. ARGV[1])
 return n`)
 
 var proofKeys = []string{"proof:holders", "proof:max", "proof:violations", "proof:fences"}
 
-// proofWork takes a permit of "proof" (4 permits), counts itself in, holds 1ms, counts itself out.
-func proofWork(ctx context.Context, c *core.Client, rdb redis.Scripter) error {
+// proofWork takes a permit of "proof" (4 permits) for worker id, counts itself in, holds 1ms,
+// counts itself out.
+func proofWork(ctx context.Context, c *core.Client, rdb redis.Scripter, id string) error {
 	return c.Do(ctx, "proof", 2*time.Second, func(lctx context.Context) error {
 		l, _ := core.FromContext(lctx)
-		if err := underPermit.Run(lctx, rdb, proofKeys, l.Fence(), 4).Err(); err != nil {
+		if err := underPermit.Run(lctx, rdb, proofKeys, l.Fence(), 4, id).Err(); err != nil {
 			return err
 		}
 		time.Sleep(time.Millisecond) // the work
@@ -73,12 +74,12 @@ func semChild(spec string) error {
 		var wg sync.WaitGroup
 		var done atomic.Int64
 		errs := make(chan error, 8)
-		for range 8 {
+		for w := range 8 {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				for range rounds {
-					if err := proofWork(ctx, c, rdb); err != nil {
+					if err := proofWork(ctx, c, rdb, "child-"+strconv.Itoa(w)); err != nil {
 						errs <- err
 						return
 					}
@@ -142,7 +143,7 @@ func TestPermits_proof_neverMoreThanLimit(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range rounds {
-				if err := proofWork(ctx, clients[g%2], rdb); err != nil {
+				if err := proofWork(ctx, clients[g%2], rdb, "parent-"+strconv.Itoa(g)); err != nil {
 					errs <- err
 					return
 				}
@@ -168,13 +169,24 @@ func TestPermits_proof_neverMoreThanLimit(t *testing.T) {
 	if m, _ := rdb.Get(ctx, proofKeys[1]).Int(); m != 4 {
 		t.Fatalf("at most %d holders at once, want exactly 4 (the semaphore was saturated)", m)
 	}
+	// Fences are unique, and each worker's strictly increase.
 	fences := rdb.LRange(ctx, proofKeys[3], 0, -1).Val()
 	seen := map[string]bool{}
-	for _, f := range fences {
+	last := map[string]int64{}
+	for _, e := range fences {
+		id, f, _ := strings.Cut(e, " ")
 		if seen[f] {
 			t.Fatalf("fence %s handed out twice", f)
 		}
 		seen[f] = true
+		n, _ := strconv.ParseInt(f, 10, 64)
+		if n <= last[id] {
+			t.Fatalf("worker %s got fence %d after %d", id, n, last[id])
+		}
+		last[id] = n
+	}
+	if len(last) != 32 {
+		t.Fatalf("%d workers recorded permits, want 32", len(last))
 	}
 	if len(fences) != 32*rounds {
 		t.Fatalf("%d permits held, want %d", len(fences), 32*rounds)
