@@ -10,7 +10,9 @@ import (
 
 	"github.com/lockkit/lockkit/core"
 	"github.com/lockkit/lockkit/middleware/grpcmw"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
@@ -75,5 +77,34 @@ func TestWithLimit_invalid(t *testing.T) {
 			}()
 			grpcmw.UnaryServerInterceptor(&core.Client{}, opts...)
 		}()
+	}
+}
+
+// WithLimit on the stream interceptor: streams of one key run up to n at once.
+func TestStream_withLimit(t *testing.T) {
+	var inside, maxInside atomic.Int64
+	svc := &service{watch: func(in *wrapperspb.StringValue, ss grpc.ServerStream) error {
+		if l, ok := core.FromContext(ss.Context()); !ok || l.Limit() != 2 {
+			return status.Error(codes.Internal, "stream handler runs without a permit")
+		}
+		n := inside.Add(1)
+		defer inside.Add(-1)
+		for m := maxInside.Load(); n > m && !maxInside.CompareAndSwap(m, n); m = maxInside.Load() {
+		}
+		time.Sleep(5 * time.Millisecond) // work under the permit: a window for a third to overlap
+		return ss.SendMsg(wrapperspb.String(in.GetValue()))
+	}}
+	e := setup(t, svc, 2, grpcmw.WithMetadataKey("x-account"), grpcmw.WithLimit(2), grpcmw.WithWait(10*time.Second))
+	var wg sync.WaitGroup
+	for i := range 12 {
+		wg.Go(func() {
+			if _, err := e.replicas[i%2].watch(withAccount("acct-l"), "acct-l"); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if maxInside.Load() != 2 {
+		t.Fatalf("max streams at once %d, want 2", maxInside.Load())
 	}
 }
