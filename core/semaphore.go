@@ -12,8 +12,9 @@ const maxPermits = 100000
 // ErrInvalid. A semaphore and the lock of the same name are independent: holding one does not
 // exclude the other.
 //
-// Waiters are woken by releases, one per freed permit, as lock waiters are; Fair queues them in
-// FIFO order across processes. The lease of a holder that crashed is reclaimed by the first
+// Waiters are woken by releases, as lock waiters are: a freed permit wakes one waiter in each
+// Client that has waiters (Fair: only the waiter whose turn it is, in FIFO order across
+// processes). The lease of a holder that crashed is reclaimed by the first
 // acquisition after it expired. If callers pass different limits for one name, a permit is granted
 // only while fewer holders than the caller's own limit and than every current holder's limit hold
 // one: no holder ever shares the semaphore with more holders than its own limit allows. Lowering
