@@ -78,6 +78,9 @@ func (c *Client) Prefix() string { return c.opt.prefix }
 // names the holder, Acquire re-enters the lock: it succeeds at once and the lock is freed when every
 // hold is released.
 //
+// With Permits(n), Acquire takes one of the n permits of the semaphore name instead, waiting while
+// all are taken (see Permits).
+//
 // Errors match ErrNotAcquired (joined with ctx.Err() when ctx ended the wait), ErrInvalid, ErrClosed
 // or ErrUnavailable.
 func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
@@ -168,6 +171,12 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 	if ao.limited {
 		l.limit = ao.maxHold
 	}
+	if ao.permits != 0 {
+		if err := c.initPermit(l, &ao, name); err != nil {
+			return nil, err
+		}
+		return c.take(ctx, l, wait, &ao, name)
+	}
 	l.k.init(c.opt.prefix, name)
 	l.token = ao.owner
 	l.outer = heldIn(ctx, c, l.k.lock())
@@ -187,17 +196,24 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 	if ao.guard != "" {
 		l.req.guard = []string{l.k.arr[0], l.k.arr[1], ao.guard}
 	}
+	return c.take(ctx, l, wait, &ao, name)
+}
+
+// take runs the acquire call of a prepared Lock (a lock or a permit) and registers it with the
+// watchdog.
+func (c *Client) take(ctx context.Context, l *Lock, wait bool, ao *acquireOptions, name string) (*Lock, error) {
+	ttl := l.ttl
 	start := time.Now()
 	hctx := ctx
 	h := c.hook
 	if h != nil && h.WaitStart != nil {
-		if x := h.WaitStart(ctx, WaitInfo{Name: name, Key: l.k.lock(), TTL: ttl}); x != nil {
+		if x := h.WaitStart(ctx, WaitInfo{Name: name, Key: l.k.lock(), TTL: ttl, Limit: l.Limit()}); x != nil {
 			hctx = x
 		}
 	}
-	res, sent, attempts, err := c.wait(hctx, l, wait, &ao, start)
+	res, sent, attempts, err := c.wait(hctx, l, wait, ao, start)
 	if h != nil && h.WaitDone != nil {
-		h.WaitDone(hctx, WaitInfo{Name: name, Key: l.k.lock(), TTL: ttl, Attempts: attempts,
+		h.WaitDone(hctx, WaitInfo{Name: name, Key: l.k.lock(), TTL: ttl, Limit: l.Limit(), Attempts: attempts,
 			Duration: time.Since(start), Outcome: Outcome(err), Err: err})
 	}
 	if err != nil {

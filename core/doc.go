@@ -19,6 +19,8 @@
 //   - Inspect reads who holds a lock (a digest of the token, host, pid, WithLabel, since when),
 //     its TTL, fence and fair waiters; ForceRelease is the operator's way to end a stuck hold. The
 //     lockkit command (cmd/lockkit) does both from a shell.
+//   - Permits(n) turns an acquisition into one of n permits of a counting semaphore: a held permit
+//     is a Lock with its own lease, renewal, context, fence and release (docs/guarantees.md).
 //
 // Keys (prefix "lockkit:" by default; every key of a lock shares the {name} hash tag):
 //
@@ -29,6 +31,8 @@
 //	lockkit:{NAME}:released        release channel (SPUBLISH on a cluster)
 //	lockkit:{NAME}:queue           fair-mode waiter queue (list) and
 //	lockkit:{NAME}:queue:deadlines its waiters' deadlines (hash)
+//	lockkit:{NAME}:permits         semaphore (Permits): token -> lease expiry (zset), with
+//	                               :permits:limits, :permits:fences, :permits:released, ...
 //
 // Instrumentation plugs in through Hook; package otel provides OpenTelemetry tracing and metrics.
 package core

@@ -43,6 +43,9 @@ type WaitInfo struct {
 	Name, Key string
 	// TTL is the requested TTL.
 	TTL time.Duration
+	// Limit is the semaphore's number of permits when the call takes a permit (Permits), 0 for a
+	// lock.
+	Limit int
 	// Attempts is the number of acquire round trips so far (Attempt, WaitDone).
 	Attempts int
 	// Woken reports that the attempt followed a release message (Attempt).

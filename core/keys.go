@@ -14,6 +14,7 @@ type keys struct {
 	channel string    // prefix{name}:released
 	arr     [5]string // prefix{name}, :fence, :queue, :queue:deadlines, :receipt:FENCE (all prefix{name}...)
 	rel     [2]string // prefix{name}, prefix{name}:receipt:FENCE: what a release touches
+	sem     *semKeys  // a semaphore's (Permits; see initSem), nil for a lock
 }
 
 func (k *keys) lock() string { return k.arr[0] }

@@ -254,6 +254,9 @@ func (l *Lock) ReleaseSet(ctx context.Context, key string, value []byte, ttl tim
 	if l == nil {
 		return ErrNotHeld
 	}
+	if l.k.sem != nil {
+		return invalid("ReleaseSet is for locks, not permits (Permits)")
+	}
 	if !sameSlot(key, l.k.name) {
 		return invalid("key (%d bytes) must have the lock's hash tag {name} as its first", len(key))
 	}

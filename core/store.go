@@ -36,6 +36,7 @@ func mustScript(names ...string) *redis.Script {
 type scripts struct {
 	acquire, acquireFair, acquireGuarded, release, releaseFair, releaseSet, renew, pttl, dequeue, raiseFence *redis.Script
 	inspect, forceRelease                                                                                    *redis.Script
+	sem                                                                                                      semScripts
 }
 
 func loadScripts() scripts {
@@ -52,6 +53,7 @@ func loadScripts() scripts {
 		raiseFence:     mustScript("lib.lua", "raise_fence.lua"),
 		inspect:        mustScript("inspect.lua"),
 		forceRelease:   mustScript("lib.lua", "force_release.lua"),
+		sem:            loadSemScripts(),
 	}
 }
 
@@ -74,6 +76,7 @@ type acquireReq struct {
 	waiterTTL time.Duration // fair only: 0 tries without queueing
 	guard     []string      // lock, fence, guard key; nil without a guard
 	floor     int64         // fence floor in µs chosen by the client (Redlock); 0: the server's clock
+	limit     int           // a semaphore's permits (Permits); 0 for a lock
 }
 
 type renewItem struct {
@@ -81,6 +84,7 @@ type renewItem struct {
 	token any
 	ttl   time.Duration
 	seq   uint64 // the entry's seq when the renewal was sent
+	sem   bool   // a permit's lease (sem_renew.lua)
 	ok    bool
 	err   error
 }
@@ -166,6 +170,9 @@ func (n *node) acquire(ctx context.Context, k *keys, r *acquireReq) (acquireResu
 
 // acquireCall returns the script, keys and arguments of an acquire attempt.
 func (n *node) acquireCall(k *keys, r *acquireReq) (*redis.Script, []string, []any) {
+	if k.sem != nil {
+		return n.semAcquireCall(k, r)
+	}
 	if r.fair {
 		return n.s.acquireFair, k.fair(), []any{r.token, ms(r.ttl), ms(r.waiterTTL), r.hold, n.label}
 	}
@@ -258,6 +265,9 @@ func (n *node) release(ctx context.Context, k *keys, token, hold any, fair bool,
 }
 
 func (n *node) releaseWith(ctx context.Context, k *keys, token, hold any, fair bool, payload any) (int64, error) {
+	if k.sem != nil {
+		return n.semRelease(ctx, k, token, fair, payload)
+	}
 	if fair {
 		return n.s.releaseFair.Run(ctx, n.rdb, k.fairRelease(), token, n.pubCmd, hold).Int64()
 	}
@@ -298,6 +308,9 @@ func (n *node) renew(ctx context.Context, items []renewItem) error {
 		if lerr := n.s.renew.Load(ctx, n.rdb).Err(); lerr != nil {
 			return lerr
 		}
+		if lerr := n.s.sem.renew.Load(ctx, n.rdb).Err(); lerr != nil {
+			return lerr
+		}
 		err = n.renewOnce(ctx, items)
 	}
 	return err
@@ -308,6 +321,10 @@ func (n *node) renewOnce(ctx context.Context, items []renewItem) error {
 	cmds := make([]*redis.Cmd, len(items))
 	sha := n.s.renew.Hash()
 	for i := range items {
+		if items[i].sem {
+			cmds[i] = pipe.EvalSha(ctx, n.s.sem.renew.Hash(), items[i].keys, items[i].token, ms(items[i].ttl))
+			continue
+		}
 		cmds[i] = pipe.EvalSha(ctx, sha, items[i].keys, items[i].token, ms(items[i].ttl))
 	}
 	_, err := pipe.Exec(ctx)
@@ -349,7 +366,11 @@ func isNoScript(err error) bool {
 }
 
 func (n *node) pttl(ctx context.Context, k *keys, token any, _ time.Duration) (time.Duration, bool, error) {
-	v, err := n.s.pttl.Run(ctx, n.rdb, k.arr[:1], token).Int64()
+	script := n.s.pttl
+	if k.sem != nil {
+		script = n.s.sem.pttl
+	}
+	v, err := script.Run(ctx, n.rdb, k.arr[:1], token).Int64()
 	if err != nil || v == -3 {
 		return 0, false, err
 	}
@@ -360,11 +381,18 @@ func (n *node) pttl(ctx context.Context, k *keys, token any, _ time.Duration) (t
 }
 
 func (n *node) extend(ctx context.Context, k *keys, token any, ttl time.Duration) (bool, error) {
-	v, err := n.s.renew.Run(ctx, n.rdb, k.arr[:1], token, ms(ttl)).Int64()
+	script := n.s.renew
+	if k.sem != nil {
+		script = n.s.sem.renew
+	}
+	v, err := script.Run(ctx, n.rdb, k.renewKeys(), token, ms(ttl)).Int64()
 	return v == 1, err
 }
 
 func (n *node) dequeue(ctx context.Context, k *keys, token any) error {
+	if k.sem != nil {
+		return n.semDequeue(ctx, k, token)
+	}
 	return n.s.dequeue.Run(ctx, n.rdb, k.fair(), token, n.pubCmd).Err()
 }
 

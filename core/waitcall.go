@@ -82,7 +82,7 @@ func (wc *waitCall) attempt(ctx context.Context) (done bool, err error) {
 	r, aerr := c.st.acquire(ctx, k, &l.req)
 	wc.attempts++
 	if h := c.hook; h != nil && h.Attempt != nil {
-		h.Attempt(ctx, WaitInfo{Name: k.name, Key: k.lock(), TTL: l.ttl, Attempts: wc.attempts, Woken: wc.woken,
+		h.Attempt(ctx, WaitInfo{Name: k.name, Key: k.lock(), TTL: l.ttl, Limit: l.Limit(), Attempts: wc.attempts, Woken: wc.woken,
 			Acquired: r.ok, RetryAfter: r.retryAfter, Err: aerr})
 	}
 	if wc.woken && aerr == nil && !r.ok && !r.guarded && !c.wd.holding(k.lock(), l.tok) {

@@ -302,7 +302,7 @@ func (w *watchdog) collect(now time.Time) (batch []*entry, items []renewItem, lo
 		e.inflight = true
 		heap.Fix(&w.h, 0)
 		batch = append(batch, e)
-		items = append(items, renewItem{keys: e.k.arr[:1], token: e.tok, ttl: e.ttl, seq: e.seq})
+		items = append(items, renewItem{keys: e.k.renewKeys(), token: e.tok, ttl: e.ttl, seq: e.seq, sem: e.k.sem != nil})
 	}
 	wait := time.Hour
 	if len(w.h) > 0 {

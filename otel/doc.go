@@ -43,6 +43,9 @@
 // Error, with lockkit.lock.lost.reason "not_owner" or "expired"), or error (the release could not
 // reach Redis; status Error). A re-entered lock has a lock.hold per Acquire, nested.
 //
+// A permit of a semaphore (core.Permits) is traced as a lock: lock.wait, lock.hold and lock.renew
+// carry lockkit.lock.permits, the semaphore's limit (left out for locks).
+//
 // lock.renew is timed as the renewal was sent and answered; a lock is renewed once for all its
 // holds, and the renewal is recorded under the outermost hold still open. A renewal that fails has
 // status Error and lockkit.lock.renew.outcome "error" (Redis unreachable) or "not_owner" (the lock

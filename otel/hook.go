@@ -41,6 +41,7 @@ const (
 	attrRenewOutcome = attribute.Key("lockkit.lock.renew.outcome")
 	attrRenewLatency = attribute.Key("lockkit.lock.renew.latency") // seconds, on renewal events
 	attrErrorType    = attribute.Key("error.type")                 // the semantic convention's key
+	attrPermits      = attribute.Key("lockkit.lock.permits")       // a semaphore's limit (core.Permits)
 )
 
 // Attribute values besides core.Outcome's.
@@ -178,6 +179,9 @@ func (h *hook) waitDone(ctx context.Context, info core.WaitInfo) {
 		if info.Attempts != 1 { // left out when 1 (the uncontended case), to spare the SDK's time
 			attrs = append(attrs, attrAttempts.Int(info.Attempts))
 		}
+		if info.Limit > 0 {
+			attrs = append(attrs, attrPermits.Int(info.Limit))
+		}
 		if h.opt.key {
 			attrs = append(attrs, attrKey.String(info.Key))
 		}
@@ -253,6 +257,9 @@ func (h *hook) renewed(ctx context.Context, info core.HoldInfo) {
 	if h.opt.key {
 		attrs = append(attrs, attrKey.String(s.l.Key()))
 	}
+	if n := s.l.Limit(); n > 0 {
+		attrs = append(attrs, attrPermits.Int(n))
+	}
 	_, span := h.tracer.Start(trace.ContextWithSpan(ctx, s.span), spanRenew,
 		trace.WithSpanKind(trace.SpanKindInternal), trace.WithTimestamp(info.Start), trace.WithAttributes(attrs...))
 	if outcome != renewRenewed && span.IsRecording() {
@@ -321,6 +328,9 @@ func (h *hook) endHold(ctx context.Context, s *holdState, outcome, reason string
 			attrTTL.Float64(s.ttl.Seconds()), attrHoldOutcome.String(outcome))
 		if s.l.Reentrant() {
 			attrs = append(attrs, attrReentrant.Bool(true), attrHolds.Int64(s.l.Holds()))
+		}
+		if n := s.l.Limit(); n > 0 {
+			attrs = append(attrs, attrPermits.Int(n))
 		}
 		if h.opt.key {
 			attrs = append(attrs, attrKey.String(s.l.Key()))

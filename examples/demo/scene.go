@@ -27,6 +27,7 @@ var scenes = []sceneDef{
 	{"gRPC: calls for one key serialised across two replicas", "gRPC per-key lock", sceneGRPC},
 	{"asynq: tasks with one key run one at a time across two workers", "asynq per-key lock", sceneAsynq},
 	{"cron: a job on three replicas runs once per tick", "cron once per tick", sceneCron},
+	{"semaphore: at most three exports of a tenant at once, across two replicas", "semaphore, 3 permits", scenePermits},
 }
 
 // sceneTimeout bounds a scene, so that a hang shows as a failed scene, not a stuck demo.

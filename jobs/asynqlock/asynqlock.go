@@ -36,6 +36,9 @@ type options struct {
 	wait           time.Duration
 	namespace      string
 	logger         *slog.Logger
+	limit          int       // WithLimit; 0: none
+	limitFn        LimitFunc // WithLimitFunc
+	limitSet       bool      // WithLimit or WithLimitFunc given: tasks take permits, not locks
 }
 
 // WithKey sets how a task's key is found (default ByType: tasks of one type run one at a time).
@@ -70,8 +73,9 @@ func WithNamespace(ns string) Option { return func(o *options) { o.namespace = n
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 
 // Middleware returns asynq middleware that runs every task under a lock on its key, so that tasks
-// with the same key never run at once, whichever server and worker they run on. There is one holder
-// per key (core has no counting semaphore yet).
+// with the same key never run at once, whichever server and worker they run on. With WithLimit
+// or WithLimitFunc, up to N tasks of a key run at once instead (a permit of a core semaphore
+// replaces the lock; everything below holds for it, except re-entry).
 //
 // For each task it finds the key (WithKey) and takes the lock on it, in the namespace "asynq"
 // (WithNamespace; the lock is "@asynq/"+key), for a TTL that follows the task's deadline
@@ -101,6 +105,8 @@ func Middleware(c *core.Client, opts ...Option) (asynq.MiddlewareFunc, error) {
 	switch {
 	case c == nil:
 		return nil, invalid("core client is nil")
+	case o.limitSet && o.limitFn == nil && (o.limit < 1 || o.limit > maxLimit):
+		return nil, invalid("WithLimit(%d) must be 1 to %d, WithLimitFunc non-nil", o.limit, maxLimit)
 	case o.key == nil:
 		return nil, invalid("WithKey(nil)")
 	case o.minTTL < core.MinTTL || o.maxTTL > core.MaxTTL || o.minTTL > o.maxTTL:
@@ -135,7 +141,13 @@ func (m *middleware) process(ctx context.Context, t *asynq.Task, next asynq.Hand
 	if key == "" {
 		return next.ProcessTask(ctx, t)
 	}
-	l, ttl, err := m.acquire(ctx, key)
+	limit := m.o.limit
+	if m.o.limitFn != nil {
+		if limit = m.o.limitFn(ctx, t); limit < 1 || limit > maxLimit {
+			return fmt.Errorf("lockkit: asynqlock: task limit %d outside [1, %d]: %w", limit, maxLimit, core.ErrInvalid)
+		}
+	}
+	l, ttl, err := m.acquire(ctx, key, limit)
 	if err != nil {
 		return err
 	}
@@ -161,15 +173,18 @@ func (m *middleware) process(ctx context.Context, t *asynq.Task, next asynq.Hand
 	return next.ProcessTask(lctx, t)
 }
 
-// acquire takes the lock of key, trying once or waiting as configured.
-func (m *middleware) acquire(ctx context.Context, key string) (*core.Lock, time.Duration, error) {
+// acquire takes the lock of key (or, with a limit, one of its permits), trying once or waiting as
+// configured.
+func (m *middleware) acquire(ctx context.Context, key string, limit int) (*core.Lock, time.Duration, error) {
 	ttl := m.o.maxTTL
 	if dl, ok := ctx.Deadline(); ok {
 		ttl = min(time.Until(dl), ttl)
 	}
 	ttl = max(ttl, m.o.minTTL)
 	opts := make([]core.AcquireOption, 0, 2)
-	if tok, ok := ownerToken(ctx); ok {
+	if limit > 0 {
+		opts = append(opts, core.Permits(limit)) // a permit is never re-entered: no owner token
+	} else if tok, ok := ownerToken(ctx); ok {
 		opts = append(opts, core.WithOwner(tok))
 	}
 	var (

@@ -1,5 +1,6 @@
 // Package asynqlock is asynq middleware that takes a lockkit lock per task key, so that tasks with
-// the same key never run at once, across every worker of every server.
+// the same key never run at once (or at most N at once, WithLimit), across every worker of every
+// server.
 //
 // asynq's Unique and TaskID options only deduplicate tasks when they are enqueued; two tasks for the
 // same customer can still run at the same time on two workers. Middleware serialises them:
@@ -32,8 +33,9 @@
 //   - A task delivered twice (asynq delivers at least once) has the same task ID both times; the
 //     lock's owner token is derived from the queue and task ID, so the second delivery re-enters the
 //     lock instead of waiting for itself. Both deliveries then run at once: make handlers idempotent.
-//   - One holder per key. A limit of N > 1 concurrent tasks per key needs a counting semaphore,
-//     which core does not have yet.
+//   - One holder per key by default. WithLimit(n) (or WithLimitFunc, per task) lets up to n tasks
+//     of a key run at once: each takes one of n permits of a core semaphore (core.Permits) instead
+//     of the lock, with the same TTL, renewal, lost-permit signal and busy-task rules.
 //
 // Inside the handler, core.FromContext(ctx) gives the lock, and its Fence the fencing token to pass
 // to the resources the task writes to.

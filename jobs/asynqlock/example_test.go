@@ -124,3 +124,32 @@ func ExampleKeyBusyError() {
 	}
 	// Output: key c-42 is busy; retry in 800ms
 }
+
+// Up to 5 reports per customer run at once across every server; a 6th is retried when a permit is
+// due free, without using up its retries.
+func ExampleWithLimit() {
+	var locks *core.Client // from core.New
+	mw, err := asynqlock.Middleware(locks,
+		asynqlock.WithKey(asynqlock.ByJSONField("customer_id")),
+		asynqlock.WithLimit(5))
+	if err != nil {
+		log.Fatal(err)
+	}
+	_ = mw // mux.Use(mw), with IsFailure and RetryDelayFunc in the server's Config
+}
+
+// The limit can come from the task itself, here a header set when it was enqueued.
+func ExampleWithLimitFunc() {
+	var locks *core.Client // from core.New
+	perTask := asynqlock.WithLimitFunc(func(_ context.Context, t *asynq.Task) int {
+		if t.Type() == "report:large" {
+			return 1
+		}
+		return 4
+	})
+	mw, err := asynqlock.Middleware(locks, asynqlock.WithKey(asynqlock.ByJSONField("customer_id")), perTask)
+	if err != nil {
+		log.Fatal(err)
+	}
+	_ = mw
+}

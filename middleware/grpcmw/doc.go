@@ -32,6 +32,8 @@
 //   - Another call holds the lock: codes.Aborted (see WithContendedCode) at once, or after waiting
 //     up to WithWait. The status carries an errdetails.RetryInfo whose delay is the holder's
 //     remaining TTL, and the trailer grpc-retry-pushback-ms says the same to grpc's retry policy.
+//   - WithLimit(n): n calls of the key hold its permits: codes.ResourceExhausted, with the same
+//     RetryInfo (the earliest permit's remaining TTL) and trailer.
 //   - The lock is lost while the handler runs (its TTL ran out or Redis says it belongs to someone
 //     else): the handler's context (the stream's Context for streams) is cancelled with a cause
 //     matching core.ErrLost, and the call fails with codes.Aborted "lock lost", even if the handler

@@ -117,3 +117,20 @@ func ExampleWithContendedCode() {
 		fmt.Println("busy; retry in", d)
 	}
 }
+
+// WithLimit turns the per-key lock into a per-key concurrency limit.
+func ExampleWithLimit() {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	locks, err := core.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locks.Close(context.Background())
+
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(
+		// At most 4 calls per tenant at once across every replica (key from the "x-tenant"
+		// metadata); a 5th fails with codes.ResourceExhausted and a RetryInfo.
+		grpcmw.UnaryServerInterceptor(locks, grpcmw.WithLimit(4), grpcmw.WithMetadataKey("x-tenant")),
+	))
+	_ = srv // register services, then srv.Serve(listener)
+}

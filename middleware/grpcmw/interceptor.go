@@ -130,6 +130,9 @@ func (s *lockedStream) Context() context.Context { return s.ctx }
 
 // acquire takes the business key's lock in the interceptor's namespace.
 func (ic *interceptor) acquire(ctx context.Context, key string) (*core.Lock, error) {
+	if ic.o.limit > 0 {
+		return adapter.Acquire(ctx, ic.locks, ic.o.namespace, key, ic.o.ttl, ic.o.wait, core.Permits(ic.o.limit))
+	}
 	return adapter.Acquire(ctx, ic.locks, ic.o.namespace, key, ic.o.ttl, ic.o.wait)
 }
 
@@ -206,6 +209,9 @@ func (ic *interceptor) status(ctx context.Context, err error, method string) err
 			delay = na.RetryAfter
 		}
 		msg := "lockkit: grpcmw: the lock is held by another call; retry after " + delay.String()
+		if ic.o.limit > 0 {
+			msg = "lockkit: grpcmw: too many concurrent calls for this key; retry after " + delay.String()
+		}
 		if errors.Is(err, exactlyonce.ErrInFlight) {
 			msg = "lockkit: grpcmw: a call with this idempotency key is in progress; retry after " + delay.String()
 		}

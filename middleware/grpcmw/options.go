@@ -71,6 +71,8 @@ type options struct {
 	ttl       time.Duration
 	wait      time.Duration
 	code      codes.Code
+	codeSet   bool // WithContendedCode was given
+	limit     int  // WithLimit: permits per key; 0: a lock
 	keyFunc   KeyFunc
 	mdKey     string
 	methods   []string
@@ -128,6 +130,14 @@ func (o *options) validate() error {
 		return err
 	}
 	switch {
+	case o.limit < 0 || o.limit > 100000:
+		return invalidOption("WithLimit(%d): n must be 1 to 100000", o.limit)
+	case o.limit > 0 && o.idem:
+		return invalidOption("WithLimit and WithIdempotency cannot be combined")
+	case o.limit > 0 && !o.codeSet:
+		o.code = codes.ResourceExhausted
+	}
+	switch {
 	case o.code == codes.OK:
 		return invalidOption("WithContendedCode(codes.OK): the contended code must be an error")
 	case o.retention == 0:
@@ -158,9 +168,25 @@ func WithWait(d time.Duration) Option {
 }
 
 // WithContendedCode sets the status code of a call that did not get its lock because another call
-// holds it (default codes.Aborted). The status carries an errdetails.RetryInfo.
+// holds it (default codes.Aborted; codes.ResourceExhausted with WithLimit). The status carries an
+// errdetails.RetryInfo.
 func WithContendedCode(c codes.Code) Option {
-	return bothOption(func(o *options) { o.code = c })
+	return bothOption(func(o *options) { o.code, o.codeSet = c, true })
+}
+
+// WithLimit lets up to n calls with the same business key run at once (1 to 100000) instead of
+// one: each call takes one of the key's n permits of a core semaphore (core.Permits) in the
+// interceptor's namespace, apart from the key's lock. When all are taken (and WithWait, if any,
+// passed), the call fails with codes.ResourceExhausted (WithContendedCode overrides it) carrying
+// an errdetails.RetryInfo and the grpc-retry-pushback-ms trailer. The handler's context is the
+// permit's: core.FromContext gives it (Fence, Limit), and it is cancelled if the permit is lost.
+// Replicas should pass the same n (see core.Permits for what happens when they differ). Not
+// combinable with WithIdempotency.
+func WithLimit(n int) Option {
+	if n == 0 {
+		n = -1 // 0 is the unset value: refuse it as out of range
+	}
+	return bothOption(func(o *options) { o.limit = n })
 }
 
 // WithNamespace sets the core namespace of the business-key locks (default "grpc": the lock of key

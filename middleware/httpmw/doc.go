@@ -7,6 +7,8 @@
 //     response; retries replay it with "Idempotent-Replayed: true"; a duplicate in flight gets 409.
 //   - KeyLock serialises requests that share a business key (a path value, a header, a query
 //     parameter; see KeyFunc).
+//   - Limit lets at most n requests that share a business key run at once (a per-key concurrency
+//     limiter over a core semaphore); it takes KeyLock's options and answers 429 when full.
 //
 // Both are func(http.Handler) http.Handler, best used per ServeMux route. Options that apply to
 // both (WithTTL, WithWait, FailOpen, WithLogger) are of type Option; the others are
@@ -74,6 +76,7 @@
 //	500 handler-panicked              replay of a panic, with StoreServerErrors
 //	400 lock-key-invalid              KeyFunc failed or gave an unusable key
 //	409 resource-locked               KeyLock waited in vain (Retry-After)
+//	429 concurrency-limit             Limit: n requests of the key are running (Retry-After)
 //	503 lock-unavailable              Redis unreachable, unless FailOpen
 //
 // Retry-After is the holder's remaining lock TTL in seconds (at least 1), the longest a crashed

@@ -108,3 +108,22 @@ func ExampleWithNamespace() {
 	mux.Handle("PUT /orders/{id}", httpmw.KeyLock(locks, httpmw.PathValue("id"),
 		httpmw.WithNamespace("orders"))(http.NotFoundHandler()))
 }
+
+func ExampleLimit() {
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	locks, err := core.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locks.Close(context.Background())
+
+	export := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// At most 3 exports per tenant at once, across replicas; a 4th gets 429 with Retry-After.
+		p, _ := core.FromContext(r.Context())
+		fmt.Fprintf(w, "exporting under permit %d of %d", p.Fence(), p.Limit())
+	})
+	perTenant := httpmw.Limit(locks, httpmw.Header("X-Tenant"), 3, httpmw.WithTTL(30*time.Second))
+	mux := http.NewServeMux()
+	mux.Handle("POST /exports", perTenant(export))
+	log.Fatal(http.ListenAndServe(":8080", mux))
+}

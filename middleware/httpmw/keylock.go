@@ -50,7 +50,7 @@ func KeyLock(locks *core.Client, key KeyFunc, opts ...KeyLockOption) func(http.H
 	}
 	o := keyLockOptions(opts)
 	return func(next http.Handler) http.Handler {
-		return &keyLock{locks: locks, key: key, next: next, o: &o}
+		return &keyLock{locks: locks, key: key, next: next, o: &o, busy: resourceLocked}
 	}
 }
 
@@ -59,6 +59,8 @@ type keyLock struct {
 	key   KeyFunc
 	next  http.Handler
 	o     *options
+	extra []core.AcquireOption // Limit: core.Permits(n)
+	busy  problem              // the answer when the lock (or every permit) is taken
 }
 
 func (m *keyLock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -71,13 +73,13 @@ func (m *keyLock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.next.ServeHTTP(w, r)
 		return
 	}
-	l, err := adapter.Acquire(r.Context(), m.locks, m.o.namespace, k, m.o.ttl, m.o.wait)
+	l, err := adapter.Acquire(r.Context(), m.locks, m.o.namespace, k, m.o.ttl, m.o.wait, m.extra...)
 	if err != nil {
 		var na *core.NotAcquiredError
 		switch {
 		case errors.As(err, &na):
 			retryAfter(w, na.RetryAfter)
-			resourceLocked.write(w, 0, "")
+			m.busy.write(w, 0, "")
 		case errors.Is(err, core.ErrInvalid):
 			lockKeyInvalid.write(w, 0, "the lock key must be 1 to 1024 bytes")
 		default:

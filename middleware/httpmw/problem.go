@@ -40,6 +40,8 @@ var (
 		"Request body too large"}
 	lockKeyInvalid = problem{"lock-key-invalid", http.StatusBadRequest,
 		"Invalid lock key"}
+	concurrencyLimit = problem{"concurrency-limit", http.StatusTooManyRequests,
+		"Too many concurrent requests for this resource"}
 )
 
 type problemBody struct {

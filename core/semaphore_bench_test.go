@@ -1,0 +1,153 @@
+package core_test
+
+import (
+	"context"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// BenchmarkPermitAcquireRelease is an uncontended permit: acquire + release. Reports the Redis
+// round trips per op (2: one EVALSHA each).
+func BenchmarkPermitAcquireRelease(b *testing.B) {
+	srv := redistest.Start(b)
+	c := newClient(b, srv.Client(b))
+	ctx := context.Background()
+	p, err := c.Acquire(ctx, "sem", time.Second, core.Permits(4)) // load the scripts
+	if err != nil {
+		b.Fatal(err)
+	}
+	_ = p.Release(ctx)
+	srv.ResetStats(b)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		p, err := c.Acquire(ctx, "sem", time.Second, core.Permits(4))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := p.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	st := srv.CommandStats(b)
+	b.ReportMetric(float64(st["evalsha"]+st["eval"])/float64(b.N), "roundtrips/op")
+}
+
+// BenchmarkPermitsContended: 16 workers (8 in each of 2 Clients) on 4 permits, each holding a
+// permit for 1ms (time.Sleep: 4 holders spinning would starve Redis on a small machine). The ideal
+// is 4 000 permits/s. Reports permits/s, its share of the ideal (%ideal) and of the floor
+// (%floor: 4 workers on 4 permits, nobody waits — what the machine's round trips and timers
+// allow), wait percentiles, Redis commands per acquisition (top-level, INFO commandstats) and the
+// handoff (from a release to the acquisition of a waiter it let in).
+func BenchmarkPermitsContended(b *testing.B) {
+	srv := redistest.Start(b)
+	var floor float64
+	for _, tc := range []struct {
+		name   string
+		perCli int
+		fair   bool
+	}{
+		{"g=4/permits=4/hold=1ms/floor", 2, false},
+		{"g=16/permits=4/hold=1ms", 8, false},
+		{"g=16/permits=4/hold=1ms/fair", 8, true},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			var clients []*core.Client
+			for range 2 {
+				rdb := redis.NewClient(poolOpts(srv, 10))
+				b.Cleanup(func() { rdb.Close() })
+				clients = append(clients, newClient(b, rdb))
+			}
+			opts := []core.AcquireOption{core.Permits(4)}
+			if tc.fair {
+				opts = append(opts, core.Fair())
+			}
+			rate := runPermits(b, srv, clients, tc.perCli, time.Millisecond, opts)
+			if tc.perCli == 2 {
+				floor = rate
+			} else if floor > 0 {
+				b.ReportMetric(100*rate/floor, "%floor")
+			}
+		})
+	}
+}
+
+func runPermits(b *testing.B, srv *redistest.Server, clients []*core.Client, perCli int, hold time.Duration, opts []core.AcquireOption) float64 {
+	ctx := context.Background()
+	var (
+		done               atomic.Int64
+		mu                 sync.Mutex
+		waits              []time.Duration
+		acquired, released []time.Time
+		wg                 sync.WaitGroup
+		errs               = make(chan error, 64)
+	)
+	srv.ResetStats(b)
+	b.ResetTimer()
+	start := time.Now()
+	for _, c := range clients {
+		for range perCli {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for done.Add(1) <= int64(b.N) {
+					t0 := time.Now()
+					p, err := c.Acquire(ctx, "sem-hot", time.Second, opts...)
+					if err != nil {
+						errs <- err
+						return
+					}
+					t1 := time.Now()
+					time.Sleep(hold)
+					if err := p.Release(ctx); err != nil {
+						errs <- err
+						return
+					}
+					t2 := time.Now()
+					mu.Lock()
+					waits, acquired, released = append(waits, t1.Sub(t0)), append(acquired, t1), append(released, t2)
+					mu.Unlock()
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+	st := srv.CommandStats(b)
+	top := st["evalsha"] + st["eval"] + st["subscribe"] + st["unsubscribe"] + st["ping"]
+	// Handoff: for an acquisition that waited, from the latest release before it to it.
+	slices.SortFunc(released, func(x, y time.Time) int { return x.Compare(y) })
+	var handoffs []time.Duration
+	for i, at := range acquired {
+		if waits[i] < 200*time.Microsecond {
+			continue // did not wait
+		}
+		j := sort.Search(len(released), func(k int) bool { return released[k].After(at) })
+		if j > 0 {
+			handoffs = append(handoffs, at.Sub(released[j-1]))
+		}
+	}
+	n := float64(b.N)
+	rate := n / elapsed.Seconds()
+	b.ReportMetric(rate, "permits/s")
+	b.ReportMetric(100*rate/4000, "%ideal") // 4 permits, 1ms each
+	b.ReportMetric(float64(top)/n, "cmds/acq")
+	b.ReportMetric(ms(pct(waits, 50)), "wait-p50-ms")
+	b.ReportMetric(ms(pct(waits, 99)), "wait-p99-ms")
+	b.ReportMetric(float64(pct(handoffs, 50).Microseconds()), "handoff-p50-µs")
+	return rate
+}

@@ -1,0 +1,33 @@
+package core
+
+import "testing"
+
+func TestKeys_initSem(t *testing.T) {
+	var k keys
+	k.initSem("lk:", "a/b", 3)
+	want := map[string]string{
+		"permits":   "lk:{a/b}:permits",
+		"fence":     "lk:{a/b}:fence",
+		"queue":     "lk:{a/b}:permits:queue",
+		"deadlines": "lk:{a/b}:permits:queue:deadlines",
+		"receipt":   "lk:{a/b}:permits:receipt",
+		"channel":   "lk:{a/b}:permits:released",
+		"limits":    "lk:{a/b}:permits:limits",
+		"fences":    "lk:{a/b}:permits:fences",
+	}
+	got := map[string]string{"permits": k.arr[0], "fence": k.arr[1], "queue": k.arr[2], "deadlines": k.arr[3],
+		"receipt": k.arr[4], "channel": k.channel, "limits": k.sem.limits, "fences": k.sem.fences}
+	for what, w := range want {
+		if got[what] != w {
+			t.Errorf("%s = %q, want %q", what, got[what], w)
+		}
+	}
+	if k.sem.acquire != [6]string{want["permits"], want["limits"], want["fences"], want["fence"], want["queue"], want["deadlines"]} ||
+		k.sem.renew != [3]string{want["permits"], want["limits"], want["fences"]} || k.rel[0] != want["permits"] || k.rel[1] != want["receipt"] || k.name != "a/b" {
+		t.Errorf("key lists %v %v %v", k.sem.acquire, k.sem.renew, k.rel)
+	}
+	k.held(42)
+	if k.arr[4] != want["receipt"]+":42" || k.rel[1] != k.arr[4] {
+		t.Errorf("receipt after held: %q %q", k.arr[4], k.rel[1])
+	}
+}
