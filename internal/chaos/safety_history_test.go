@@ -1,0 +1,349 @@
+package chaos_test
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lockkit/lockkit/core"
+	"github.com/redis/go-redis/v9"
+)
+
+// The safety checker's history: what the workload did (holds, failed acquisitions, Do calls), what
+// the fault injector did (fault spans), and what the clients' connections saw (slow or failed
+// commands). Every time is a duration since the run's start on the process's monotonic clock: all
+// clients live in the test process, so one clock orders everything.
+
+// hold is one successful Acquire, TryAcquire or Do acquisition (fresh or re-entry), and what became
+// of the lock's context.
+type hold struct {
+	ID     int           `json:"id"`
+	Client int           `json:"client"` // the client slot; Gen counts its replacements
+	Gen    int           `json:"gen"`
+	Name   string        `json:"name"`
+	Tok    string        `json:"tok"`
+	Kind   string        `json:"kind"` // acquire, try, do, ctx (re-entry through a lock's context), owner (WithOwner)
+	Fair   bool          `json:"fair,omitempty"`
+	TTL    time.Duration `json:"ttl"`
+	Call   time.Duration `json:"call"`
+	Sent   time.Duration `json:"sent"` // no later than the send of the attempt that took the lock
+	Ret    time.Duration `json:"ret"`
+	Fence  int64         `json:"fence"`
+	Holds  int64         `json:"holds"`
+	Outer  int           `json:"outer,omitempty"` // ctx and owner: the hold re-entered (its ID)
+	// Live is the last moment the lock's context was seen live (0: never seen live after Ret).
+	Live time.Duration `json:"live"`
+	// End is when the context's cancellation was observed (an upper bound), Cause its cause.
+	End   time.Duration `json:"end,omitempty"`
+	Cause string        `json:"cause,omitempty"`
+	// LostAt is when core's Lost hook ran (right before the context was cancelled), Why its reason.
+	LostAt time.Duration `json:"lost_at,omitempty"`
+	Why    string        `json:"why,omitempty"`
+	// Renewed is the send time of the last successful renewal; Extends lists the Extend calls.
+	Renewed time.Duration `json:"renewed,omitempty"`
+	Extends []extend      `json:"extends,omitempty"`
+	// RelSend is when the first release script of this hold left (Do only).
+	RelSend time.Duration `json:"rel_send,omitempty"`
+	// DoErr is Do's error ("" for nil), DoLive whether fn ended with the context live.
+	DoErr  string `json:"do_err,omitempty"`
+	DoLive bool   `json:"do_live,omitempty"`
+}
+
+type extend struct {
+	TTL time.Duration `json:"ttl"`
+	At  time.Duration `json:"at"`
+	OK  bool          `json:"ok"`
+}
+
+// failed is an acquisition of a fresh token that returned an error: its script may have run. Seen
+// tells whether, Checked after it returned, Redis still had the token as the lock's owner.
+type failed struct {
+	Client  int           `json:"client"`
+	Name    string        `json:"name"`
+	Tok     string        `json:"tok"`
+	TTL     time.Duration `json:"ttl"`
+	Call    time.Duration `json:"call"`
+	Ret     time.Duration `json:"ret"`
+	Err     string        `json:"err"`
+	Checked time.Duration `json:"checked,omitempty"`
+	Seen    bool          `json:"seen,omitempty"`
+}
+
+// span is a time interval on a path: a fault, or a command that failed or was slow. Target is a
+// client slot, or -1 - i for Redis node i (a paused node hits every client).
+type span struct {
+	Kind   string        `json:"kind"`
+	Target int           `json:"target"`
+	From   time.Duration `json:"from"`
+	To     time.Duration `json:"to"`
+	Detail string        `json:"detail,omitempty"`
+}
+
+// history is the record of one run; its methods are safe for concurrent use.
+type history struct {
+	start time.Time
+	mu    sync.Mutex
+	calls []*call // the successful ones, in the order they returned
+	fails []*failed
+	open  atomic.Int64 // lock contexts not yet seen cancelled
+	// faults are injected faults, slow the clients' slow or failed commands, late the probe's
+	// timer lateness per interval (Detail empty; To-From is the interval, Target the lateness in µs).
+	faults, slow, late []span
+	noTTL              map[string]time.Duration // keys seen without a TTL, and when first
+	panics             []span
+	ops                int
+}
+
+func newHistory() *history { return &history{start: time.Now(), noTTL: map[string]time.Duration{}} }
+
+func (h *history) now() time.Duration { return time.Since(h.start) }
+
+func (h *history) op() { h.mu.Lock(); h.ops++; h.mu.Unlock() }
+
+func (h *history) addFault(s span) { h.mu.Lock(); h.faults = append(h.faults, s); h.mu.Unlock() }
+
+func (h *history) addLate(from, to, late time.Duration) {
+	h.mu.Lock()
+	h.late = append(h.late, span{From: from, To: to, Target: int(late / time.Microsecond)})
+	h.mu.Unlock()
+}
+
+// panicked records a panic once per message.
+func (h *history) panicked(what string) {
+	at := h.now()
+	h.mu.Lock()
+	if !slices.ContainsFunc(h.panics, func(s span) bool { return s.Detail == what }) {
+		h.panics = append(h.panics, span{Kind: "panic", From: at, To: at, Detail: what})
+	}
+	h.mu.Unlock()
+}
+
+// call is the record of one acquire call in flight, carried by the context it is made with, so
+// that core's hooks and the go-redis hook find it.
+type call struct {
+	h       *history
+	hold    *hold
+	mu      sync.Mutex
+	tok     string        // the token its acquire scripts carried
+	attempt time.Duration // when the latest attempt ended (the call's start before the first)
+	prev    time.Duration // when the attempt before it ended: the latest attempt was sent after
+}
+
+type callKey struct{}
+
+// newCall returns ctx carrying a new call record.
+func (h *history) newCall(ctx context.Context, hd *hold) (context.Context, *call) {
+	c := &call{h: h, hold: hd}
+	h.op()
+	hd.Call = h.now()
+	c.attempt, c.prev = hd.Call, hd.Call
+	return context.WithValue(ctx, callKey{}, c), c
+}
+
+func callOf(ctx context.Context) *call {
+	c, _ := ctx.Value(callKey{}).(*call)
+	return c
+}
+
+// acquired completes the hold record of a successful call and watches the lock's context.
+func (c *call) acquired(l *core.Lock) {
+	h := c.h
+	c.mu.Lock()
+	hd := c.hold
+	hd.Ret = h.now()
+	hd.Sent = c.prev
+	hd.Fence, hd.Holds, hd.Tok = l.Fence(), l.Holds(), l.Token()
+	c.mu.Unlock()
+	c.live(l.Context())
+	h.mu.Lock()
+	hd.ID = len(h.calls) + 1
+	h.calls = append(h.calls, c)
+	h.mu.Unlock()
+	lctx := l.Context()
+	h.open.Add(1)
+	context.AfterFunc(lctx, func() {
+		defer h.open.Add(-1)
+		at := h.now()
+		cause := context.Cause(lctx)
+		c.mu.Lock()
+		c.hold.End, c.hold.Cause = at, causeName(cause)
+		c.mu.Unlock()
+	})
+}
+
+// live notes that the lock's context is live now, if it is.
+func (c *call) live(lctx context.Context) {
+	at := c.h.now() // taken before the check: the context was live at least until then
+	if lctx.Err() != nil {
+		return
+	}
+	c.mu.Lock()
+	c.hold.Live = max(c.hold.Live, at)
+	c.mu.Unlock()
+}
+
+// snapshot returns copies of the holds, by ID.
+func (h *history) snapshot() []hold {
+	h.mu.Lock()
+	calls := h.calls
+	h.mu.Unlock()
+	out := make([]hold, len(calls))
+	for i, c := range calls {
+		c.mu.Lock()
+		out[i] = *c.hold
+		out[i].Extends = slices.Clone(c.hold.Extends)
+		c.mu.Unlock()
+	}
+	return out
+}
+
+// result returns the run for the oracle.
+func (h *history) result(redlock bool) run {
+	holds := h.snapshot()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r := run{holds: holds, faults: slices.Clone(h.faults), slow: slices.Clone(h.slow), late: slices.Clone(h.late),
+		noTTL: maps.Clone(h.noTTL), panics: slices.Clone(h.panics), redlock: redlock}
+	for _, f := range h.fails {
+		r.fails = append(r.fails, *f)
+	}
+	return r
+}
+
+func causeName(err error) string {
+	var le *core.LostError
+	switch {
+	case errors.As(err, &le):
+		return "lost:" + le.Reason
+	case errors.Is(err, core.ErrReleased):
+		return "released"
+	case errors.Is(err, core.ErrClosed):
+		return "closed"
+	case err == nil:
+		return ""
+	}
+	return "other:" + err.Error()
+}
+
+// coreHook records attempts, renewals and losses into the calls their contexts carry.
+func coreHook() core.Hook {
+	return core.Hook{
+		Attempt: func(ctx context.Context, _ core.HookInfo) {
+			if c := callOf(ctx); c != nil {
+				at := c.h.now()
+				c.mu.Lock()
+				c.prev, c.attempt = c.attempt, at
+				c.mu.Unlock()
+			}
+		},
+		Renewed: func(lctx context.Context, info core.HookInfo) {
+			if c := callOf(lctx); c != nil && info.Acquired {
+				sent := info.Start.Sub(c.h.start)
+				c.mu.Lock()
+				c.hold.Renewed = max(c.hold.Renewed, sent)
+				c.mu.Unlock()
+			}
+		},
+		Lost: func(lctx context.Context, info core.HookInfo) {
+			if c := callOf(lctx); c != nil {
+				at := c.h.now() // the context is cancelled right after this hook
+				var le *core.LostError
+				why := "?"
+				if errors.As(info.Err, &le) {
+					why = le.Reason
+				}
+				c.mu.Lock()
+				c.hold.LostAt, c.hold.Why = at, why
+				c.hold.Live = max(c.hold.Live, at)
+				c.mu.Unlock()
+			}
+		},
+	}
+}
+
+// redisHook is a go-redis hook on one client slot's connection(s): it notes the token of each
+// acquire call and the first release send of a call, and records every command that failed or took
+// longer than slowCmd as a span (the path was not healthy then).
+type redisHook struct {
+	h      *history
+	client int
+}
+
+// slowCmd is how long a command may take before it counts as slow (a sign of an unhealthy path).
+const slowCmd = 20 * time.Millisecond
+
+// DialHook implements redis.Hook.
+func (r redisHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// ProcessHook implements redis.Hook.
+func (r redisHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		t0 := r.h.now()
+		if c := callOf(ctx); c != nil {
+			r.script(c, cmd, t0)
+		}
+		err := next(ctx, cmd)
+		r.done(t0, cmd.Name(), err)
+		return err
+	}
+}
+
+// ProcessPipelineHook implements redis.Hook (renewals travel in pipelines).
+func (r redisHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		t0 := r.h.now()
+		err := next(ctx, cmds)
+		r.done(t0, "pipeline", err)
+		return err
+	}
+}
+
+func (r redisHook) done(t0 time.Duration, name string, err error) {
+	t1 := r.h.now()
+	if err != nil && errors.Is(err, redis.Nil) || err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+		err = nil
+	}
+	if err == nil && t1-t0 < slowCmd {
+		return
+	}
+	s := span{Kind: "slow", Target: r.client, From: t0, To: t1, Detail: name}
+	if err != nil {
+		s.Kind, s.Detail = "error", name+": "+err.Error()
+	}
+	r.h.mu.Lock()
+	r.h.slow = append(r.h.slow, s)
+	r.h.mu.Unlock()
+}
+
+// script classifies a script sent under a call: an acquire script (its keys are the lock and its
+// fence counter, its first argument the token) or a release (its second argument is the publish
+// command).
+func (r redisHook) script(c *call, cmd redis.Cmder, t0 time.Duration) {
+	args := cmd.Args()
+	name := strings.ToLower(cmd.Name())
+	if (name != "eval" && name != "evalsha") || len(args) < 3 {
+		return
+	}
+	nk, ok := args[2].(int)
+	if !ok || len(args) < 3+nk+2 {
+		return
+	}
+	keys, argv := args[3:3+nk], args[3+nk:]
+	tok, _ := argv[0].(string)
+	pub, _ := argv[1].(string)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case pub == "PUBLISH" || pub == "SPUBLISH":
+		if nk != 4 && c.hold.RelSend == 0 { // 4 keys: a fair waiter leaving the queue
+			c.hold.RelSend = t0
+		}
+	case nk >= 2 && strings.HasSuffix(keys[1].(string), ":fence") && c.tok == "":
+		c.tok = tok
+	}
+}

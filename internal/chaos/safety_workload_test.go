@@ -1,0 +1,378 @@
+package chaos_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/lockkit/lockkit/core"
+)
+
+// The safety checker's workload: workers on several clients take a few names with mixed TTLs, hold
+// them for a short or a long time, re-enter them through the lock's context and through WithOwner
+// from other clients, extend them (longer, and shorter when no other client shares the token), run
+// Do, and close and replace their client now and then. Each worker draws its choices from its own
+// PCG stream of the run's seed.
+
+// slot is one client position: a core.Client over its own connections (through its own proxies),
+// replaced by a new one after Close.
+type slot struct {
+	idx  int
+	make func() (*core.Client, error)
+	mu   sync.Mutex
+	c    *core.Client
+	gen  int
+	all  []*core.Client // every client made, to close at the end
+}
+
+func (s *slot) get() (*core.Client, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.c, s.gen
+}
+
+// replace closes the current client and puts a new one in its place.
+func (s *slot) replace() error {
+	c, err := s.make()
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	old := s.c
+	s.c, s.gen = c, s.gen+1
+	s.all = append(s.all, c)
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return old.Close(ctx)
+}
+
+// shared is a held lock that other clients may re-enter with WithOwner.
+type shared struct {
+	id, client int
+	name, tok  string
+	ttl        time.Duration
+}
+
+// registry lists the shared locks held now.
+type registry struct {
+	mu   sync.Mutex
+	live []shared
+}
+
+func (r *registry) add(s shared) { r.mu.Lock(); r.live = append(r.live, s); r.mu.Unlock() }
+
+func (r *registry) remove(id int) {
+	r.mu.Lock()
+	r.live = slices.DeleteFunc(r.live, func(s shared) bool { return s.id == id })
+	r.mu.Unlock()
+}
+
+// pick returns a shared lock held by another client than notClient.
+func (r *registry) pick(rnd *rand.Rand, notClient int) (shared, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var c []shared
+	for _, s := range r.live {
+		if s.client != notClient {
+			c = append(c, s)
+		}
+	}
+	if len(c) == 0 {
+		return shared{}, false
+	}
+	return c[rnd.IntN(len(c))], true
+}
+
+// workload is what the workers share.
+type workload struct {
+	h      *history
+	names  []string
+	ttls   []time.Duration
+	fair   bool // Fair may be used (not over Redlock)
+	reg    registry
+	stop   chan struct{}
+	closes int             // at most this many Client.Close per slot and minute
+	skip   map[string]bool // operations left out (LOCKKIT_SAFETY_SKIP): ctx, owner, extend, do, close, fair, nil
+}
+
+type worker struct {
+	*workload
+	rnd  *rand.Rand
+	slot *slot
+}
+
+// run loops until the workload stops.
+func (w *worker) run() {
+	for !w.stopped() {
+		switch r := w.rnd.IntN(100); {
+		case r < 40:
+			w.fresh("acquire")
+		case r < 55:
+			w.fresh("try")
+		case r < 75 && !w.skip["do"]:
+			w.do()
+		case r < 95 && !w.skip["owner"]:
+			w.owner()
+		case r < 96 && w.rnd.IntN(60) < w.closes && !w.skip["close"]:
+			_ = w.slot.replace()
+		default:
+			w.sleep(context.Background(), time.Duration(1+w.rnd.IntN(20))*time.Millisecond)
+		}
+	}
+}
+
+func (w *worker) stopped() bool {
+	select {
+	case <-w.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// sleep waits d, or until ctx ends or the workload stops.
+func (w *worker) sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	case <-w.stop:
+	}
+}
+
+// dur returns a random duration in [lo, hi], whole milliseconds (Redis counts TTLs in ms).
+func (w *worker) dur(lo, hi time.Duration) time.Duration {
+	lo, hi = lo.Truncate(time.Millisecond), hi.Truncate(time.Millisecond)
+	if hi <= lo {
+		return lo
+	}
+	return lo + time.Duration(w.rnd.Int64N(int64((hi-lo)/time.Millisecond)+1))*time.Millisecond
+}
+
+func (w *worker) callCtx() (context.Context, context.CancelFunc) {
+	if w.rnd.IntN(4) == 0 { // a caller that gives up soon: its reply may come after it left
+		return context.WithTimeout(context.Background(), w.dur(20*time.Millisecond, 300*time.Millisecond))
+	}
+	return context.WithTimeout(context.Background(), 5*time.Second)
+}
+
+// fresh acquires a name with a new token (Acquire or TryAcquire) and holds it.
+func (w *worker) fresh(kind string) {
+	c, gen := w.slot.get()
+	name, ttl := w.names[w.rnd.IntN(len(w.names))], w.ttls[w.rnd.IntN(len(w.ttls))]
+	hd := &hold{Client: w.slot.idx, Gen: gen, Name: name, Kind: kind, TTL: ttl, Fair: w.fair && w.rnd.IntN(4) == 0 && !w.skip["fair"]}
+	var opts []core.AcquireOption
+	if hd.Fair {
+		opts = append(opts, core.Fair())
+	}
+	if w.rnd.IntN(2) == 0 {
+		opts = append(opts, core.WithWait(w.dur(50*time.Millisecond, time.Second)))
+	}
+	ctx, cancel := w.callCtx()
+	defer cancel()
+	cctx, cl := w.h.newCall(ctx, hd)
+	acquire := c.Acquire
+	if kind == "try" {
+		acquire = c.TryAcquire
+	}
+	l, err := acquire(cctx, name, ttl, opts...)
+	if err != nil {
+		w.failed(cl, l, err)
+		return
+	}
+	cl.acquired(l)
+	w.hold(l, cl, w.rnd.IntN(2) == 0)
+}
+
+// failed records a failed acquisition of a fresh token, and sometimes calls the methods of the nil
+// lock it returned, as `defer l.Release(ctx)` before checking the error does.
+func (w *worker) failed(cl *call, l *core.Lock, err error) {
+	if w.rnd.IntN(3) == 0 && !w.skip["nil"] {
+		nilLock(w.h, l)
+	}
+	cl.mu.Lock()
+	tok := cl.tok
+	cl.mu.Unlock()
+	// A wait that ran out between attempts had nothing in flight; a context that ended may have
+	// cut an attempt short, after its script ran.
+	inFlight := !errors.Is(err, core.ErrNotAcquired) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+	if tok != "" && inFlight {
+		hd := cl.hold
+		w.h.mu.Lock()
+		w.h.fails = append(w.h.fails, &failed{Client: hd.Client, Name: hd.Name, Tok: tok, TTL: hd.TTL, Call: hd.Call, Ret: w.h.now(), Err: err.Error()})
+		w.h.mu.Unlock()
+	}
+	if !errors.Is(err, core.ErrNotAcquired) {
+		w.sleep(context.Background(), w.dur(5*time.Millisecond, 50*time.Millisecond)) // back off while Redis is unreachable
+	}
+}
+
+// nilLock calls Release, Extend and TTL on a failed acquisition's lock, recording panics.
+func nilLock(h *history, l *core.Lock) {
+	if l != nil {
+		return
+	}
+	ctx := context.Background()
+	for name, f := range map[string]func() error{
+		"Release": func() error { return l.Release(ctx) },
+		"Extend":  func() error { return l.Extend(ctx, time.Second) },
+		"TTL":     func() error { _, err := l.TTL(ctx); return err },
+	} {
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					h.panicked(fmt.Sprintf("(*core.Lock)(nil).%s panicked (a failed acquisition returns a nil *Lock): %v", name, p))
+				}
+			}()
+			_ = f()
+		}()
+	}
+}
+
+// hold works under a held lock, then releases it. Mostly briefly; sometimes for one to three TTLs,
+// re-entering it through its context every fifth to third of its TTL. A shared lock is offered to
+// other clients for WithOwner re-entries and only ever extended longer.
+func (w *worker) hold(l *core.Lock, cl *call, share bool) {
+	hd := cl.hold
+	lctx := l.Context()
+	if share {
+		w.reg.add(shared{id: hd.ID, client: hd.Client, name: hd.Name, tok: hd.Tok, ttl: hd.TTL})
+	}
+	defer w.reg.remove(hd.ID)
+	work := w.dur(0, hd.TTL/3)
+	long := w.rnd.IntN(5) == 0
+	if long {
+		work = w.dur(hd.TTL, 2*hd.TTL)
+	}
+	end := time.Now().Add(work)
+	for time.Now().Before(end) && lctx.Err() == nil && !w.stopped() {
+		switch r := w.rnd.IntN(10); {
+		case (r < 4 || long && r < 7) && !w.skip["ctx"]:
+			w.reenter(l, hd)
+		case r == 9 && !w.skip["extend"]:
+			ttl := w.dur(hd.TTL, 2*hd.TTL)
+			if !share && w.rnd.IntN(2) == 0 {
+				ttl = w.dur(max(hd.TTL/10, 20*time.Millisecond), max(hd.TTL/2, 20*time.Millisecond))
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			at := w.h.now()
+			w.h.op()
+			err := l.Extend(ctx, ttl)
+			cancel()
+			cl.mu.Lock()
+			hd.Extends = append(hd.Extends, extend{TTL: ttl, At: at, OK: err == nil})
+			cl.mu.Unlock()
+		}
+		w.sleep(lctx, min(time.Until(end), w.dur(hd.TTL/5, hd.TTL/3)))
+		cl.live(lctx)
+	}
+	w.reg.remove(hd.ID)
+	if w.rnd.IntN(20) == 0 {
+		return // left to Client.Close (or its loss)
+	}
+	cl.live(lctx)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	w.h.op()
+	_ = l.Release(ctx)
+}
+
+// reenter re-enters l through its context with a TTL that is usually much shorter, holds that
+// briefly and releases it.
+func (w *worker) reenter(l *core.Lock, outer *hold) {
+	c, gen := w.slot.get()
+	ttl := w.dur(max(outer.TTL/20, 20*time.Millisecond), max(outer.TTL/4, 20*time.Millisecond))
+	if w.rnd.IntN(4) == 0 {
+		ttl = w.dur(outer.TTL, 2*outer.TTL)
+	}
+	hd := &hold{Client: w.slot.idx, Gen: gen, Name: outer.Name, Kind: "ctx", TTL: ttl, Outer: outer.ID}
+	cctx, cl := w.h.newCall(l.Context(), hd)
+	in, err := c.Acquire(cctx, outer.Name, ttl)
+	if err != nil {
+		return
+	}
+	cl.acquired(in)
+	w.sleep(in.Context(), w.dur(0, ttl/2))
+	cl.live(in.Context())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	w.h.op()
+	_ = in.Release(ctx)
+}
+
+// owner re-enters a lock another client holds, with WithOwner and a TTL much shorter than the
+// owner's, and holds it for up to three of its own TTLs (so its renewals run).
+func (w *worker) owner() {
+	s, ok := w.reg.pick(w.rnd, w.slot.idx)
+	if !ok {
+		w.fresh("acquire")
+		return
+	}
+	c, gen := w.slot.get()
+	ttl := w.dur(max(s.ttl/20, 20*time.Millisecond), max(s.ttl/4, 20*time.Millisecond))
+	hd := &hold{Client: w.slot.idx, Gen: gen, Name: s.name, Kind: "owner", TTL: ttl, Outer: s.id}
+	ctx, cancel := w.callCtx()
+	defer cancel()
+	cctx, cl := w.h.newCall(ctx, hd)
+	l, err := c.TryAcquire(cctx, s.name, ttl, core.WithOwner(s.tok))
+	if err != nil {
+		return
+	}
+	cl.acquired(l)
+	w.sleep(l.Context(), w.dur(ttl/2, 3*ttl))
+	cl.live(l.Context())
+	rctx, rcancel := context.WithTimeout(context.Background(), time.Second)
+	defer rcancel()
+	w.h.op()
+	_ = l.Release(rctx)
+}
+
+// do runs Do with work that mostly ends well within the TTL.
+func (w *worker) do() {
+	c, gen := w.slot.get()
+	name, ttl := w.names[w.rnd.IntN(len(w.names))], w.ttls[w.rnd.IntN(len(w.ttls))]
+	hd := &hold{Client: w.slot.idx, Gen: gen, Name: name, Kind: "do", TTL: ttl}
+	work := w.dur(0, ttl/2)
+	if w.rnd.IntN(4) == 0 {
+		work = w.dur(ttl, 2*ttl)
+	}
+	ctx, cancel := w.callCtx()
+	defer cancel()
+	cctx, cl := w.h.newCall(ctx, hd)
+	ran := false
+	err := c.Do(cctx, name, ttl, func(lctx context.Context) error {
+		ran = true
+		l, _ := core.FromContext(lctx)
+		cl.acquired(l)
+		w.sleep(lctx, work)
+		at := w.h.now()
+		live := lctx.Err() == nil
+		cl.mu.Lock()
+		hd.DoLive = live
+		if live {
+			hd.Live = max(hd.Live, at)
+		}
+		cl.mu.Unlock()
+		return nil
+	}, core.WithWait(w.dur(50*time.Millisecond, time.Second)))
+	if !ran {
+		if err != nil {
+			w.failed(cl, nil, err)
+		}
+		return
+	}
+	cl.mu.Lock()
+	switch {
+	case errors.Is(err, core.ErrLost):
+		hd.DoErr = "lost"
+	case err != nil:
+		hd.DoErr = err.Error()
+	}
+	cl.mu.Unlock()
+}
