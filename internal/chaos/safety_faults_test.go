@@ -48,15 +48,21 @@ func (f *faultRig) inject(t *testing.T, end time.Time) {
 // one injects one fault on a random path and heals it when it has lasted its time.
 func (f *faultRig) one(t *testing.T) {
 	slot, node := f.rnd.IntN(len(f.pxs)), f.rnd.IntN(len(f.srvs))
+	if held := f.h.holding(300 * time.Millisecond); len(held) > 0 && f.rnd.IntN(2) == 0 {
+		slot = held[f.rnd.IntN(len(held))] // a client that holds a lock: its renewals are in play
+	}
 	px := f.pxs[slot][node]
 	s := span{Target: slot}
 	if len(f.srvs) > 1 {
 		s.Detail = "node " + itoa(node)
 	}
 	var kinds []string
-	for _, k := range faultKinds {
+	for _, k := range faultKinds { // weighted: reply delays and losses most often
 		if !f.skip[k] {
 			kinds = append(kinds, k)
+			if k == "latency" || k == "replyloss" {
+				kinds = append(kinds, k)
+			}
 		}
 	}
 	if len(kinds) == 0 {
@@ -67,14 +73,14 @@ func (f *faultRig) one(t *testing.T) {
 	s.From = f.h.now()
 	switch kinds[f.rnd.IntN(len(kinds))] {
 	case "latency":
-		lat := randIn(f.rnd, 20*time.Millisecond, 400*time.Millisecond)
+		lat := randIn(f.rnd, 20*time.Millisecond, 300*time.Millisecond).Round(time.Millisecond)
 		s.Kind, s.Detail = "latency", strings.TrimSpace(s.Detail+" "+lat.String())
-		d = randIn(f.rnd, 200*time.Millisecond, 1500*time.Millisecond)
+		d = randIn(f.rnd, 300*time.Millisecond, 1500*time.Millisecond)
 		err = px.Latency(lat, lat/2)
 	case "replyloss":
 		s.Kind = "replyloss"
-		d = randIn(f.rnd, 20*time.Millisecond, 500*time.Millisecond)
-		err = px.ReplyLoss(randIn(f.rnd, 0, 100*time.Millisecond))
+		d = randIn(f.rnd, 20*time.Millisecond, 200*time.Millisecond)
+		err = px.ReplyLoss(randIn(f.rnd, 0, 30*time.Millisecond))
 	case "reset":
 		s.Kind = "reset"
 		d = randIn(f.rnd, 50*time.Millisecond, 500*time.Millisecond)
@@ -87,7 +93,16 @@ func (f *faultRig) one(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	hit := []int{slot}
+	if s.Kind == "pause" {
+		hit = hit[:0]
+		for i := range f.pxs {
+			hit = append(hit, i)
+		}
+	}
+	f.h.setActive(hit, s.Kind)
 	time.Sleep(d) // the fault lasts d
+	f.h.setActive(hit, "")
 	if s.Kind == "pause" {
 		f.srvs[node].Resume(t)
 	} else {
@@ -105,9 +120,9 @@ func randIn(rnd *rand.Rand, lo, hi time.Duration) time.Duration {
 	return lo + time.Duration(rnd.Int64N(int64(hi-lo)))
 }
 
-// watch samples the probe's timer lateness every 100 ms, and every 250 ms looks at Redis directly
+// watch samples the probe's timer lateness every 100 ms, and every 200 ms looks at Redis directly
 // (not through a proxy): every key under the prefix must have a TTL, and a failed acquisition's
-// token must not own its lock a second after the failure. It returns when stop is closed, after a
+// token must not own its lock orphanAge after the failure. It returns when stop is closed, after a
 // last look.
 func watch(h *history, admins []*redis.Client, stop <-chan struct{}) {
 	p := runProbe()
@@ -125,11 +140,15 @@ func watch(h *history, admins []*redis.Client, stop <-chan struct{}) {
 		now := h.now()
 		h.addLate(last, now, p.take())
 		last = now
-		if i%3 == 0 {
-			look(h, admins, time.Second)
+		if i%2 == 0 {
+			look(h, admins, orphanAge)
 		}
 	}
 }
+
+// orphanAge is how long after a failed acquisition its token must be gone from Redis: longer than
+// the slowest reply a latency fault causes (300 ms + 50% jitter).
+const orphanAge = 700 * time.Millisecond
 
 // look scans every node for keys without a TTL and checks the failed acquisitions at least age old.
 func look(h *history, admins []*redis.Client, age time.Duration) {

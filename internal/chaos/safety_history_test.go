@@ -94,12 +94,57 @@ type history struct {
 	// faults are injected faults, slow the clients' slow or failed commands, late the probe's
 	// timer lateness per interval (Detail empty; To-From is the interval, Target the lateness in µs).
 	faults, slow, late []span
+	renewing           map[string]int           // renewals in flight, by token
+	active             map[int]string           // the fault on each client slot's path now
 	noTTL              map[string]time.Duration // keys seen without a TTL, and when first
 	panics             []span
 	ops                int
 }
 
-func newHistory() *history { return &history{start: time.Now(), noTTL: map[string]time.Duration{}} }
+func newHistory() *history {
+	return &history{start: time.Now(), noTTL: map[string]time.Duration{}, renewing: map[string]int{}, active: map[int]string{}}
+}
+
+// faulted returns the kind of the fault on slot's path now ("" if none). The workload uses it to
+// provoke the races a fault opens (an Extend during delayed replies, a caller that gives up).
+func (h *history) faulted(slot int) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.active[slot]
+}
+
+// holding returns the client slots that hold a lock with a TTL of at least ttl now.
+func (h *history) holding(ttl time.Duration) []int {
+	h.mu.Lock()
+	calls := slices.Clone(h.calls)
+	h.mu.Unlock()
+	var slots []int
+	for _, c := range calls {
+		c.mu.Lock()
+		if c.hold.End == 0 && c.hold.TTL >= ttl && !slices.Contains(slots, c.hold.Client) {
+			slots = append(slots, c.hold.Client)
+		}
+		c.mu.Unlock()
+	}
+	slices.Sort(slots)
+	return slots
+}
+
+// setActive records that kind now hits slots ("" heals them).
+func (h *history) setActive(slots []int, kind string) {
+	h.mu.Lock()
+	for _, s := range slots {
+		h.active[s] = kind
+	}
+	h.mu.Unlock()
+}
+
+// inFlight reports whether a renewal of tok is in flight.
+func (h *history) inFlight(tok string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.renewing[tok] > 0
+}
 
 func (h *history) now() time.Duration { return time.Since(h.start) }
 
@@ -293,14 +338,35 @@ func (r redisHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
-// ProcessPipelineHook implements redis.Hook (renewals travel in pipelines).
+// ProcessPipelineHook implements redis.Hook: renewals travel in pipelines; it notes which tokens
+// have a renewal in flight, so that the workload can race an Extend against one.
 func (r redisHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
+		var toks []string
+		for _, cmd := range cmds {
+			if a := cmd.Args(); len(a) == 6 && a[2] == any(1) {
+				if tok, ok := a[4].(string); ok {
+					toks = append(toks, tok)
+				}
+			}
+		}
+		r.renewing(toks, 1)
 		t0 := r.h.now()
 		err := next(ctx, cmds)
 		r.done(t0, "pipeline", err)
+		r.renewing(toks, -1)
 		return err
 	}
+}
+
+func (r redisHook) renewing(toks []string, d int) {
+	r.h.mu.Lock()
+	for _, tok := range toks {
+		if r.h.renewing[tok] += d; r.h.renewing[tok] == 0 {
+			delete(r.h.renewing, tok)
+		}
+	}
+	r.h.mu.Unlock()
 }
 
 func (r redisHook) done(t0 time.Duration, name string, err error) {

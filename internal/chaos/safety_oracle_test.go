@@ -266,7 +266,7 @@ func (o *oracle) doLost(h *hold) {
 // would have reached Redis within the delay.
 func (o *oracle) orphans() {
 	for _, f := range o.fails {
-		if !f.Seen || f.Checked-f.Ret < time.Second || o.lateness(f.Call, f.Checked) > 100*time.Millisecond {
+		if !f.Seen || f.Checked-f.Ret < orphanAge || o.lateness(f.Call, f.Checked) > 100*time.Millisecond {
 			continue
 		}
 		clean := true

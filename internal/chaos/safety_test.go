@@ -76,7 +76,7 @@ func TestChaosSafety(t *testing.T) {
 	const msec = time.Millisecond
 	rep := &chaos.Report{}
 	t.Run("single", func(t *testing.T) {
-		runSafety(t, rep, seed, safetyConfig{name: "single", nodes: 1, slots: 4, workers: 3, names: []string{"s0", "s1", "s2"},
+		runSafety(t, rep, seed, safetyConfig{name: "single", nodes: 1, slots: 4, workers: 3, names: []string{"s0", "s1", "s2", "s3"},
 			ttls: []time.Duration{50 * msec, 100 * msec, 200 * msec, 300 * msec, 500 * msec, time.Second, 2 * time.Second, 3 * time.Second},
 			fair: true, dur: dur})
 	})
@@ -105,6 +105,8 @@ func runSafety(t *testing.T, rep *chaos.Report, seed uint64, cfg safetyConfig) {
 			o := s.Options()
 			o.ContextTimeoutEnabled = true
 			o.ReadTimeout, o.WriteTimeout, o.DialTimeout = time.Second, time.Second, time.Second
+			// go-redis replays a command whose reply was lost (MaxRetries 3) within a few tens of ms.
+			o.MinRetryBackoff, o.MaxRetryBackoff = 5*time.Millisecond, 60*time.Millisecond
 			rdb := redisVia(t, o, px.Addr())
 			rdb.AddHook(redisHook{h: h, client: i})
 			rdbs = append(rdbs, rdb)

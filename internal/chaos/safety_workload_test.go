@@ -156,10 +156,14 @@ func (w *worker) dur(lo, hi time.Duration) time.Duration {
 }
 
 func (w *worker) callCtx() (context.Context, context.CancelFunc) {
-	if w.rnd.IntN(4) == 0 { // a caller that gives up soon: its reply may come after it left
+	n := 4
+	if w.h.faulted(w.slot.idx) == "latency" {
+		n = 2
+	}
+	if w.rnd.IntN(n) == 0 { // a caller that gives up soon: its reply may come after it left
 		return context.WithTimeout(context.Background(), w.dur(20*time.Millisecond, 300*time.Millisecond))
 	}
-	return context.WithTimeout(context.Background(), 5*time.Second)
+	return context.WithTimeout(context.Background(), 10*time.Second)
 }
 
 // fresh acquires a name with a new token (Acquire or TryAcquire) and holds it.
@@ -235,8 +239,8 @@ func nilLock(h *history, l *core.Lock) {
 	}
 }
 
-// hold works under a held lock, then releases it. Mostly briefly; sometimes for one to three TTLs,
-// re-entering it through its context every fifth to third of its TTL. A shared lock is offered to
+// hold works under a held lock, then releases it. Mostly briefly; sometimes for one to two TTLs,
+// re-entering it through its context every eighth to quarter of its TTL. A shared lock is offered to
 // other clients for WithOwner re-entries and only ever extended longer.
 func (w *worker) hold(l *core.Lock, cl *call, share bool) {
 	hd := cl.hold
@@ -252,24 +256,21 @@ func (w *worker) hold(l *core.Lock, cl *call, share bool) {
 	}
 	end := time.Now().Add(work)
 	for time.Now().Before(end) && lctx.Err() == nil && !w.stopped() {
-		switch r := w.rnd.IntN(10); {
-		case (r < 4 || long && r < 7) && !w.skip["ctx"]:
-			w.reenter(l, hd)
+		r := w.rnd.IntN(10)
+		switch {
+		case (r < 4 || long) && !w.skip["ctx"]:
+			w.reenter(l, hd, long)
 		case r == 9 && !w.skip["extend"]:
-			ttl := w.dur(hd.TTL, 2*hd.TTL)
-			if !share && w.rnd.IntN(2) == 0 {
-				ttl = w.dur(max(hd.TTL/10, 20*time.Millisecond), max(hd.TTL/2, 20*time.Millisecond))
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			at := w.h.now()
-			w.h.op()
-			err := l.Extend(ctx, ttl)
-			cancel()
-			cl.mu.Lock()
-			hd.Extends = append(hd.Extends, extend{TTL: ttl, At: at, OK: err == nil})
-			cl.mu.Unlock()
+			w.extend(l, cl, share)
 		}
-		w.sleep(lctx, min(time.Until(end), w.dur(hd.TTL/5, hd.TTL/3)))
+		if (long && r == 0 || r < 5 && w.h.faulted(w.slot.idx) == "latency") && !share && !w.skip["extend"] {
+			w.extend(l, cl, share) // shorter, against a renewal whose reply is on its way
+		}
+		step := w.dur(hd.TTL/5, hd.TTL/3)
+		if long {
+			step = w.dur(hd.TTL/10, hd.TTL/5)
+		}
+		w.sleep(lctx, min(time.Until(end), step))
 		cl.live(lctx)
 	}
 	w.reg.remove(hd.ID)
@@ -283,12 +284,33 @@ func (w *worker) hold(l *core.Lock, cl *call, share bool) {
 	_ = l.Release(ctx)
 }
 
-// reenter re-enters l through its context with a TTL that is usually much shorter, holds that
-// briefly and releases it.
-func (w *worker) reenter(l *core.Lock, outer *hold) {
+// extend extends l: longer, or (a lock no other client shares) shorter, then often right when a
+// renewal of the lock is in flight, so that the two race.
+func (w *worker) extend(l *core.Lock, cl *call, share bool) {
+	hd := cl.hold
+	ttl := w.dur(hd.TTL, 2*hd.TTL)
+	if !share && (w.rnd.IntN(2) == 0 || w.h.faulted(w.slot.idx) == "latency") {
+		ttl = w.dur(max(hd.TTL/20, 20*time.Millisecond), max(hd.TTL/4, 20*time.Millisecond))
+		for wait := time.Now().Add(hd.TTL / 3); w.rnd.IntN(2) == 0 && time.Now().Before(wait) && !w.h.inFlight(hd.Tok); {
+			time.Sleep(time.Millisecond) // poll for a renewal in flight: a race, not a synchronisation
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	at := w.h.now()
+	w.h.op()
+	err := l.Extend(ctx, ttl)
+	cl.mu.Lock()
+	hd.Extends = append(hd.Extends, extend{TTL: ttl, At: at, OK: err == nil})
+	cl.mu.Unlock()
+}
+
+// reenter re-enters l through its context with a TTL that is usually (during a long hold: always)
+// much shorter, holds that briefly and releases it.
+func (w *worker) reenter(l *core.Lock, outer *hold, long bool) {
 	c, gen := w.slot.get()
 	ttl := w.dur(max(outer.TTL/20, 20*time.Millisecond), max(outer.TTL/4, 20*time.Millisecond))
-	if w.rnd.IntN(4) == 0 {
+	if !long && w.rnd.IntN(4) == 0 {
 		ttl = w.dur(outer.TTL, 2*outer.TTL)
 	}
 	hd := &hold{Client: w.slot.idx, Gen: gen, Name: outer.Name, Kind: "ctx", TTL: ttl, Outer: outer.ID}
@@ -298,7 +320,7 @@ func (w *worker) reenter(l *core.Lock, outer *hold) {
 		return
 	}
 	cl.acquired(in)
-	w.sleep(in.Context(), w.dur(0, ttl/2))
+	w.sleep(in.Context(), w.dur(0, min(ttl/2, outer.TTL/20)))
 	cl.live(in.Context())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
