@@ -77,7 +77,11 @@ func check(r run) (violations, inconclusive []verdict) {
 				}
 			}
 		})
-		o.flag("no-ttl", o.noTTL[keys[0]], nil, "%d key(s) without a TTL (PTTL -1): %s", len(keys), strings.Join(keys, ", "))
+		more := ""
+		if len(keys) > 10 {
+			keys, more = keys[:10], fmt.Sprintf(" and %d more", len(keys)-10)
+		}
+		o.flag("no-ttl", o.noTTL[keys[0]], nil, "%d key(s) without a TTL (PTTL -1): %s%s", len(o.noTTL), strings.Join(keys, ", "), more)
 	}
 	for _, p := range o.panics {
 		o.flag("panic", p.From, nil, "%s", p.Detail)

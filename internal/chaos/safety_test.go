@@ -65,7 +65,7 @@ type safetyConfig struct {
 func TestChaosSafety(t *testing.T) {
 	seed := safetySeed(t)
 	t.Logf("safety checker seed %d: replay with -args -seed %d or LOCKKIT_SAFETY_SEED=%d", seed, seed, seed)
-	dur := time.Duration(pick(18, 160)) * time.Second
+	dur := time.Duration(pick(15, 160)) * time.Second
 	if s := os.Getenv("LOCKKIT_SAFETY_DURATION"); s != "" {
 		d, err := time.ParseDuration(s)
 		if err != nil {
@@ -76,7 +76,7 @@ func TestChaosSafety(t *testing.T) {
 	const msec = time.Millisecond
 	rep := &chaos.Report{}
 	t.Run("single", func(t *testing.T) {
-		runSafety(t, rep, seed, safetyConfig{name: "single", nodes: 1, slots: 4, workers: 3, names: []string{"s0", "s1", "s2", "s3"},
+		runSafety(t, rep, seed, safetyConfig{name: "single", nodes: 1, slots: 4, workers: 3, names: []string{"s0", "s1", "s2", "s3", "s4"},
 			ttls: []time.Duration{50 * msec, 100 * msec, 200 * msec, 300 * msec, 500 * msec, time.Second, 2 * time.Second, 3 * time.Second},
 			fair: true, dur: dur})
 	})
@@ -91,7 +91,7 @@ func runSafety(t *testing.T, rep *chaos.Report, seed uint64, cfg safetyConfig) {
 	row := rep.Row(fmt.Sprintf("safety checker, %s: %d clients × %d workers, %v", cfg.name, cfg.slots, cfg.workers, cfg.dur))
 	srvs := redistest.StartN(t, cfg.nodes)
 	h := newHistory()
-	wl := &workload{h: h, names: cfg.names, ttls: cfg.ttls, fair: cfg.fair, stop: make(chan struct{}), closes: 2, skip: map[string]bool{}}
+	wl := &workload{h: h, names: cfg.names, ttls: cfg.ttls, fair: cfg.fair, stop: make(chan struct{}), skip: map[string]bool{}}
 	for _, op := range strings.Split(os.Getenv("LOCKKIT_SAFETY_SKIP"), ",") {
 		wl.skip[strings.TrimSpace(op)] = true
 	}
@@ -117,6 +117,9 @@ func runSafety(t *testing.T, rep *chaos.Report, seed uint64, cfg safetyConfig) {
 			}
 			return core.NewRedlock(rdbs, core.WithHook(coreHook()))
 		}}
+		if len(rdbs) == 1 {
+			sl.px = pxs[i][0]
+		}
 		c, err := sl.make()
 		if err != nil {
 			t.Fatal(err)
@@ -143,6 +146,7 @@ func runSafety(t *testing.T, rep *chaos.Report, seed uint64, cfg safetyConfig) {
 	time.Sleep(time.Until(end)) // the calm end of the run
 	close(wl.stop)
 	wg.Wait()
+	wl.pending.Wait()
 	for _, sl := range slots {
 		for _, c := range sl.all {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/chaos"
 )
 
 // The safety checker's workload: workers on several clients take a few names with mixed TTLs, hold
@@ -22,6 +23,7 @@ import (
 // replaced by a new one after Close.
 type slot struct {
 	idx  int
+	px   *chaos.Proxy // the path to Redis (one node only: nil over Redlock)
 	make func() (*core.Client, error)
 	mu   sync.Mutex
 	c    *core.Client
@@ -90,14 +92,14 @@ func (r *registry) pick(rnd *rand.Rand, notClient int) (shared, bool) {
 
 // workload is what the workers share.
 type workload struct {
-	h      *history
-	names  []string
-	ttls   []time.Duration
-	fair   bool // Fair may be used (not over Redlock)
-	reg    registry
-	stop   chan struct{}
-	closes int             // at most this many Client.Close per slot and minute
-	skip   map[string]bool // operations left out (LOCKKIT_SAFETY_SKIP): ctx, owner, extend, do, close, fair, nil
+	h       *history
+	names   []string
+	ttls    []time.Duration
+	fair    bool // Fair may be used (not over Redlock)
+	reg     registry
+	stop    chan struct{}
+	skip    map[string]bool // LOCKKIT_SAFETY_SKIP: ctx owner extend do close fair nil provoke, and fault kinds
+	pending sync.WaitGroup  // faults the workers injected and have not healed yet // operations left out (LOCKKIT_SAFETY_SKIP): ctx, owner, extend, do, close, fair, nil
 }
 
 type worker struct {
@@ -109,19 +111,20 @@ type worker struct {
 // run loops until the workload stops.
 func (w *worker) run() {
 	for !w.stopped() {
-		switch r := w.rnd.IntN(100); {
-		case r < 40:
-			w.fresh("acquire")
-		case r < 55:
-			w.fresh("try")
-		case r < 75 && !w.skip["do"]:
-			w.do()
-		case r < 95 && !w.skip["owner"]:
-			w.owner()
-		case r < 96 && w.rnd.IntN(60) < w.closes && !w.skip["close"]:
+		if w.provoke() {
+			continue
+		}
+		switch r := w.rnd.IntN(1000); {
+		case r < 3 && !w.skip["close"]:
 			_ = w.slot.replace()
+		case r < 150:
+			w.fresh("try")
+		case r < 350 && !w.skip["do"]:
+			w.do()
+		case r < 550 && !w.skip["owner"]:
+			w.owner()
 		default:
-			w.sleep(context.Background(), time.Duration(1+w.rnd.IntN(20))*time.Millisecond)
+			w.fresh("acquire")
 		}
 	}
 }
@@ -239,7 +242,7 @@ func nilLock(h *history, l *core.Lock) {
 	}
 }
 
-// hold works under a held lock, then releases it. Mostly briefly; sometimes for one to two TTLs,
+// hold works under a held lock, then releases it. Mostly briefly; sometimes (TTL up to 1s) for one to two TTLs,
 // re-entering it through its context every eighth to quarter of its TTL. A shared lock is offered to
 // other clients for WithOwner re-entries and only ever extended longer.
 func (w *worker) hold(l *core.Lock, cl *call, share bool) {
@@ -249,8 +252,8 @@ func (w *worker) hold(l *core.Lock, cl *call, share bool) {
 		w.reg.add(shared{id: hd.ID, client: hd.Client, name: hd.Name, tok: hd.Tok, ttl: hd.TTL})
 	}
 	defer w.reg.remove(hd.ID)
-	work := w.dur(0, hd.TTL/3)
-	long := w.rnd.IntN(5) == 0
+	work := w.dur(0, min(hd.TTL/3, 300*time.Millisecond))
+	long := hd.TTL <= time.Second && w.rnd.IntN(4) == 0
 	if long {
 		work = w.dur(hd.TTL, 2*hd.TTL)
 	}
@@ -381,6 +384,9 @@ func (w *worker) do() {
 			hd.Live = max(hd.Live, at)
 		}
 		cl.mu.Unlock()
+		if w.rnd.IntN(2) == 0 {
+			w.loseReplies() // the release that follows may lose its reply and be replayed
+		}
 		return nil
 	}, core.WithWait(w.dur(50*time.Millisecond, time.Second)))
 	if !ran {
