@@ -27,7 +27,7 @@ func (w *worker) giveUp() {
 	c, gen := w.slot.get()
 	name := "free-" + strconv.Itoa(w.slot.idx) + "-" + strconv.Itoa(w.rnd.IntN(1000))
 	hd := &hold{Client: w.slot.idx, Gen: gen, Name: name, Kind: "try", TTL: 3 * time.Second}
-	ctx, cancel := context.WithTimeout(context.Background(), w.dur(5*time.Millisecond, 15*time.Millisecond))
+	ctx, cancel := context.WithTimeout(w.ctx, w.dur(5*time.Millisecond, 15*time.Millisecond))
 	defer cancel()
 	cctx, cl := w.h.newCall(ctx, hd)
 	l, err := c.TryAcquire(cctx, name, hd.TTL)

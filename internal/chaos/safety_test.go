@@ -91,7 +91,9 @@ func runSafety(t *testing.T, rep *chaos.Report, seed uint64, cfg safetyConfig) {
 	row := rep.Row(fmt.Sprintf("safety checker, %s: %d clients × %d workers, %v", cfg.name, cfg.slots, cfg.workers, cfg.dur))
 	srvs := redistest.StartN(t, cfg.nodes)
 	h := newHistory()
-	wl := &workload{h: h, names: cfg.names, ttls: cfg.ttls, fair: cfg.fair, stop: make(chan struct{}), skip: map[string]bool{}}
+	stopCtx, stopAll := context.WithCancel(context.Background())
+	defer stopAll()
+	wl := &workload{h: h, names: cfg.names, ttls: cfg.ttls, fair: cfg.fair, ctx: stopCtx, stop: make(chan struct{}), skip: map[string]bool{}}
 	for _, op := range strings.Split(os.Getenv("LOCKKIT_SAFETY_SKIP"), ",") {
 		wl.skip[strings.TrimSpace(op)] = true
 	}
@@ -111,11 +113,14 @@ func runSafety(t *testing.T, rep *chaos.Report, seed uint64, cfg safetyConfig) {
 			rdb.AddHook(redisHook{h: h, client: i})
 			rdbs = append(rdbs, rdb)
 		}
+		// A short fallback backoff: waiters behind an expired lock (no release message) retry within
+		// a second, so that the workers spend their time on locks rather than waiting.
+		opts := []core.Option{core.WithHook(coreHook()), core.WithRetryBackoff(10*time.Millisecond, 100*time.Millisecond)}
 		sl := &slot{idx: i, make: func() (*core.Client, error) {
 			if len(rdbs) == 1 {
-				return core.New(rdbs[0], core.WithHook(coreHook()))
+				return core.New(rdbs[0], opts...)
 			}
-			return core.NewRedlock(rdbs, core.WithHook(coreHook()))
+			return core.NewRedlock(rdbs, opts...)
 		}}
 		if len(rdbs) == 1 {
 			sl.px = pxs[i][0]
@@ -145,6 +150,7 @@ func runSafety(t *testing.T, rep *chaos.Report, seed uint64, cfg safetyConfig) {
 	(&faultRig{h: h, rnd: rand.New(rand.NewPCG(seed, 1<<40)), srvs: srvs, pxs: pxs, skip: wl.skip}).inject(t, end)
 	time.Sleep(time.Until(end)) // the calm end of the run
 	close(wl.stop)
+	stopAll()
 	wg.Wait()
 	wl.pending.Wait()
 	for _, sl := range slots {

@@ -97,6 +97,7 @@ type workload struct {
 	ttls    []time.Duration
 	fair    bool // Fair may be used (not over Redlock)
 	reg     registry
+	ctx     context.Context // cancelled when the workload stops
 	stop    chan struct{}
 	skip    map[string]bool // LOCKKIT_SAFETY_SKIP: ctx owner extend do close fair nil provoke, and fault kinds
 	pending sync.WaitGroup  // faults the workers injected and have not healed yet // operations left out (LOCKKIT_SAFETY_SKIP): ctx, owner, extend, do, close, fair, nil
@@ -164,9 +165,9 @@ func (w *worker) callCtx() (context.Context, context.CancelFunc) {
 		n = 2
 	}
 	if w.rnd.IntN(n) == 0 { // a caller that gives up soon: its reply may come after it left
-		return context.WithTimeout(context.Background(), w.dur(20*time.Millisecond, 300*time.Millisecond))
+		return context.WithTimeout(w.ctx, w.dur(20*time.Millisecond, 300*time.Millisecond))
 	}
-	return context.WithTimeout(context.Background(), 10*time.Second)
+	return context.WithTimeout(w.ctx, 10*time.Second)
 }
 
 // fresh acquires a name with a new token (Acquire or TryAcquire) and holds it.
@@ -178,7 +179,7 @@ func (w *worker) fresh(kind string) {
 	if hd.Fair {
 		opts = append(opts, core.Fair())
 	}
-	if w.rnd.IntN(2) == 0 {
+	if w.rnd.IntN(5) != 0 { // else: until the context ends
 		opts = append(opts, core.WithWait(w.dur(50*time.Millisecond, time.Second)))
 	}
 	ctx, cancel := w.callCtx()
