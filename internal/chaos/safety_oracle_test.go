@@ -77,11 +77,15 @@ func check(r run) (violations, inconclusive []verdict) {
 				}
 			}
 		})
+		first := o.noTTL[keys[0]]
+		for _, at := range o.noTTL {
+			first = min(first, at)
+		}
 		more := ""
 		if len(keys) > 10 {
 			keys, more = keys[:10], fmt.Sprintf(" and %d more", len(keys)-10)
 		}
-		o.flag("no-ttl", o.noTTL[keys[0]], nil, "%d key(s) without a TTL (PTTL -1): %s%s", len(o.noTTL), strings.Join(keys, ", "), more)
+		o.flag("no-ttl", first, nil, "%d key(s) without a TTL (PTTL -1): %s%s", len(o.noTTL), strings.Join(keys, ", "), more)
 	}
 	for _, p := range o.panics {
 		o.flag("panic", p.From, nil, "%s", p.Detail)

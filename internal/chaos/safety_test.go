@@ -59,13 +59,13 @@ type safetyConfig struct {
 //
 // Every run logs its seed. The seed fixes each worker's choices and the fault schedule; the
 // interleaving is up to the machine, so a replay (-seed N, or LOCKKIT_SAFETY_SEED=N) runs the same
-// schedule of operations and faults, not the same history. `go test` runs about 30 s;
+// schedule of operations and faults, not the same history. `go test` runs about 35 s;
 // LOCKKIT_CHAOS=full (make chaos) four minutes; LOCKKIT_SAFETY_DURATION sets the single-node
 // variant's length (Redlock runs half as long).
 func TestChaosSafety(t *testing.T) {
 	seed := safetySeed(t)
 	t.Logf("safety checker seed %d: replay with -args -seed %d or LOCKKIT_SAFETY_SEED=%d", seed, seed, seed)
-	dur := time.Duration(pick(15, 160)) * time.Second
+	dur := time.Duration(pick(20, 160)) * time.Second
 	if s := os.Getenv("LOCKKIT_SAFETY_DURATION"); s != "" {
 		d, err := time.ParseDuration(s)
 		if err != nil {
@@ -190,20 +190,19 @@ func report(t *testing.T, row *chaos.Row, h *history, r run, bad, soft []verdict
 		faults[f.Kind]++
 	}
 	props := map[string]int{}
+	var firsts []string // the first violation of each property, in time order
 	for _, v := range bad {
-		props[v.Prop]++
+		if props[v.Prop]++; props[v.Prop] == 1 {
+			firsts = append(firsts, fmt.Sprintf("%s@%v", v.Prop, v.At.Round(time.Millisecond)))
+		}
 	}
 	h.mu.Lock()
 	ops := h.ops
 	h.mu.Unlock()
 	row.Ops(ops)
 	row.Faults(len(r.faults))
-	first := "none"
-	if len(bad) > 0 {
-		first = fmt.Sprintf("%v (%s)", ms(bad[0].At), bad[0].Prop)
-	}
-	t.Logf("%s, seed %d: %d operations, %d holds %v, %d failed acquisitions, faults %v, violations %d %v (first at %s), inconclusive %d",
-		name, seed, ops, len(r.holds), sortedCounts(kinds), len(r.fails), sortedCounts(faults), len(bad), sortedCounts(props), first, len(soft))
+	t.Logf("%s, seed %d: %d operations, %d holds %v, %d failed acquisitions, faults %v, violations %d %v (first of each: %s), inconclusive %d",
+		name, seed, ops, len(r.holds), sortedCounts(kinds), len(r.fails), sortedCounts(faults), len(bad), sortedCounts(props), strings.Join(firsts, " "), len(soft))
 	for i, v := range soft {
 		if i == 5 {
 			t.Logf("... %d more inconclusive", len(soft)-i)
