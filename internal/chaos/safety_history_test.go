@@ -49,9 +49,11 @@ type hold struct {
 	Extends []extend      `json:"extends,omitempty"`
 	// RelSend is when the first release script of this hold left (Do only).
 	RelSend time.Duration `json:"rel_send,omitempty"`
-	// DoErr is Do's error ("" for nil), DoLive whether fn ended with the context live.
-	DoErr  string `json:"do_err,omitempty"`
-	DoLive bool   `json:"do_live,omitempty"`
+	// DoErr is Do's error ("" for nil), DoLive whether fn ended with the context live, DoRet when
+	// Do returned.
+	DoErr  string        `json:"do_err,omitempty"`
+	DoLive bool          `json:"do_live,omitempty"`
+	DoRet  time.Duration `json:"do_ret,omitempty"`
 }
 
 type extend struct {

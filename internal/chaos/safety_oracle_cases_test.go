@@ -31,8 +31,8 @@ func TestSafetyOracle_cases(t *testing.T) {
 		h.LostAt, h.Why, h.Live, h.End, h.Cause = at, "expired", at, at+tms, "lost:expired"
 		return h
 	}
-	do := func(h hold, relSend time.Duration) hold {
-		h.Kind, h.DoErr, h.DoLive, h.RelSend = "do", "lost", true, relSend
+	do := func(h hold, ret time.Duration) hold {
+		h.Kind, h.DoErr, h.DoLive, h.RelSend, h.DoRet = "do", "lost", true, ret-5*tms, ret
 		return h
 	}
 	fault := func(kind string, target int, from, to time.Duration) span {
@@ -98,10 +98,19 @@ func TestSafetyOracle_cases(t *testing.T) {
 		{name: "Do lost its completed work to a lost reply",
 			r:   run{holds: []hold{do(holder(1, "a", 0, 10*tms, 300*tms, 1), 310*tms)}, faults: []span{fault("replyloss", 0, 305*tms, 400*tms)}},
 			bad: "do-lost"},
-		{name: "Do lost its work while replies were late",
-			r: run{holds: []hold{do(holder(1, "a", 0, 10*tms, 300*tms, 1), 310*tms)}, faults: []span{fault("latency", 0, 305*tms, 400*tms)}}},
-		{name: "Do released near the expiry",
-			r: run{holds: []hold{do(holder(1, "a", 0, 10*tms, 900*tms, 1), 900*tms)}}},
+		{name: "Do's release answered near the expiry",
+			r: run{holds: []hold{do(holder(1, "a", 0, 10*tms, 850*tms, 1), 900*tms)}}},
+		{name: "Do's release answered after a renewal, well before the expiry",
+			r: run{holds: []hold{func() hold {
+				h := do(holder(1, "a", 0, 10*tms, 1200*tms, 1), 1300*tms)
+				h.Renewed = 700 * tms
+				return h
+			}()}},
+			bad: "do-lost"},
+		{name: "Do's release answered after the expiry",
+			r: run{holds: []hold{do(holder(1, "a", 0, 10*tms, 300*tms, 1), 1200*tms)}}},
+		{name: "Do's work ended with the lock lost",
+			r: run{holds: []hold{func() hold { h := do(holder(1, "a", 0, 10*tms, 300*tms, 1), 310*tms); h.DoLive = false; return h }()}}},
 		{name: "orphan after a late reply",
 			r:   run{fails: []failed{fail}, faults: []span{fault("latency", 0, 50*tms, 500*tms)}},
 			bad: "orphan"},

@@ -247,26 +247,21 @@ func (o *oracle) slack(from, to time.Duration) time.Duration {
 	return 2*o.lateness(from, to) + 5*time.Millisecond
 }
 
-// doLost: Do returned ErrLost for work that ended with the lock's context live, the lock was never
-// reported lost, and its release was sent well within the TTL of the last renewal over a path whose
-// only faults lost replies (requests arrive at once): Redis ran that release while the lock was
-// ours, so the lock was not lost.
+// doLost: Do returned ErrLost for work that ended with the lock's context live, the lock was
+// never reported lost, and Do returned (so its release was answered, by a run of the script that
+// came before the answer) well before the lock could expire: TTL after the send of its last
+// acquisition or renewal. Redis ran that release while the lock was still ours: it was not lost.
 func (o *oracle) doLost(h *hold) {
-	if h.Kind != "do" || h.DoErr != "lost" || h.LostAt != 0 || !h.DoLive || h.RelSend == 0 || h.TTL < 200*time.Millisecond {
+	if h.Kind != "do" || h.DoErr != "lost" || h.LostAt != 0 || !h.DoLive || h.DoRet == 0 {
 		return
 	}
 	last := max(h.Sent, h.Renewed)
-	to := h.RelSend + h.TTL/4
-	if h.RelSend >= last+h.TTL-h.TTL/4 || o.lateness(last, to) > h.TTL/8 {
+	expiry := last + h.TTL - h.TTL/10
+	if h.DoRet+o.slack(last, h.DoRet) >= expiry {
 		return
 	}
-	for _, f := range o.faults {
-		if onPath(f, h.Client) && f.Kind != "replyloss" && f.From < to && f.To > last {
-			return
-		}
-	}
-	o.flag("do-lost", h.RelSend, []int{h.ID}, "%s: Do (hold %d) returned ErrLost for work that completed: its release left %v after the last renewal (TTL %v), with only reply losses on the path",
-		h.Name, h.ID, ms(h.RelSend-last), h.TTL)
+	o.flag("do-lost", h.DoRet, []int{h.ID}, "%s: Do (hold %d) returned ErrLost for work that completed; its release was answered %v after the last renewal was sent (TTL %v), before the lock could expire",
+		h.Name, h.ID, ms(h.DoRet-last), h.TTL)
 }
 
 // orphans: an acquisition that failed (its reply was late, so its caller gave up) left its token

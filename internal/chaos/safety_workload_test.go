@@ -396,7 +396,9 @@ func (w *worker) do() {
 		}
 		return
 	}
+	at := w.h.now()
 	cl.mu.Lock()
+	hd.DoRet = at
 	switch {
 	case errors.Is(err, core.ErrLost):
 		hd.DoErr = "lost"
