@@ -176,10 +176,10 @@ func look(h *history, admins []*redis.Client, age time.Duration) {
 	}
 	h.mu.Unlock()
 	for _, f := range todo {
-		seen := false
+		seen := 0
 		for _, rdb := range admins {
 			if ok, err := rdb.HExists(ctx, "lockkit:{"+f.Name+"}", f.Tok).Result(); err == nil && ok {
-				seen = true
+				seen++
 			}
 		}
 		at := h.now()

@@ -63,7 +63,7 @@ type extend struct {
 }
 
 // failed is an acquisition of a fresh token that returned an error: its script may have run. Seen
-// tells whether, Checked after it returned, Redis still had the token as the lock's owner.
+// tells on how many nodes, Checked after it returned, Redis still had the token as the lock's owner.
 type failed struct {
 	Client  int           `json:"client"`
 	Name    string        `json:"name"`
@@ -73,7 +73,7 @@ type failed struct {
 	Ret     time.Duration `json:"ret"`
 	Err     string        `json:"err"`
 	Checked time.Duration `json:"checked,omitempty"`
-	Seen    bool          `json:"seen,omitempty"`
+	Seen    int           `json:"seen,omitempty"`
 }
 
 // span is a time interval on a path: a fault, or a command that failed or was slow. Target is a

@@ -38,7 +38,7 @@ func TestSafetyOracle_cases(t *testing.T) {
 	fault := func(kind string, target int, from, to time.Duration) span {
 		return span{Kind: kind, Target: target, From: from, To: to}
 	}
-	fail := failed{Client: 0, Name: "n", Tok: "x", TTL: 3 * time.Second, Call: 100 * tms, Ret: 200 * tms, Checked: 1300 * tms, Seen: true}
+	fail := failed{Client: 0, Name: "n", Tok: "x", TTL: 3 * time.Second, Call: 100 * tms, Ret: 200 * tms, Checked: 1300 * tms, Seen: 1}
 	cases := []struct {
 		name        string
 		r           run
@@ -116,6 +116,9 @@ func TestSafetyOracle_cases(t *testing.T) {
 			bad: "orphan"},
 		{name: "orphan after connection resets",
 			r: run{fails: []failed{fail}, faults: []span{fault("reset", 0, 50*tms, 500*tms)}}},
+		{name: "Redlock orphan on a minority of nodes",
+			r:      run{redlock: true, fails: []failed{fail}, faults: []span{fault("latency", 0, 50*tms, 500*tms)}},
+			unsure: "orphan"},
 		{name: "failed acquisition cleaned up",
 			r: run{fails: []failed{{Client: 0, Name: "n", Tok: "x", Call: 100 * tms, Ret: 200 * tms, Checked: 1300 * tms}}}},
 		{name: "context never cancelled",

@@ -266,10 +266,11 @@ func (o *oracle) doLost(h *hold) {
 
 // orphans: an acquisition that failed (its reply was late, so its caller gave up) left its token
 // owning the lock although its path only delayed replies: a best-effort release after the failure
-// would have reached Redis within the delay.
+// would have reached Redis within the delay. Over Redlock only an orphan on a quorum of nodes is a
+// violation; one on a minority (a node that answered after the node timeout) is inconclusive.
 func (o *oracle) orphans() {
 	for _, f := range o.fails {
-		if !f.Seen || f.Checked-f.Ret < orphanAge || o.lateness(f.Call, f.Checked) > 100*time.Millisecond {
+		if f.Seen == 0 || f.Checked-f.Ret < orphanAge || o.lateness(f.Call, f.Checked) > 100*time.Millisecond {
 			continue
 		}
 		clean := true
@@ -278,10 +279,16 @@ func (o *oracle) orphans() {
 				clean = false
 			}
 		}
-		if clean {
-			o.flag("orphan", f.Ret, nil, "%s: an acquisition by client %d (TTL %v) failed (%s), yet its token still owned the lock %v later (faults on its path only delayed replies)",
-				f.Name, f.Client, f.TTL, f.Err, ms(f.Checked-f.Ret))
+		if !clean {
+			continue
 		}
+		v := verdict{Prop: "orphan", At: f.Ret, Msg: fmt.Sprintf("%s: an acquisition by client %d (TTL %v) failed (%s), yet its token still owned the lock on %d node(s) %v later (faults on its path only delayed replies)",
+			f.Name, f.Client, f.TTL, f.Err, f.Seen, ms(f.Checked-f.Ret))}
+		if o.redlock && f.Seen < 2 {
+			o.soft = append(o.soft, v)
+			continue
+		}
+		o.bad = append(o.bad, v)
 	}
 }
 
