@@ -32,7 +32,7 @@ func TestSafetyOracle_cases(t *testing.T) {
 		return h
 	}
 	do := func(h hold, ret time.Duration) hold {
-		h.Kind, h.DoErr, h.DoLive, h.RelSend, h.DoRet = "do", "lost", true, ret-5*tms, ret
+		h.Kind, h.DoErr, h.DoLive, h.DoRet = "do", "lost", true, ret
 		return h
 	}
 	fault := func(kind string, target int, from, to time.Duration) span {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
-	"github.com/lockkit/lockkit/internal/chaos"
 )
 
 // The safety checker's workload: workers on several clients take a few names with mixed TTLs, hold
@@ -18,40 +17,6 @@ import (
 // from other clients, extend them (longer, and shorter when no other client shares the token), run
 // Do, and close and replace their client now and then. Each worker draws its choices from its own
 // PCG stream of the run's seed.
-
-// slot is one client position: a core.Client over its own connections (through its own proxies),
-// replaced by a new one after Close.
-type slot struct {
-	idx  int
-	px   *chaos.Proxy // the path to Redis (one node only: nil over Redlock)
-	make func() (*core.Client, error)
-	mu   sync.Mutex
-	c    *core.Client
-	gen  int
-	all  []*core.Client // every client made, to close at the end
-}
-
-func (s *slot) get() (*core.Client, int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.c, s.gen
-}
-
-// replace closes the current client and puts a new one in its place.
-func (s *slot) replace() error {
-	c, err := s.make()
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	old := s.c
-	s.c, s.gen = c, s.gen+1
-	s.all = append(s.all, c)
-	s.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	return old.Close(ctx)
-}
 
 // shared is a held lock that other clients may re-enter with WithOwner.
 type shared struct {
