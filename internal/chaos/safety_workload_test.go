@@ -258,10 +258,12 @@ func (w *worker) hold(l *core.Lock, cl *call, share bool) {
 func (w *worker) extend(l *core.Lock, cl *call, share bool) {
 	hd := cl.hold
 	ttl := w.dur(hd.TTL, 2*hd.TTL)
-	if !share && (w.rnd.IntN(2) == 0 || w.h.faulted(w.slot.idx) == "latency") {
+	if delayed := w.h.faulted(w.slot.idx) == "latency"; !share && (delayed || w.rnd.IntN(2) == 0) {
 		ttl = w.dur(max(hd.TTL/20, 20*time.Millisecond), max(hd.TTL/4, 20*time.Millisecond))
-		for wait := time.Now().Add(hd.TTL / 3); w.rnd.IntN(2) == 0 && time.Now().Before(wait) && !w.h.inFlight(hd.Tok); {
-			time.Sleep(time.Millisecond) // poll for a renewal in flight: a race, not a synchronisation
+		if delayed || w.rnd.IntN(2) == 0 {
+			for wait := time.Now().Add(hd.TTL / 3); time.Now().Before(wait) && !w.h.inFlight(hd.Tok); {
+				time.Sleep(time.Millisecond) // poll for a renewal in flight: a race, not a synchronisation
+			}
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
