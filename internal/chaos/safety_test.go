@@ -235,6 +235,9 @@ func report(t *testing.T, row *chaos.Row, h *history, r run, bad, soft []verdict
 	h.mu.Unlock()
 	row.Ops(ops)
 	row.Faults(len(r.faults))
+	if len(firsts) == 0 {
+		firsts = []string{"none"}
+	}
 	t.Logf("%s, seed %d: %d operations, %d holds %v, %d failed acquisitions, faults %v, violations %d %v (first of each: %s), inconclusive %d",
 		name, seed, ops, len(r.holds), sortedCounts(kinds), len(r.fails), sortedCounts(faults), len(bad), sortedCounts(props), strings.Join(firsts, " "), len(soft))
 	for i, v := range soft {
