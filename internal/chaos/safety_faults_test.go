@@ -57,10 +57,13 @@ func (f *faultRig) one(t *testing.T) {
 		s.Detail = "node " + itoa(node)
 	}
 	var kinds []string
-	for _, k := range faultKinds { // weighted: reply delays and losses most often
+	for _, k := range faultKinds { // weighted: reply delays (3), losses (2), resets and pauses (1)
 		if !f.skip[k] {
 			kinds = append(kinds, k)
-			if k == "latency" || k == "replyloss" {
+			switch k {
+			case "latency":
+				kinds = append(kinds, k, k)
+			case "replyloss":
 				kinds = append(kinds, k)
 			}
 		}
@@ -75,7 +78,7 @@ func (f *faultRig) one(t *testing.T) {
 	case "latency":
 		lat := randIn(f.rnd, 20*time.Millisecond, 300*time.Millisecond).Round(time.Millisecond)
 		s.Kind, s.Detail = "latency", strings.TrimSpace(s.Detail+" "+lat.String())
-		d = randIn(f.rnd, 300*time.Millisecond, 1500*time.Millisecond)
+		d = randIn(f.rnd, 500*time.Millisecond, 2*time.Second)
 		err = px.Latency(lat, lat/2)
 	case "replyloss":
 		s.Kind = "replyloss"

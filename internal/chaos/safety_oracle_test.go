@@ -130,20 +130,35 @@ func (o *oracle) overlaps(hs []*hold) {
 
 // fences: of two fresh acquisitions, the one that returned before the other was sent has the lower
 // fence; a re-entry keeps the fence of the hold it entered.
+//
+// A fresh acquisition is the first hold (by return) with its token and fence and a hold count of
+// 1: a re-entry can also answer 1 (a replayed WithOwner re-entry, after the owner released), but
+// with the fence of the hold it entered.
 func (o *oracle) fences(hs []*hold) {
+	type tokFence struct {
+		tok   string
+		fence int64
+	}
+	first := map[tokFence]*hold{}
+	for _, b := range hs {
+		if k := (tokFence{b.Tok, b.Fence}); first[k] == nil || b.Ret < first[k].Ret {
+			first[k] = b
+		}
+	}
+	isFresh := func(b *hold) bool { return b.Holds == 1 && first[tokFence{b.Tok, b.Fence}] == b }
 	fresh := map[string][]int64{} // token -> its fresh holds' fences
 	for _, b := range hs {
-		if b.Holds == 1 {
+		if isFresh(b) {
 			fresh[b.Tok] = append(fresh[b.Tok], b.Fence)
 		}
 	}
 	for _, b := range hs {
-		if b.Holds != 1 {
+		if !isFresh(b) {
 			continue
 		}
 		var worst *hold
 		for _, a := range hs {
-			if a.Holds == 1 && a.Ret < b.Sent && a.Fence >= b.Fence && (worst == nil || a.Fence > worst.Fence) {
+			if isFresh(a) && a.Ret < b.Sent && a.Fence >= b.Fence && (worst == nil || a.Fence > worst.Fence) {
 				worst = a
 			}
 		}
