@@ -65,6 +65,13 @@ func (x *Proxy) Blackhole(d time.Duration) error {
 	return nil
 }
 
+// ReplyLoss drops every reply (downstream) while requests still reach Redis, and closes each
+// connection after d (0: never): a command runs, but its answer never comes back, so a client that
+// retries on a new connection runs it again.
+func (x *Proxy) ReplyLoss(d time.Duration) error {
+	return x.add("timeout", "downstream", fmt.Sprintf(`"timeout":%d`, d.Milliseconds()))
+}
+
 // Reset resets (TCP RST) every connection as soon as the client sends something.
 func (x *Proxy) Reset() error { return x.add("reset_peer", "upstream", `"timeout":0`) }
 
