@@ -16,7 +16,7 @@ import (
 // coreHook records attempts, renewals and losses into the calls their contexts carry.
 func coreHook() core.Hook {
 	return core.Hook{
-		Attempt: func(ctx context.Context, _ core.HookInfo) {
+		Attempt: func(ctx context.Context, _ core.WaitInfo) {
 			if c := callOf(ctx); c != nil {
 				at := c.h.now()
 				c.mu.Lock()
@@ -24,15 +24,17 @@ func coreHook() core.Hook {
 				c.mu.Unlock()
 			}
 		},
-		Renewed: func(lctx context.Context, info core.HookInfo) {
-			if c := callOf(lctx); c != nil && info.Acquired {
+		// Core reports a renewal once per lock, on its outermost open hold (the one the history
+		// follows for the token's renewals).
+		Renewed: func(lctx context.Context, info core.HoldInfo) {
+			if c := callOf(lctx); c != nil && info.Renewed {
 				sent := info.Start.Sub(c.h.start)
 				c.mu.Lock()
 				c.hold.Renewed = max(c.hold.Renewed, sent)
 				c.mu.Unlock()
 			}
 		},
-		Lost: func(lctx context.Context, info core.HookInfo) {
+		Lost: func(lctx context.Context, info core.HoldInfo) {
 			if c := callOf(lctx); c != nil {
 				at := c.h.now() // the context is cancelled right after this hook
 				var le *core.LostError
