@@ -25,7 +25,8 @@ func TestMain(m *testing.M) {
 		os.Exit(runChild(role))
 	}
 	// toxiproxy (third-party) can leave a link's pipe goroutine blocked on a channel send after the
-	// proxy is stopped; it holds no lockkit state. Everything else must be gone.
+	// proxy is stopped (a no-op or, when a latency toxic was removed mid-stream, a latency toxic's);
+	// it holds no lockkit state. Everything else must be gone.
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/Shopify/toxiproxy/v2/toxics.(*NoopToxic).Pipe"))
 }
 

@@ -12,12 +12,14 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// Proxy is an in-process toxiproxy TCP proxy on a free 127.0.0.1 port in front of one upstream
-// (a redis-server). Faults are toxics: they apply to the connections already open and to new ones
-// until Clear. Its methods are safe for concurrent use and return errors rather than failing the
-// test, so a fault-injecting goroutine may call them.
+// Proxy is an in-process TCP proxy on a free 127.0.0.1 port in front of one upstream (a
+// redis-server): a reply-delaying stage of our own (Latency) in front of a toxiproxy (the other
+// faults, as toxics). Faults apply to the connections already open and to new ones until Clear. Its
+// methods are safe for concurrent use and return errors rather than failing the test, so a
+// fault-injecting goroutine may call them.
 type Proxy struct {
 	p  *toxiproxy.Proxy
+	d  *delayer
 	mu sync.Mutex
 	n  int
 }
@@ -33,11 +35,16 @@ func NewProxy(t testing.TB, upstream string) *Proxy {
 		t.Fatalf("chaos: start toxiproxy: %v", err)
 	}
 	t.Cleanup(p.Stop)
-	return &Proxy{p: p}
+	d, err := newDelayer(p.Listen)
+	if err != nil {
+		t.Fatalf("chaos: start delay stage: %v", err)
+	}
+	t.Cleanup(d.close)
+	return &Proxy{p: p, d: d}
 }
 
 // Addr returns the address clients connect to.
-func (x *Proxy) Addr() string { return x.p.Listen }
+func (x *Proxy) Addr() string { return x.d.addr() }
 
 func (x *Proxy) add(typ, stream string, attrs string) error {
 	x.mu.Lock()
@@ -49,9 +56,11 @@ func (x *Proxy) add(typ, stream string, attrs string) error {
 	return err
 }
 
-// Latency delays every reply (downstream) by d, ± jitter.
+// Latency delays every reply (downstream) by d, ± jitter, until Clear. (Not toxiproxy's latency
+// toxic: see delayer.)
 func (x *Proxy) Latency(d, jitter time.Duration) error {
-	return x.add("latency", "downstream", fmt.Sprintf(`"latency":%d,"jitter":%d`, d.Milliseconds(), jitter.Milliseconds()))
+	x.d.set(d, jitter)
+	return nil
 }
 
 // Blackhole drops everything in both directions and closes each connection after d (0: never):
@@ -65,8 +74,19 @@ func (x *Proxy) Blackhole(d time.Duration) error {
 	return nil
 }
 
+// ReplyLoss drops every reply (downstream) while requests still reach Redis, and closes each
+// connection after d (0: never): a command runs, but its answer never comes back, so a client that
+// retries on a new connection runs it again.
+func (x *Proxy) ReplyLoss(d time.Duration) error {
+	return x.add("timeout", "downstream", fmt.Sprintf(`"timeout":%d`, d.Milliseconds()))
+}
+
 // Reset resets (TCP RST) every connection as soon as the client sends something.
 func (x *Proxy) Reset() error { return x.add("reset_peer", "upstream", `"timeout":0`) }
 
-// Clear removes every toxic: traffic flows again (data a blackhole dropped stays lost).
-func (x *Proxy) Clear() { x.p.Toxics.ResetToxics(context.Background()) }
+// Clear removes every fault: traffic flows again (data a blackhole dropped stays lost; replies
+// held back by Latency pass at once).
+func (x *Proxy) Clear() {
+	x.d.set(0, 0)
+	x.p.Toxics.ResetToxics(context.Background())
+}

@@ -1,0 +1,193 @@
+package chaos_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockkit/lockkit/internal/chaos"
+	"github.com/lockkit/lockkit/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// The safety checker's fault injector and Redis watchers. Faults come in storms (one after another
+// on random paths) separated by calm periods, so that long holds also see healthy stretches. Each
+// fault is bounded in time: reply delay (latency on the replies, with jitter that reorders them
+// across connections), reply loss (requests run, answers vanish, the connection closes soon after,
+// so go-redis replays the command), connection resets, and a paused redis-server (SIGSTOP).
+
+// faultRig is what the injector can break.
+type faultRig struct {
+	h    *history
+	rnd  *rand.Rand
+	srvs []*redistest.Server
+	pxs  [][]*chaos.Proxy // per client slot, per node
+	skip map[string]bool  // fault kinds left out (LOCKKIT_SAFETY_SKIP)
+}
+
+var faultKinds = [...]string{"latency", "replyloss", "reset", "pause"}
+
+// inject runs storms and calm periods on the calling (test) goroutine until end.
+func (f *faultRig) inject(t *testing.T, end time.Time) {
+	for {
+		calm := randIn(f.rnd, time.Second, 3*time.Second)
+		if time.Now().Add(calm).After(end) {
+			return
+		}
+		time.Sleep(calm) // no fault: the calm period
+		storm := time.Now().Add(randIn(f.rnd, 2*time.Second, 4*time.Second))
+		for time.Now().Before(storm) && time.Now().Before(end) {
+			f.one(t)
+			time.Sleep(randIn(f.rnd, 0, 300*time.Millisecond))
+		}
+	}
+}
+
+// one injects one fault on a random path and heals it when it has lasted its time.
+func (f *faultRig) one(t *testing.T) {
+	slot, node := f.rnd.IntN(len(f.pxs)), f.rnd.IntN(len(f.srvs))
+	if held := f.h.holding(300 * time.Millisecond); len(held) > 0 && f.rnd.IntN(2) == 0 {
+		slot = held[f.rnd.IntN(len(held))] // a client that holds a lock: its renewals are in play
+	}
+	px := f.pxs[slot][node]
+	s := span{Target: slot}
+	if len(f.srvs) > 1 {
+		s.Detail = "node " + itoa(node)
+	}
+	var kinds []string
+	for _, k := range faultKinds { // weighted: reply delays (3), losses (2), resets and pauses (1)
+		if !f.skip[k] {
+			kinds = append(kinds, k)
+			switch k {
+			case "latency":
+				kinds = append(kinds, k, k)
+			case "replyloss":
+				kinds = append(kinds, k)
+			}
+		}
+	}
+	if len(kinds) == 0 {
+		return
+	}
+	var d time.Duration
+	var err error
+	s.From = f.h.now()
+	switch kinds[f.rnd.IntN(len(kinds))] {
+	case "latency":
+		lat := randIn(f.rnd, 20*time.Millisecond, 300*time.Millisecond).Round(time.Millisecond)
+		s.Kind, s.Detail = "latency", strings.TrimSpace(s.Detail+" "+lat.String())
+		d = randIn(f.rnd, 500*time.Millisecond, 2*time.Second)
+		err = px.Latency(lat, lat/2)
+	case "replyloss":
+		s.Kind = "replyloss"
+		d = randIn(f.rnd, 20*time.Millisecond, 200*time.Millisecond)
+		err = px.ReplyLoss(randIn(f.rnd, 0, 30*time.Millisecond))
+	case "reset":
+		s.Kind = "reset"
+		d = randIn(f.rnd, 50*time.Millisecond, 500*time.Millisecond)
+		err = px.Reset()
+	default:
+		s.Kind, s.Target, s.Detail = "pause", -1-node, ""
+		d = randIn(f.rnd, 50*time.Millisecond, 400*time.Millisecond)
+		f.srvs[node].Pause(t)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	hit := []int{slot}
+	if s.Kind == "pause" {
+		hit = hit[:0]
+		for i := range f.pxs {
+			hit = append(hit, i)
+		}
+	}
+	f.h.setActive(hit, s.Kind)
+	time.Sleep(d) // the fault lasts d
+	f.h.setActive(hit, "")
+	if s.Kind == "pause" {
+		f.srvs[node].Resume(t)
+	} else {
+		px.Clear()
+	}
+	s.To = f.h.now()
+	f.h.addFault(s)
+}
+
+// randIn returns a random duration in [lo, hi) from rnd.
+func randIn(rnd *rand.Rand, lo, hi time.Duration) time.Duration {
+	if hi <= lo {
+		return lo
+	}
+	return lo + time.Duration(rnd.Int64N(int64(hi-lo)))
+}
+
+// watch samples the probe's timer lateness every 100 ms, and every 200 ms looks at Redis directly
+// (not through a proxy): every key under the prefix must have a TTL, and a failed acquisition's
+// token must not own its lock orphanAge after the failure. It returns when stop is closed, after a
+// last look.
+func watch(h *history, admins []*redis.Client, stop <-chan struct{}) {
+	p := runProbe()
+	defer p.close()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	last := h.now()
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			look(h, admins, 0)
+			return
+		case <-tick.C:
+		}
+		now := h.now()
+		h.addLate(last, now, p.take())
+		last = now
+		if i%2 == 0 {
+			look(h, admins, orphanAge)
+		}
+	}
+}
+
+// orphanAge is how long after a failed acquisition its token must be gone from Redis: longer than
+// the slowest reply a latency fault causes (300 ms + 50% jitter).
+const orphanAge = 700 * time.Millisecond
+
+// look scans every node for keys without a TTL and checks the failed acquisitions at least age old.
+func look(h *history, admins []*redis.Client, age time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for _, rdb := range admins {
+		iter := rdb.Scan(ctx, 0, "lockkit:*", 100).Iterator()
+		for iter.Next(ctx) {
+			key := iter.Val()
+			if d, err := rdb.PTTL(ctx, key).Result(); err == nil && d == -1 {
+				h.mu.Lock()
+				if _, ok := h.noTTL[key]; !ok {
+					h.noTTL[key] = h.now()
+				}
+				h.mu.Unlock()
+			}
+		}
+	}
+	h.mu.Lock()
+	var todo []*failed
+	for _, f := range h.fails {
+		if f.Checked == 0 && h.now()-f.Ret >= age {
+			todo = append(todo, f)
+		}
+	}
+	h.mu.Unlock()
+	for _, f := range todo {
+		seen := 0
+		for _, rdb := range admins {
+			if ok, err := rdb.HExists(ctx, "lockkit:{"+f.Name+"}", f.Tok).Result(); err == nil && ok {
+				seen++
+			}
+		}
+		at := h.now()
+		h.mu.Lock()
+		f.Checked, f.Seen = at, seen
+		h.mu.Unlock()
+	}
+}

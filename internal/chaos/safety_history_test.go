@@ -1,0 +1,274 @@
+package chaos_test
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lockkit/lockkit/core"
+)
+
+// The safety checker's history: what the workload did (holds, failed acquisitions, Do calls), what
+// the fault injector did (fault spans), and what the clients' connections saw (slow or failed
+// commands). Every time is a duration since the run's start on the process's monotonic clock: all
+// clients live in the test process, so one clock orders everything.
+
+// hold is one successful Acquire, TryAcquire or Do acquisition (fresh or re-entry), and what became
+// of the lock's context.
+type hold struct {
+	ID     int           `json:"id"`
+	Client int           `json:"client"` // the client slot; Gen counts its replacements
+	Gen    int           `json:"gen"`
+	Name   string        `json:"name"`
+	Tok    string        `json:"tok"`
+	Kind   string        `json:"kind"` // acquire, try, do, ctx (re-entry through a lock's context), owner (WithOwner)
+	Fair   bool          `json:"fair,omitempty"`
+	TTL    time.Duration `json:"ttl"`
+	Call   time.Duration `json:"call"`
+	Sent   time.Duration `json:"sent"` // no later than the send of the attempt that took the lock
+	Ret    time.Duration `json:"ret"`
+	Fence  int64         `json:"fence"`
+	Holds  int64         `json:"holds"`
+	Outer  int           `json:"outer,omitempty"` // ctx and owner: the hold re-entered (its ID)
+	// Live is the last moment the lock's context was seen live (0: never seen live after Ret).
+	Live time.Duration `json:"live"`
+	// End is when the context's cancellation was observed (an upper bound), Cause its cause.
+	End   time.Duration `json:"end,omitempty"`
+	Cause string        `json:"cause,omitempty"`
+	// LostAt is when core's Lost hook ran (right before the context was cancelled), Why its reason.
+	LostAt time.Duration `json:"lost_at,omitempty"`
+	Why    string        `json:"why,omitempty"`
+	// Renewed is the send time of the last successful renewal; Extends lists the Extend calls.
+	Renewed time.Duration `json:"renewed,omitempty"`
+	Extends []extend      `json:"extends,omitempty"`
+	// DoErr is Do's error ("" for nil), DoLive whether fn ended with the context live, DoRet when
+	// Do returned.
+	DoErr  string        `json:"do_err,omitempty"`
+	DoLive bool          `json:"do_live,omitempty"`
+	DoRet  time.Duration `json:"do_ret,omitempty"`
+}
+
+type extend struct {
+	TTL time.Duration `json:"ttl"`
+	At  time.Duration `json:"at"`
+	OK  bool          `json:"ok"`
+}
+
+// failed is an acquisition of a fresh token that returned an error: its script may have run. Seen
+// tells on how many nodes, Checked after it returned, Redis still had the token as the lock's owner.
+type failed struct {
+	Client  int           `json:"client"`
+	Name    string        `json:"name"`
+	Tok     string        `json:"tok"`
+	TTL     time.Duration `json:"ttl"`
+	Call    time.Duration `json:"call"`
+	Ret     time.Duration `json:"ret"`
+	Err     string        `json:"err"`
+	Checked time.Duration `json:"checked,omitempty"`
+	Seen    int           `json:"seen,omitempty"`
+}
+
+// span is a time interval on a path: a fault, or a command that failed or was slow. Target is a
+// client slot, or -1 - i for Redis node i (a paused node hits every client).
+type span struct {
+	Kind   string        `json:"kind"`
+	Target int           `json:"target"`
+	From   time.Duration `json:"from"`
+	To     time.Duration `json:"to"`
+	Detail string        `json:"detail,omitempty"`
+}
+
+// history is the record of one run; its methods are safe for concurrent use.
+type history struct {
+	start time.Time
+	mu    sync.Mutex
+	calls []*call // the successful ones, in the order they returned
+	fails []*failed
+	open  atomic.Int64 // lock contexts not yet seen cancelled
+	// faults are injected faults, slow the clients' slow or failed commands, late the probe's
+	// timer lateness per interval (Detail empty; To-From is the interval, Target the lateness in µs).
+	faults, slow, late []span
+	renewing           map[string]int           // renewals in flight, by token
+	active             map[int]string           // the fault on each client slot's path now
+	noTTL              map[string]time.Duration // keys seen without a TTL, and when first
+	panics             []span
+	ops                int
+}
+
+func newHistory() *history {
+	return &history{start: time.Now(), noTTL: map[string]time.Duration{}, renewing: map[string]int{}, active: map[int]string{}}
+}
+
+// faulted returns the kind of the fault on slot's path now ("" if none). The workload uses it to
+// provoke the races a fault opens (an Extend during delayed replies, a caller that gives up).
+func (h *history) faulted(slot int) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.active[slot]
+}
+
+// holding returns the client slots that hold a lock with a TTL of at least ttl now.
+func (h *history) holding(ttl time.Duration) []int {
+	h.mu.Lock()
+	calls := slices.Clone(h.calls)
+	h.mu.Unlock()
+	var slots []int
+	for _, c := range calls {
+		c.mu.Lock()
+		if c.hold.End == 0 && c.hold.TTL >= ttl && !slices.Contains(slots, c.hold.Client) {
+			slots = append(slots, c.hold.Client)
+		}
+		c.mu.Unlock()
+	}
+	slices.Sort(slots)
+	return slots
+}
+
+// setActive records that kind now hits slots ("" heals them).
+func (h *history) setActive(slots []int, kind string) {
+	h.mu.Lock()
+	for _, s := range slots {
+		h.active[s] = kind
+	}
+	h.mu.Unlock()
+}
+
+// inFlight reports whether a renewal of tok is in flight.
+func (h *history) inFlight(tok string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.renewing[tok] > 0
+}
+
+func (h *history) now() time.Duration { return time.Since(h.start) }
+
+func (h *history) op() { h.mu.Lock(); h.ops++; h.mu.Unlock() }
+
+func (h *history) addFault(s span) { h.mu.Lock(); h.faults = append(h.faults, s); h.mu.Unlock() }
+
+func (h *history) addLate(from, to, late time.Duration) {
+	h.mu.Lock()
+	h.late = append(h.late, span{From: from, To: to, Target: int(late / time.Microsecond)})
+	h.mu.Unlock()
+}
+
+// panicked records a panic once per message.
+func (h *history) panicked(what string) {
+	at := h.now()
+	h.mu.Lock()
+	if !slices.ContainsFunc(h.panics, func(s span) bool { return s.Detail == what }) {
+		h.panics = append(h.panics, span{Kind: "panic", From: at, To: at, Detail: what})
+	}
+	h.mu.Unlock()
+}
+
+// call is the record of one acquire call in flight, carried by the context it is made with, so
+// that core's hooks and the go-redis hook find it.
+type call struct {
+	h       *history
+	hold    *hold
+	mu      sync.Mutex
+	tok     string        // the token its acquire scripts carried
+	attempt time.Duration // when the latest attempt ended (the call's start before the first)
+	prev    time.Duration // when the attempt before it ended: the latest attempt was sent after
+}
+
+type callKey struct{}
+
+// newCall returns ctx carrying a new call record.
+func (h *history) newCall(ctx context.Context, hd *hold) (context.Context, *call) {
+	c := &call{h: h, hold: hd}
+	h.op()
+	hd.Call = h.now()
+	c.attempt, c.prev = hd.Call, hd.Call
+	return context.WithValue(ctx, callKey{}, c), c
+}
+
+func callOf(ctx context.Context) *call {
+	c, _ := ctx.Value(callKey{}).(*call)
+	return c
+}
+
+// acquired completes the hold record of a successful call and watches the lock's context.
+func (c *call) acquired(l *core.Lock) {
+	h := c.h
+	c.mu.Lock()
+	hd := c.hold
+	hd.Ret = h.now()
+	hd.Sent = c.prev
+	hd.Fence, hd.Holds, hd.Tok = l.Fence(), l.Holds(), l.Token()
+	c.mu.Unlock()
+	c.live(l.Context())
+	h.mu.Lock()
+	hd.ID = len(h.calls) + 1
+	h.calls = append(h.calls, c)
+	h.mu.Unlock()
+	lctx := l.Context()
+	h.open.Add(1)
+	context.AfterFunc(lctx, func() {
+		defer h.open.Add(-1)
+		at := h.now()
+		cause := context.Cause(lctx)
+		c.mu.Lock()
+		c.hold.End, c.hold.Cause = at, causeName(cause)
+		c.mu.Unlock()
+	})
+}
+
+// live notes that the lock's context is live now, if it is.
+func (c *call) live(lctx context.Context) {
+	at := c.h.now() // taken before the check: the context was live at least until then
+	if lctx.Err() != nil {
+		return
+	}
+	c.mu.Lock()
+	c.hold.Live = max(c.hold.Live, at)
+	c.mu.Unlock()
+}
+
+// snapshot returns copies of the holds, by ID.
+func (h *history) snapshot() []hold {
+	h.mu.Lock()
+	calls := h.calls
+	h.mu.Unlock()
+	out := make([]hold, len(calls))
+	for i, c := range calls {
+		c.mu.Lock()
+		out[i] = *c.hold
+		out[i].Extends = slices.Clone(c.hold.Extends)
+		c.mu.Unlock()
+	}
+	return out
+}
+
+// result returns the run for the oracle.
+func (h *history) result(redlock bool) run {
+	holds := h.snapshot()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r := run{holds: holds, faults: slices.Clone(h.faults), slow: slices.Clone(h.slow), late: slices.Clone(h.late),
+		noTTL: maps.Clone(h.noTTL), panics: slices.Clone(h.panics), redlock: redlock}
+	for _, f := range h.fails {
+		r.fails = append(r.fails, *f)
+	}
+	return r
+}
+
+func causeName(err error) string {
+	var le *core.LostError
+	switch {
+	case errors.As(err, &le):
+		return "lost:" + le.Reason
+	case errors.Is(err, core.ErrReleased):
+		return "released"
+	case errors.Is(err, core.ErrClosed):
+		return "closed"
+	case err == nil:
+		return ""
+	}
+	return "other:" + err.Error()
+}

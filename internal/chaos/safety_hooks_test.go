@@ -1,0 +1,149 @@
+package chaos_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/lockkit/lockkit/core"
+	"github.com/redis/go-redis/v9"
+)
+
+// The safety checker's hooks: core's Hook and a go-redis hook on every client's connections feed
+// the history (see safety_history_test.go).
+
+// coreHook records attempts, renewals and losses into the calls their contexts carry.
+func coreHook() core.Hook {
+	return core.Hook{
+		Attempt: func(ctx context.Context, _ core.WaitInfo) {
+			if c := callOf(ctx); c != nil {
+				at := c.h.now()
+				c.mu.Lock()
+				c.prev, c.attempt = c.attempt, at
+				c.mu.Unlock()
+			}
+		},
+		// Core reports a renewal once per lock, on its outermost open hold (the one the history
+		// follows for the token's renewals).
+		Renewed: func(lctx context.Context, info core.HoldInfo) {
+			if c := callOf(lctx); c != nil && info.Renewed {
+				sent := info.Start.Sub(c.h.start)
+				c.mu.Lock()
+				c.hold.Renewed = max(c.hold.Renewed, sent)
+				c.mu.Unlock()
+			}
+		},
+		Lost: func(lctx context.Context, info core.HoldInfo) {
+			if c := callOf(lctx); c != nil {
+				at := c.h.now() // the context is cancelled right after this hook
+				var le *core.LostError
+				why := "?"
+				if errors.As(info.Err, &le) {
+					why = le.Reason
+				}
+				c.mu.Lock()
+				c.hold.LostAt, c.hold.Why = at, why
+				c.hold.Live = max(c.hold.Live, at)
+				c.mu.Unlock()
+			}
+		},
+	}
+}
+
+// redisHook is a go-redis hook on one client slot's connection(s): it notes the token of each
+// acquire call and the first release send of a call, and records every command that failed or took
+// longer than slowCmd as a span (the path was not healthy then).
+type redisHook struct {
+	h      *history
+	client int
+}
+
+// slowCmd is how long a command may take before it counts as slow (a sign of an unhealthy path).
+const slowCmd = 20 * time.Millisecond
+
+// DialHook implements redis.Hook.
+func (r redisHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// ProcessHook implements redis.Hook.
+func (r redisHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		t0 := r.h.now()
+		if c := callOf(ctx); c != nil {
+			r.script(c, cmd)
+		}
+		err := next(ctx, cmd)
+		r.done(t0, cmd.Name(), err)
+		return err
+	}
+}
+
+// ProcessPipelineHook implements redis.Hook: renewals travel in pipelines; it notes which tokens
+// have a renewal in flight, so that the workload can race an Extend against one.
+func (r redisHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		var toks []string
+		for _, cmd := range cmds {
+			if a := cmd.Args(); len(a) == 6 && a[2] == any(1) {
+				if tok, ok := a[4].(string); ok {
+					toks = append(toks, tok)
+				}
+			}
+		}
+		r.renewing(toks, 1)
+		t0 := r.h.now()
+		err := next(ctx, cmds)
+		r.done(t0, "pipeline", err)
+		r.renewing(toks, -1)
+		return err
+	}
+}
+
+func (r redisHook) renewing(toks []string, d int) {
+	r.h.mu.Lock()
+	for _, tok := range toks {
+		if r.h.renewing[tok] += d; r.h.renewing[tok] == 0 {
+			delete(r.h.renewing, tok)
+		}
+	}
+	r.h.mu.Unlock()
+}
+
+func (r redisHook) done(t0 time.Duration, name string, err error) {
+	t1 := r.h.now()
+	if err != nil && errors.Is(err, redis.Nil) || err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+		err = nil
+	}
+	if err == nil && t1-t0 < slowCmd {
+		return
+	}
+	s := span{Kind: "slow", Target: r.client, From: t0, To: t1, Detail: name}
+	if err != nil {
+		s.Kind, s.Detail = "error", name+": "+err.Error()
+	}
+	r.h.mu.Lock()
+	r.h.slow = append(r.h.slow, s)
+	r.h.mu.Unlock()
+}
+
+// script notes the token of a call's acquire script (its keys are the lock and its fence counter,
+// its first argument the token; a release's second argument is the publish command).
+func (r redisHook) script(c *call, cmd redis.Cmder) {
+	args := cmd.Args()
+	name := strings.ToLower(cmd.Name())
+	if (name != "eval" && name != "evalsha") || len(args) < 3 {
+		return
+	}
+	nk, ok := args[2].(int)
+	if !ok || len(args) < 3+nk+2 {
+		return
+	}
+	keys, argv := args[3:3+nk], args[3+nk:]
+	tok, _ := argv[0].(string)
+	pub, _ := argv[1].(string)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if pub != "PUBLISH" && pub != "SPUBLISH" && nk >= 2 && strings.HasSuffix(keys[1].(string), ":fence") && c.tok == "" {
+		c.tok = tok
+	}
+}

@@ -1,0 +1,280 @@
+package chaos_test
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/chaos"
+	"github.com/lockkit/lockkit/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// seedFlag replays a run of TestChaosSafety: go test -run TestChaosSafety ./internal/chaos/ -args -seed N.
+var seedFlag = flag.Uint64("seed", 0, "seed of TestChaosSafety (0: LOCKKIT_SAFETY_SEED, else a new one)")
+
+// safetySeed is -seed, else LOCKKIT_SAFETY_SEED, else a new random seed.
+func safetySeed(t *testing.T) uint64 {
+	if *seedFlag != 0 {
+		return *seedFlag
+	}
+	if s := os.Getenv("LOCKKIT_SAFETY_SEED"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("LOCKKIT_SAFETY_SEED: %v", err)
+		}
+		return n
+	}
+	return rand.Uint64()%1_000_000 + 1
+}
+
+// slot is one client position: a core.Client over its own connections (through its own proxies),
+// replaced by a new one after Close.
+type slot struct {
+	idx  int
+	px   *chaos.Proxy // the path to Redis (one node only: nil over Redlock)
+	make func() (*core.Client, error)
+	mu   sync.Mutex
+	c    *core.Client
+	gen  int
+	all  []*core.Client // every client made, to close at the end
+}
+
+func (s *slot) get() (*core.Client, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.c, s.gen
+}
+
+// replace closes the current client and puts a new one in its place.
+func (s *slot) replace() error {
+	c, err := s.make()
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	old := s.c
+	s.c, s.gen = c, s.gen+1
+	s.all = append(s.all, c)
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return old.Close(ctx)
+}
+
+// safetyConfig is one variant of the checker.
+type safetyConfig struct {
+	name           string
+	nodes          int // 1: a plain client; 3: Redlock
+	slots, workers int // clients, and workers per client
+	names          []string
+	ttls           []time.Duration
+	fair           bool
+	dur            time.Duration
+}
+
+// TestChaosSafety is lockkit's randomized, model-based safety checker. Several clients (each with
+// its own connections through its own toxiproxy) run random interleavings of Acquire, TryAcquire,
+// re-entries (through a lock's context, and with WithOwner from another client), Extend, Release,
+// Do and Client.Close on a few names, while faults hit random paths; an oracle then checks the
+// history (see check). One variant runs over one redis-server, one over three with Redlock.
+//
+// Every run logs its seed. The seed fixes each worker's choices and the fault schedule; the
+// interleaving is up to the machine, so a replay (-seed N, or LOCKKIT_SAFETY_SEED=N) runs the same
+// schedule of operations and faults, not the same history. `go test` runs about 35 s;
+// LOCKKIT_CHAOS=full (make chaos) four minutes; LOCKKIT_SAFETY_DURATION sets the single-node
+// variant's length (Redlock runs half as long).
+func TestChaosSafety(t *testing.T) {
+	seed := safetySeed(t)
+	t.Logf("safety checker seed %d: replay with -args -seed %d or LOCKKIT_SAFETY_SEED=%d", seed, seed, seed)
+	dur := time.Duration(pick(20, 160)) * time.Second
+	if s := os.Getenv("LOCKKIT_SAFETY_DURATION"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			t.Fatalf("LOCKKIT_SAFETY_DURATION: %v", err)
+		}
+		dur = d
+	}
+	const msec = time.Millisecond
+	rep := &chaos.Report{}
+	t.Run("single", func(t *testing.T) {
+		runSafety(t, rep, seed, safetyConfig{name: "single", nodes: 1, slots: 4, workers: 3, names: []string{"s0", "s1", "s2", "s3", "s4"},
+			ttls: []time.Duration{50 * msec, 100 * msec, 200 * msec, 300 * msec, 500 * msec, time.Second, 2 * time.Second, 3 * time.Second},
+			fair: true, dur: dur})
+	})
+	t.Run("redlock", func(t *testing.T) {
+		runSafety(t, rep, seed, safetyConfig{name: "redlock", nodes: 3, slots: 3, workers: 2, names: []string{"r0", "r1"},
+			ttls: []time.Duration{200 * msec, 300 * msec, 500 * msec, time.Second, 3 * time.Second}, dur: dur / 2})
+	})
+	t.Logf("safety checker (seed %d):\n\n%s", seed, rep.Markdown())
+}
+
+func runSafety(t *testing.T, rep *chaos.Report, seed uint64, cfg safetyConfig) {
+	row := rep.Row(fmt.Sprintf("safety checker, %s: %d clients × %d workers, %v", cfg.name, cfg.slots, cfg.workers, cfg.dur))
+	srvs := redistest.StartN(t, cfg.nodes)
+	h := newHistory()
+	stopCtx, stopAll := context.WithCancel(context.Background())
+	defer stopAll()
+	wl := &workload{h: h, names: cfg.names, ttls: cfg.ttls, fair: cfg.fair, ctx: stopCtx, stop: make(chan struct{}), skip: map[string]bool{}}
+	for _, op := range strings.Split(os.Getenv("LOCKKIT_SAFETY_SKIP"), ",") {
+		wl.skip[strings.TrimSpace(op)] = true
+	}
+	pxs := make([][]*chaos.Proxy, cfg.slots)
+	slots := make([]*slot, cfg.slots)
+	for i := range slots {
+		var rdbs []redis.UniversalClient
+		for _, s := range srvs {
+			px := chaos.NewProxy(t, s.Addr())
+			pxs[i] = append(pxs[i], px)
+			o := s.Options()
+			o.ContextTimeoutEnabled = true
+			o.ReadTimeout, o.WriteTimeout, o.DialTimeout = time.Second, time.Second, time.Second
+			// go-redis replays a command whose reply was lost (MaxRetries 3) within a few tens of ms.
+			o.MinRetryBackoff, o.MaxRetryBackoff = 5*time.Millisecond, 60*time.Millisecond
+			rdb := redisVia(t, o, px.Addr())
+			rdb.AddHook(redisHook{h: h, client: i})
+			rdbs = append(rdbs, rdb)
+		}
+		// A short fallback backoff: waiters behind an expired lock (no release message) retry within
+		// a second, so that the workers spend their time on locks rather than waiting.
+		opts := []core.Option{core.WithHook(coreHook()), core.WithRetryBackoff(10*time.Millisecond, 100*time.Millisecond)}
+		sl := &slot{idx: i, make: func() (*core.Client, error) {
+			if len(rdbs) == 1 {
+				return core.New(rdbs[0], opts...)
+			}
+			return core.NewRedlock(rdbs, opts...)
+		}}
+		if len(rdbs) == 1 {
+			sl.px = pxs[i][0]
+		}
+		c, err := sl.make()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sl.c, sl.all = c, []*core.Client{c}
+		slots[i] = sl
+	}
+	var admins []*redis.Client
+	for _, s := range srvs {
+		admins = append(admins, s.Client(t))
+	}
+	watchStop, watched := make(chan struct{}), make(chan struct{})
+	go func() { defer close(watched); watch(h, admins, watchStop) }()
+	var wg sync.WaitGroup
+	for i, sl := range slots {
+		for k := range cfg.workers {
+			w := &worker{workload: wl, rnd: rand.New(rand.NewPCG(seed, uint64(i*100+k))), slot: sl}
+			wg.Add(1)
+			go func() { defer wg.Done(); w.run() }()
+		}
+	}
+	end := time.Now().Add(cfg.dur)
+	(&faultRig{h: h, rnd: rand.New(rand.NewPCG(seed, 1<<40)), srvs: srvs, pxs: pxs, skip: wl.skip}).inject(t, end)
+	time.Sleep(time.Until(end)) // the calm end of the run
+	close(wl.stop)
+	stopAll()
+	wg.Wait()
+	wl.pending.Wait()
+	for _, sl := range slots {
+		for _, c := range sl.all {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			_ = c.Close(ctx)
+			cancel()
+		}
+	}
+	for deadline := time.Now().Add(5 * time.Second); h.open.Load() > 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond) // lock contexts cancelled by Close: their AfterFuncs record it
+	}
+	close(watchStop)
+	<-watched
+	r := h.result(cfg.nodes > 1)
+	bad, soft := check(r)
+	report(t, row, h, r, bad, soft, seed, cfg.name)
+}
+
+// report logs the run's summary and excerpts, fails the test on violations and saves the history
+// when LOCKKIT_CHAOS_ARTIFACTS is set.
+func report(t *testing.T, row *chaos.Row, h *history, r run, bad, soft []verdict, seed uint64, name string) {
+	t.Helper()
+	o := &oracle{run: r, byID: map[int]*hold{}}
+	for i := range r.holds {
+		o.byID[r.holds[i].ID] = &r.holds[i]
+	}
+	kinds := map[string]int{}
+	for _, x := range r.holds {
+		kinds[x.Kind]++
+		if x.LostAt > 0 {
+			kinds["lost"]++
+		}
+	}
+	faults := map[string]int{}
+	for _, f := range r.faults {
+		faults[f.Kind]++
+	}
+	props := map[string]int{}
+	var firsts []string // the first violation of each property, in time order
+	for _, v := range bad {
+		if props[v.Prop]++; props[v.Prop] == 1 {
+			firsts = append(firsts, fmt.Sprintf("%s@%v", v.Prop, v.At.Round(time.Millisecond)))
+		}
+	}
+	h.mu.Lock()
+	ops := h.ops
+	h.mu.Unlock()
+	row.Ops(ops)
+	row.Faults(len(r.faults))
+	if len(firsts) == 0 {
+		firsts = []string{"none"}
+	}
+	t.Logf("%s, seed %d: %d operations, %d holds %v, %d failed acquisitions, faults %v, violations %d %v (first of each: %s), inconclusive %d",
+		name, seed, ops, len(r.holds), sortedCounts(kinds), len(r.fails), sortedCounts(faults), len(bad), sortedCounts(props), strings.Join(firsts, " "), len(soft))
+	for i, v := range soft {
+		if i == 5 {
+			t.Logf("... %d more inconclusive", len(soft)-i)
+			break
+		}
+		t.Logf("inconclusive %s at %v: %s", v.Prop, ms(v.At), v.Msg)
+	}
+	for i, v := range bad {
+		if i == 20 {
+			t.Errorf("... %d more violations", len(bad)-i)
+			break
+		}
+		row.Violation(t, "seed %d: %s", seed, o.excerpt(v))
+	}
+	if dir := os.Getenv("LOCKKIT_CHAOS_ARTIFACTS"); dir != "" {
+		path := filepath.Join(dir, fmt.Sprintf("safety-%s-%d.json", name, seed))
+		b, _ := json.MarshalIndent(map[string]any{"seed": seed, "holds": r.holds, "failed": r.fails, "faults": r.faults,
+			"slow": r.slow, "no_ttl": r.noTTL, "panics": r.panics, "violations": bad, "inconclusive": soft}, "", " ")
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Error(err)
+		} else {
+			t.Logf("history saved in %s", path)
+		}
+	}
+}
+
+func sortedCounts(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Compare(a, b) })
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
+	}
+	return "{" + strings.Join(parts, " ") + "}"
+}
