@@ -60,6 +60,9 @@ func New(c *core.Client, opts ...Option) (*Locker, error) {
 	if o.clock == nil {
 		return nil, invalid(adapter.Invalid("cronlock", "WithClock(nil)"))
 	}
+	if o.maxHold < -1 {
+		return nil, invalid(adapter.Invalid("cronlock", "WithMaxHold(%v): negative", o.maxHold))
+	}
 	// The store checks the TTL and the namespace. Markers are written with their own TTL
 	// (markerTTL); Retention is only the store's required default.
 	store, err := exactlyonce.New(c, exactlyonce.Config{Component: "cronlock", Namespace: o.namespace,

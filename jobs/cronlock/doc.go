@@ -33,10 +33,13 @@
 //     the same tick skips it (OutcomeDone) in one round trip too: the acquire checks the marker
 //     (core.WithGuard). The marker stays until one gap after the next tick: ShedLock's
 //     lockAtLeastFor, sized by the schedule.
-//   - While the job runs, core's watchdog renews the lock. WithTTL (lockAtMostFor, default 30s) is
-//     how long a replica that dies mid-run blocks the job; then the next tick runs normally. The job
-//     gets the lock's context, cancelled if the lock is lost (OutcomeLost, no marker) or the Locker
-//     is stopped; core.FromContext(ctx).Fence() is a fencing token that grows with every run.
+//   - While the job runs, core's watchdog renews the lock. WithTTL (default 30s) is how long a
+//     replica that dies mid-run blocks the job; then the next tick runs normally. WithMaxHold
+//     (ShedLock's lockAtMostFor; default the larger of the schedule's period and the TTL) ends a run
+//     that hangs on a live replica: its context is cancelled with core.ErrMaxHold and the lock
+//     released (OutcomeMaxHold, no marker). The job gets the lock's context, cancelled if the lock is
+//     lost (OutcomeLost, no marker), the maximum hold passes or the Locker is stopped;
+//     core.FromContext(ctx).Fence() is a fencing token that grows with every run.
 //   - Errors and panics of the job are reported (WithLogger, WithHook) and never reach the
 //     scheduler. The marker is written for a failed run too, so that a tick runs at most once;
 //     RetryOnError leaves the tick to a replica that fires for it later instead.

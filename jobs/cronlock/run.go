@@ -24,6 +24,10 @@ const (
 	// OutcomeLost: the job's lock was lost while the job ran (Err matches core.ErrLost); its context
 	// was cancelled and no completion marker was written.
 	OutcomeLost = "lost"
+	// OutcomeMaxHold: the run reached its maximum hold (WithMaxHold) and its lock was released: the
+	// job's context was cancelled with a cause matching core.ErrMaxHold (Err matches it too) and no
+	// completion marker was written.
+	OutcomeMaxHold = "max_hold"
 	// OutcomeDone: skipped, the tick has run already (its completion marker exists).
 	OutcomeDone = "done"
 	// OutcomeBusy: skipped, another replica holds the job's lock: it is running this tick, or a run of
@@ -110,6 +114,7 @@ func (j *job) Run() {
 	}
 	ev.Tick = tick
 	req := j.tickRequest(tick)
+	req.Acquire = []core.AcquireOption{core.WithMaxHold(maxHold(l.opt.maxHold, l.opt.ttl, j.sched, tick))}
 	ctx := context.WithValue(l.base, tickKey{}, tick)
 	run, done, err := l.store.Begin(ctx, req)
 	if run == nil {
@@ -147,7 +152,10 @@ func (j *job) Run() {
 		relErr = run.Store(ctx, exactlyonce.Encode(markerKind, fp, []byte(val)),
 			markerTTL(j.sched, tick, now.Add(time.Since(derived))))
 	}
-	if errors.Is(relErr, core.ErrLost) || errors.Is(relErr, core.ErrNotHeld) {
+	switch {
+	case errors.Is(relErr, core.ErrMaxHold):
+		ev.Outcome = OutcomeMaxHold
+	case errors.Is(relErr, core.ErrLost) || errors.Is(relErr, core.ErrNotHeld):
 		ev.Outcome = OutcomeLost
 	}
 	if relErr != nil {
