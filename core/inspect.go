@@ -91,8 +91,11 @@ func digest(token string) string {
 // holder; TTL is the shortest among those nodes and Fence the one a quorum of them records (the
 // holder's); a free lock's Fence is the largest counter of the nodes that answered.
 // It fails with ErrUnavailable when fewer than a quorum answer.
+//
+// name is the lock's full name, as Lock.Name returns it: a lock taken with InNamespace(ns) is
+// named Namespaced(ns, name), e.g. "@cron/report" for cronlock's job "report".
 func (c *Client) Inspect(ctx context.Context, name string) (LockInfo, error) {
-	if err := validate(name, minTTL); err != nil {
+	if err := validFullName(name); err != nil {
 		return LockInfo{}, err
 	}
 	var k keys
@@ -115,9 +118,9 @@ func (c *Client) Inspect(ctx context.Context, name string) (LockInfo, error) {
 // its Release then returns an error matching ErrNotHeld. Until then it may still work under a lock
 // somebody else can take: use it on a holder that is stuck, or one whose work is fenced (Lock.Fence
 // keeps increasing, so a fenced resource rejects the old holder's writes). On Redlock every node's
-// copy is deleted.
+// copy is deleted. name is the full name, as for Inspect.
 func (c *Client) ForceRelease(ctx context.Context, name string) (bool, error) {
-	if err := validate(name, minTTL); err != nil {
+	if err := validFullName(name); err != nil {
 		return false, err
 	}
 	var k keys
@@ -127,6 +130,19 @@ func (c *Client) ForceRelease(ctx context.Context, name string) (bool, error) {
 		err = unavailable("force release", err)
 	}
 	return ok, err
+}
+
+// validFullName checks a name given to Inspect or ForceRelease: a name Acquire takes, or the full
+// name of a lock in a namespace ("@ns/name", see Namespaced).
+func validFullName(name string) error {
+	if name == "" || name[0] != '@' {
+		return validate(name, minTTL)
+	}
+	ns, rest, _ := strings.Cut(name[1:], "/")
+	if !validNamespace(ns) || rest == "" || len(rest) > maxNameLen {
+		return invalid("a lock name starting with '@' must be a namespaced name, @NAMESPACE/NAME (see Namespaced)")
+	}
+	return nil
 }
 
 // permitKeys are the keys of the semaphore of k's name that Inspect and ForceRelease read (see

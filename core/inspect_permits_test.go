@@ -152,3 +152,29 @@ func TestForceRelease_permits(t *testing.T) {
 		})
 	}
 }
+
+// Inspect and ForceRelease take the full name of a lock in a namespace (an adapter's, an
+// election's), and refuse '@' names that are not namespaced names.
+func TestInspect_namespacedNames(t *testing.T) {
+	_, _, c := setup(t)
+	ctx := context.Background()
+	l, err := c.Acquire(ctx, "report", 30*time.Second, core.InNamespace("cron"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := c.Inspect(ctx, core.Namespaced("cron", "report"))
+	if err != nil || !info.Held || info.Key != l.Key() || info.Holders[0].Fence != l.Fence() {
+		t.Fatalf("Inspect(@cron/report) = %+v, %v", info, err)
+	}
+	if ok, err := c.ForceRelease(ctx, "@cron/report"); !ok || err != nil {
+		t.Fatalf("ForceRelease(@cron/report) = %v, %v", ok, err)
+	}
+	for _, bad := range []string{"@", "@cron", "@cron/", "@/x", "@Cron/x", "@cr on/x"} {
+		if _, err := c.Inspect(ctx, bad); !errors.Is(err, core.ErrInvalid) {
+			t.Errorf("Inspect(%q) = %v, want ErrInvalid", bad, err)
+		}
+		if _, err := c.ForceRelease(ctx, bad); !errors.Is(err, core.ErrInvalid) {
+			t.Errorf("ForceRelease(%q) = %v, want ErrInvalid", bad, err)
+		}
+	}
+}

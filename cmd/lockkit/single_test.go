@@ -43,6 +43,7 @@ func TestCLI_single(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	job := acquire(t, reports, ctx, "job", core.InNamespace("cron")) // listed as @cron/job
 	eventually(t, "a fair waiter", func() bool {
 		info, err := billing.Inspect(ctx, "invoice:42")
 		return err == nil && info.Queued == 1
@@ -54,6 +55,7 @@ func TestCLI_single(t *testing.T) {
 	s.maskLock(daily, "daily")
 	s.maskLock(pool1, "pool1")
 	s.maskLock(pool2, "pool2")
+	s.maskLock(job, "job")
 	s.run("", "ls")
 	s.run("", "ls", "invoice:*")
 	s.run("", "ls", "--json", "report:*")
