@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/lockkit/lockkit/election"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -19,6 +20,8 @@ type options struct {
 	hook       func(Event)
 	retryError bool
 	maxHold    time.Duration // WithMaxHold; -1: the default (the larger of the period and the TTL)
+	leader     *election.Election
+	leaderSet  bool // WithLeader was given (nil is invalid)
 }
 
 func defaultOptions() options {

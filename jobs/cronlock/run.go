@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"runtime"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/lockkit/lockkit/core"
@@ -47,7 +48,8 @@ type Event struct {
 	// Outcome is one of the Outcome constants.
 	Outcome string
 	// Fence is the fencing token of the job's lock when this replica ran the job: it increases with
-	// every run of the job on any replica. Zero when skipped.
+	// every run of the job on any replica (in leader mode: the term's fence, which increases with
+	// every term). Zero when skipped.
 	Fence int64
 	// Duration is how long the job ran; zero when skipped.
 	Duration time.Duration
@@ -64,6 +66,8 @@ type job struct {
 	sched cron.Schedule
 	loc   *time.Location // location of the cron (Add), nil to keep the clock's
 	inner cron.Job
+	// running is set while the job runs in leader mode (a run still going skips the next firing).
+	running atomic.Bool
 }
 
 func (l *Locker) newJob(name string, s cron.Schedule, inner cron.Job) *job {
@@ -113,6 +117,10 @@ func (j *job) Run() {
 		return
 	}
 	ev.Tick = tick
+	if l.opt.leader != nil {
+		j.runAsLeader(&ev)
+		return
+	}
 	req := j.tickRequest(tick)
 	req.Acquire = []core.AcquireOption{core.WithMaxHold(maxHold(l.opt.maxHold, l.opt.ttl, j.sched, tick))}
 	ctx := context.WithValue(l.base, tickKey{}, tick)
