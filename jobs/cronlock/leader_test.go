@@ -127,3 +127,49 @@ func TestWithLeader_invalid(t *testing.T) {
 		}
 	}
 }
+
+// In leader mode WithMaxHold cancels a hung run's context (OutcomeMaxHold) and the replica keeps
+// leading; while a run goes on, the job's next firing is skipped as busy.
+func TestWithLeader_maxHoldAndBusy(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	c := newClient(t, rdb)
+	e, err := election.New(c, rdb, "solo", election.WithTTL(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs events
+	l := newLocker(t, c, cronlock.WithLeader(e), cronlock.WithClock(fixed(tick)), cronlock.WithHook(evs.hook),
+		cronlock.WithMaxHold(300*time.Millisecond))
+	started := make(chan struct{}, 1)
+	var cause error
+	job := l.Wrap("hung", mustParse(t, "* * * * * *"))(cronlock.Func(func(ctx context.Context) error {
+		started <- struct{}{}
+		<-ctx.Done()
+		cause = context.Cause(ctx)
+		return cause
+	}))
+	eventually(t, 3*time.Second, "leading", func() bool {
+		ev := cronlock.Event{Outcome: cronlock.OutcomeFollower}
+		done := make(chan struct{})
+		go func() { job.Run(); close(done) }()
+		select {
+		case <-started:
+			eventually(t, time.Second, "busy", func() bool {
+				job.Run() // fires again while the run goes on
+				return evs.last(t).Outcome == cronlock.OutcomeBusy
+			})
+			<-done
+			ev = evs.last(t)
+		case <-done:
+		}
+		return ev.Outcome != cronlock.OutcomeFollower
+	})
+	var mh *core.MaxHoldError
+	if ev := evs.last(t); ev.Outcome != cronlock.OutcomeMaxHold || !errors.As(cause, &mh) || !errors.Is(ev.Err, core.ErrMaxHold) {
+		t.Fatalf("%+v (cause %v), want max_hold", ev, cause)
+	}
+	if ld, err := e.Leader(context.Background()); err != nil || ld.Fence == 0 {
+		t.Fatalf("leader after the max hold: %+v, %v; want still leading", ld, err)
+	}
+}
