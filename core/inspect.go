@@ -11,26 +11,35 @@ import (
 	"time"
 )
 
-// LockInfo is what Inspect reads about a lock. Holders is a list so that kinds of locks with
-// several holders at once (semaphore permits) fit the same shape; a lock has at most one.
+// LockInfo is what Inspect reads about a name: its lock, and the permits of the semaphore of the
+// same name (Permits), which is independent of the lock.
 type LockInfo struct {
 	// Name is the lock name and Key its Redis key.
 	Name, Key string
 	// Held reports whether somebody holds the lock.
 	Held bool
-	// Holders lists who holds it.
+	// Holders lists who holds the lock (at most one owner).
 	Holders []HolderInfo
 	// TTL is the lock's remaining time to live; zero when it is free.
 	TTL time.Duration
 	// Fence is the fencing token of the current acquisition; when the lock is free, the last one
-	// issued if the name's fence counter has not expired yet (else zero).
+	// issued if the name's fence counter has not expired yet (else zero). A semaphore's permits
+	// draw their fences from the same counter.
 	Fence int64
 	// Queued is the number of live waiters in the Redis-side queue of fair mode (Fair). Waiters
 	// that are not fair wait in their own processes and are not counted.
 	Queued int
+	// Permits lists the live permits of the name's semaphore, the earliest lease expiry first,
+	// each with its own Fence and TTL (what remains of its lease); Holds is always 1.
+	Permits []HolderInfo
+	// Limit is the semaphore's limit while permits are held: the lowest limit their holders passed
+	// (no more permits than that are granted); 0 when none is held.
+	Limit int
+	// PermitsQueued is the number of live fair waiters for a permit, as Queued for the lock.
+	PermitsQueued int
 }
 
-// HolderInfo describes one holder of a lock.
+// HolderInfo describes one holder of a lock or of a semaphore's permit.
 type HolderInfo struct {
 	// Digest identifies the owner without revealing its token (which would let anybody release
 	// the lock): the first 12 hex digits of the SHA-256 of the token. A holder can log the same
@@ -38,6 +47,10 @@ type HolderInfo struct {
 	Digest string
 	// Holds is the owner's hold count (more than 1 when re-entered).
 	Holds int64
+	// Fence and TTL are the holder's fencing token and remaining time to live (for a lock, the
+	// same as LockInfo's).
+	Fence int64
+	TTL   time.Duration
 	// Acquired is when the owner took the lock, by the Redis server's clock, and HeldFor how long
 	// ago that was, by the same clock. Zero when unknown (taken by an older lockkit version).
 	Acquired time.Time
@@ -70,15 +83,19 @@ func digest(token string) string {
 
 // Inspect reads what Redis holds about the named lock: whether it is held, by whom (a digest of
 // the owner token, the hold count, since when, the holder's host, pid and label), its remaining
-// TTL, its fence and how many fair waiters are queued. It only reads (one read-only script): no
-// TTL is extended, no waiter woken.
+// TTL, its fence and how many fair waiters are queued; and the same about each permit of the
+// semaphore of that name (Permits), with the semaphore's limit. It only reads (one read-only
+// script): no TTL is extended, no waiter woken.
 //
 // On Redlock it answers the quorum's view: the lock is held when a quorum of nodes has the same
 // holder; TTL is the shortest among those nodes and Fence the one a quorum of them records (the
 // holder's); a free lock's Fence is the largest counter of the nodes that answered.
 // It fails with ErrUnavailable when fewer than a quorum answer.
+//
+// name is the lock's full name, as Lock.Name returns it: a lock taken with InNamespace(ns) is
+// named Namespaced(ns, name), e.g. "@cron/report" for cronlock's job "report".
 func (c *Client) Inspect(ctx context.Context, name string) (LockInfo, error) {
-	if err := validate(name, minTTL); err != nil {
+	if err := validFullName(name); err != nil {
 		return LockInfo{}, err
 	}
 	var k keys
@@ -91,18 +108,19 @@ func (c *Client) Inspect(ctx context.Context, name string) (LockInfo, error) {
 	return info, err
 }
 
-// ForceRelease is an operator's action: it deletes the named lock whoever holds it, and wakes the
-// next waiter as a release does (the head of the fair queue in fair mode). It reports whether
-// there was a lock to delete.
+// ForceRelease is an operator's action: it deletes the named lock whoever holds it, and every
+// permit of the semaphore of that name (Permits), and wakes waiters as releases do: the lock's next
+// waiter (the head of the fair queue in fair mode) and one permit waiter per freed permit. It
+// reports whether there was a lock or a permit to delete.
 //
-// The holder is not told at once: its next renewal (within a third of its TTL by default) finds
-// the lock gone, and its context is cancelled with a *LostError whose Reason is "not_owner"; its
-// Release then returns an error matching ErrNotHeld. Until then it may still work under a lock
+// The holders are not told at once: each one's next renewal (within a third of its TTL by default)
+// finds its hold gone, and its context is cancelled with a *LostError whose Reason is "not_owner";
+// its Release then returns an error matching ErrNotHeld. Until then it may still work under a lock
 // somebody else can take: use it on a holder that is stuck, or one whose work is fenced (Lock.Fence
 // keeps increasing, so a fenced resource rejects the old holder's writes). On Redlock every node's
-// copy is deleted.
+// copy is deleted. name is the full name, as for Inspect.
 func (c *Client) ForceRelease(ctx context.Context, name string) (bool, error) {
-	if err := validate(name, minTTL); err != nil {
+	if err := validFullName(name); err != nil {
 		return false, err
 	}
 	var k keys
@@ -114,8 +132,29 @@ func (c *Client) ForceRelease(ctx context.Context, name string) (bool, error) {
 	return ok, err
 }
 
+// validFullName checks a name given to Inspect or ForceRelease: a name Acquire takes, or the full
+// name of a lock in a namespace ("@ns/name", see Namespaced).
+func validFullName(name string) error {
+	if name == "" || name[0] != '@' {
+		return validate(name, minTTL)
+	}
+	ns, rest, _ := strings.Cut(name[1:], "/")
+	if !validNamespace(ns) || rest == "" || len(rest) > maxNameLen {
+		return invalid("a lock name starting with '@' must be a namespaced name, @NAMESPACE/NAME (see Namespaced)")
+	}
+	return nil
+}
+
+// permitKeys are the keys of the semaphore of k's name that Inspect and ForceRelease read (see
+// initSem): permits, limits, fences, fair queue, its deadlines.
+func permitKeys(k *keys) [5]string {
+	p := k.lock() + ":permits"
+	return [5]string{p, p + ":limits", p + ":fences", p + ":queue", p + ":queue:deadlines"}
+}
+
 func (n *node) inspect(ctx context.Context, k *keys) (LockInfo, error) {
-	v, err := n.s.inspect.Run(ctx, n.rdb, []string{k.arr[0], k.arr[1], k.arr[3]}).Slice()
+	p := permitKeys(k)
+	v, err := n.s.inspect.Run(ctx, n.rdb, []string{k.arr[0], k.arr[1], k.arr[3], p[0], p[1], p[2], p[4]}).Slice()
 	if err != nil {
 		return LockInfo{}, err
 	}
@@ -123,8 +162,10 @@ func (n *node) inspect(ctx context.Context, k *keys) (LockInfo, error) {
 }
 
 func (n *node) forceRelease(ctx context.Context, k *keys, msg string) (bool, error) {
-	v, err := n.s.forceRelease.Run(ctx, n.rdb, []string{k.arr[0], k.arr[2], k.arr[3]}, n.pubCmd, msg).Int64()
-	return v == 1, err
+	p := permitKeys(k)
+	keys := []string{k.arr[0], k.arr[2], k.arr[3], p[0], p[1], p[2], p[3], p[4]}
+	v, err := n.s.forceRelease.Run(ctx, n.rdb, keys, n.pubCmd, msg).Int64()
+	return v > 0, err
 }
 
 var errInspectReply = errors.New("unexpected inspect reply")
@@ -132,7 +173,7 @@ var errInspectReply = errors.New("unexpected inspect reply")
 // parseInspect reads inspect.lua's reply.
 func parseInspect(v []any) (LockInfo, error) {
 	var info LockInfo
-	if len(v) != 5 {
+	if len(v) != 7 {
 		return info, errInspectReply
 	}
 	fields, _ := v[0].([]any)
@@ -140,7 +181,9 @@ func parseInspect(v []any) (LockInfo, error) {
 	counter, _ := v[2].(string)
 	queued, _ := v[3].(int64)
 	nowMS, _ := v[4].(int64)
-	info.Queued = int(queued)
+	permits, _ := v[5].([]any)
+	pqueued, _ := v[6].(int64)
+	info.Queued, info.PermitsQueued = int(queued), int(pqueued)
 	hold := map[string]*HolderInfo{}
 	var order []string
 	meta := map[string]string{}
@@ -158,29 +201,54 @@ func parseInspect(v []any) (LockInfo, error) {
 			meta[f[:j]] = val
 		}
 	}
-	for _, tok := range order {
-		h := hold[tok]
-		if m, ok := meta[tok]; ok {
-			parts := strings.SplitN(m, " ", 4)
-			if at, err := strconv.ParseInt(parts[0], 10, 64); err == nil {
-				h.Acquired = time.UnixMilli(at)
-				h.HeldFor = time.Duration(nowMS-at) * time.Millisecond
-			}
-			if len(parts) == 4 {
-				h.Host, h.Label = parts[1], parts[3]
-				h.PID, _ = strconv.Atoi(parts[2])
-			}
-		}
-		info.Holders = append(info.Holders, *h)
-	}
-	info.Held = len(info.Holders) > 0
+	info.Held = len(order) > 0
 	if info.Held && pttl > 0 {
 		info.TTL = time.Duration(pttl) * time.Millisecond
 	}
 	if !info.Held {
 		info.Fence, _ = strconv.ParseInt(counter, 10, 64)
 	}
+	for _, tok := range order {
+		h := hold[tok]
+		h.Fence, h.TTL = info.Fence, info.TTL
+		parseHolder(h, meta[tok], nowMS)
+		info.Holders = append(info.Holders, *h)
+	}
+	for i := 0; i+4 < len(permits); i += 5 {
+		tok, _ := permits[i].(string)
+		expiry, _ := permits[i+1].(string)
+		limit, _ := permits[i+2].(string)
+		fence, _ := permits[i+3].(string)
+		label, _ := permits[i+4].(string)
+		h := HolderInfo{Digest: digest(tok), Holds: 1}
+		h.Fence, _ = strconv.ParseInt(fence, 10, 64)
+		if at, err := strconv.ParseInt(expiry, 10, 64); err == nil {
+			h.TTL = time.Duration(at-nowMS) * time.Millisecond
+		}
+		if n, err := strconv.Atoi(limit); err == nil && (info.Limit == 0 || n < info.Limit) {
+			info.Limit = n
+		}
+		parseHolder(&h, label, nowMS)
+		info.Permits = append(info.Permits, h)
+	}
 	return info, nil
+}
+
+// parseHolder fills h from the label an acquisition recorded, "acquired-ms host pid label" (empty
+// when taken by an older lockkit version).
+func parseHolder(h *HolderInfo, m string, nowMS int64) {
+	if m == "" {
+		return
+	}
+	parts := strings.SplitN(m, " ", 4)
+	if at, err := strconv.ParseInt(parts[0], 10, 64); err == nil {
+		h.Acquired = time.UnixMilli(at)
+		h.HeldFor = time.Duration(nowMS-at) * time.Millisecond
+	}
+	if len(parts) == 4 {
+		h.Host, h.Label = parts[1], parts[3]
+		h.PID, _ = strconv.Atoi(parts[2])
+	}
 }
 
 // inspectTimeout bounds each node's answer to Inspect and ForceRelease on Redlock when
@@ -230,8 +298,9 @@ func (rl *redlock) inspect(ctx context.Context, k *keys) (LockInfo, error) {
 			out.Held = true
 			fences[x.Fence]++
 		}
-		out.Holders = append(out.Holders, h)
 		out.Fence = quorumFence(fences, rl.quorum)
+		h.Fence, h.TTL = out.Fence, out.TTL
+		out.Holders = append(out.Holders, h)
 	}
 	return out, nil
 }

@@ -199,10 +199,18 @@ func TestInspect_clusterAndRedlock(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkHolder(t, info, l, 1, "c")
+			p, err := c.Acquire(ctx, name, 5*time.Second, core.Permits(2))
+			if err != nil {
+				t.Fatal(err)
+			}
+			info, err = c.Inspect(ctx, name)
+			if err != nil || len(info.Permits) != 1 || info.Permits[0].Digest != digestOf(p.Token()) || info.Limit != 2 {
+				t.Fatalf("permits on a cluster: %+v, %v", info, err)
+			}
 			if ok, err := c.ForceRelease(ctx, name); !ok || err != nil {
 				t.Fatalf("ForceRelease: %v %v", ok, err)
 			}
-			if info, err := c.Inspect(ctx, name); err != nil || info.Held {
+			if info, err := c.Inspect(ctx, name); err != nil || info.Held || len(info.Permits) != 0 {
 				t.Fatalf("after force: %+v %v", info, err)
 			}
 		}

@@ -27,9 +27,9 @@ func loadSemScripts() semScripts {
 // earliest lease expires.
 func (n *node) semAcquireCall(k *keys, r *acquireReq) (*redis.Script, []string, []any) {
 	if r.fair {
-		return n.s.sem.acquireFair, k.sem.acquire[:], []any{r.token, ms(r.ttl), r.limit, ms(r.waiterTTL)}
+		return n.s.sem.acquireFair, k.sem.acquire[:], []any{r.token, ms(r.ttl), r.limit, ms(r.waiterTTL), n.label}
 	}
-	return n.s.sem.acquire, k.sem.acquire[:4], []any{r.token, ms(r.ttl), r.limit}
+	return n.s.sem.acquire, k.sem.acquire[:4], []any{r.token, ms(r.ttl), r.limit, n.label}
 }
 
 // semRelease gives a permit back and wakes one waiter; it answers 0, or -1 when token holds no

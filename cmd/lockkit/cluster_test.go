@@ -61,12 +61,14 @@ func TestCLI_leastPrivilegeACL(t *testing.T) {
 	acquire(t, c, ctx, "a")
 	acquire(t, c, ctx, "b", core.Fair())
 	rdb.Set(ctx, "lockkit:idem:{s/k}", "record", time.Minute)
+	// A live permit of semaphore "p" (written as the admin: the service ACL above predates them).
+	srv.Do(t, "ZADD", "lockkit:{p}:permits", time.Now().Add(time.Minute).UnixMilli(), "token")
 	url := "redis://lockkit-ops:ops-secret@" + srv.Addr()
 	s := newSession(t, bin)
 	for _, args := range [][]string{
 		{"ls"}, {"ls", "--json"}, {"inspect", "a"}, {"inspect", "--json", "b"}, {"idem", "--body", "s", "k"},
 		{"idem", "s", "none"}, {"watch", "--for", "300ms", "a"}, {"release", "--force", "--yes", "a"},
-		{"release", "--force", "--yes", "b"},
+		{"release", "--force", "--yes", "b"}, {"ls", "p"}, {"inspect", "p"}, {"release", "--force", "--yes", "p"},
 	} {
 		if _, code := s.run("", append(args, "--url", url)...); code != 0 && code != 3 {
 			t.Errorf("lockkit %v: exit %d\n%s", args, code, s.script.String())
@@ -80,5 +82,5 @@ func TestCLI_leastPrivilegeACL(t *testing.T) {
 // appACL is the lockkit user of docs/security.md; opsACL is the lockkit command's.
 const (
 	appACL = "user lockkit on >lockkit-secret resetkeys ~lockkit:* resetchannels &lockkit:* -@all +evalsha +eval +script|load +exists +hexists +hget +hset +hsetnx +hincrby +hdel +del +pexpire +pttl +get +set +incr +time +lindex +lpop +rpush +lrem +publish +subscribe +unsubscribe +ping +wait"
-	opsACL = "user lockkit-ops on >ops-secret resetkeys ~lockkit:* resetchannels &lockkit:* -@all +evalsha +eval +script|load +time +hvals +hgetall +pttl +get +scan +type +strlen +del +lindex +lpop +hget +hdel +publish +subscribe +unsubscribe +ping +pubsub|numsub"
+	opsACL = "user lockkit-ops on >ops-secret resetkeys ~lockkit:* resetchannels &lockkit:* -@all +evalsha +eval +script|load +time +hvals +hgetall +pttl +get +scan +type +strlen +del +lindex +lpop +hget +hdel +publish +subscribe +unsubscribe +ping +pubsub|numsub +zrangebyscore +zscore +hmget +zcount +lrange"
 )

@@ -23,6 +23,8 @@ type jsonHolder struct {
 	Holds     int64      `json:"holds"`
 	Acquired  *time.Time `json:"acquired,omitempty"`
 	HeldForMS int64      `json:"held_for_ms"`
+	TTLMS     int64      `json:"ttl_ms"`
+	Fence     int64      `json:"fence"`
 	Host      string     `json:"host,omitempty"`
 	PID       int        `json:"pid,omitempty"`
 	Label     string     `json:"label,omitempty"`
@@ -36,21 +38,36 @@ type jsonLock struct {
 	TTLMS   int64        `json:"ttl_ms"`
 	Fence   int64        `json:"fence"`
 	Queued  int          `json:"queued"`
+	// The semaphore of the same name (core.Permits): its live permits, limit and fair waiters.
+	Permits       []jsonHolder `json:"permits"`
+	Limit         int          `json:"limit"`
+	PermitsQueued int          `json:"permits_queued"`
 }
 
 func toJSON(info core.LockInfo) jsonLock {
 	j := jsonLock{Name: info.Name, Key: info.Key, Held: info.Held, Holders: []jsonHolder{}, TTLMS: info.TTL.Milliseconds(),
-		Fence: info.Fence, Queued: info.Queued}
+		Fence: info.Fence, Queued: info.Queued, Permits: []jsonHolder{}, Limit: info.Limit, PermitsQueued: info.PermitsQueued}
 	for _, h := range info.Holders {
-		jh := jsonHolder{Digest: h.Digest, Holds: h.Holds, HeldForMS: h.HeldFor.Milliseconds(), Host: h.Host, PID: h.PID, Label: h.Label}
-		if !h.Acquired.IsZero() {
-			at := h.Acquired.UTC()
-			jh.Acquired = &at
-		}
-		j.Holders = append(j.Holders, jh)
+		j.Holders = append(j.Holders, holderJSON(h))
+	}
+	for _, h := range info.Permits {
+		j.Permits = append(j.Permits, holderJSON(h))
 	}
 	return j
 }
+
+func holderJSON(h core.HolderInfo) jsonHolder {
+	j := jsonHolder{Digest: h.Digest, Holds: h.Holds, HeldForMS: h.HeldFor.Milliseconds(), TTLMS: h.TTL.Milliseconds(),
+		Fence: h.Fence, Host: h.Host, PID: h.PID, Label: h.Label}
+	if !h.Acquired.IsZero() {
+		at := h.Acquired.UTC()
+		j.Acquired = &at
+	}
+	return j
+}
+
+// inUse reports whether a name's lock or any permit of its semaphore is held.
+func inUse(info core.LockInfo) bool { return info.Held || len(info.Permits) > 0 }
 
 func printJSON(w io.Writer, v any) error {
 	b, err := json.Marshal(v)
@@ -75,7 +92,8 @@ func who(h core.HolderInfo) string {
 	return s
 }
 
-// cmdLs lists the held locks whose names match a pattern, on every master of a cluster.
+// cmdLs lists the held locks and semaphore permits whose names match a pattern, on every master of
+// a cluster.
 func cmdLs(ctx context.Context, args []string, out io.Writer) error {
 	var c conn
 	fs := flag.NewFlagSet("ls", flag.ContinueOnError)
@@ -95,17 +113,24 @@ func cmdLs(ctx context.Context, args []string, out io.Writer) error {
 	defer closeAll()
 	match := globEscape(c.prefix) + "{" + pattern + "}"
 	var (
-		mu   sync.Mutex
-		keys []string
+		mu    sync.Mutex
+		names = map[string]bool{}
 	)
+	// A lock is a hash PREFIX{NAME}, a semaphore a sorted set PREFIX{NAME}:permits.
 	scan := func(ctx context.Context, r redis.Cmdable) error {
-		it := r.ScanType(ctx, 0, match, 1000, "hash").Iterator()
-		for it.Next(ctx) {
-			mu.Lock()
-			keys = append(keys, it.Val())
-			mu.Unlock()
+		for _, kind := range [][2]string{{"", "hash"}, {":permits", "zset"}} {
+			it := r.ScanType(ctx, 0, match+kind[0], 1000, kind[1]).Iterator()
+			for it.Next(ctx) {
+				name := strings.TrimSuffix(strings.TrimPrefix(it.Val(), c.prefix+"{"), "}"+kind[0])
+				mu.Lock()
+				names[name] = true
+				mu.Unlock()
+			}
+			if err := it.Err(); err != nil {
+				return err
+			}
 		}
-		return it.Err()
+		return nil
 	}
 	if cl, ok := rdb.(*redis.ClusterClient); ok {
 		err = cl.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return scan(ctx, m) })
@@ -115,15 +140,18 @@ func cmdLs(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("scan: %w", err)
 	}
-	sort.Strings(keys)
+	sorted := make([]string, 0, len(names))
+	for n := range names {
+		sorted = append(sorted, n)
+	}
+	sort.Strings(sorted)
 	var infos []core.LockInfo
-	for _, k := range keys {
-		name := strings.TrimSuffix(strings.TrimPrefix(k, c.prefix+"{"), "}")
+	for _, name := range sorted {
 		info, err := locks.Inspect(ctx, name)
 		if err != nil {
 			return err
 		}
-		if info.Held {
+		if inUse(info) {
 			infos = append(infos, info)
 		}
 	}
@@ -135,10 +163,13 @@ func cmdLs(ctx context.Context, args []string, out io.Writer) error {
 		return printJSON(out, all)
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tHOLDER\tHELD FOR\tTTL\tFENCE\tQUEUED")
+	fmt.Fprintln(tw, "NAME\tKIND\tHOLDER\tHELD FOR\tTTL\tFENCE\tQUEUED")
 	for _, i := range infos {
 		for _, h := range i.Holders {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\n", i.Name, who(h), dur(h.HeldFor), dur(i.TTL), i.Fence, i.Queued)
+			fmt.Fprintf(tw, "%s\tlock\t%s\t%s\t%s\t%d\t%d\n", i.Name, who(h), dur(h.HeldFor), dur(h.TTL), h.Fence, i.Queued)
+		}
+		for _, h := range i.Permits {
+			fmt.Fprintf(tw, "%s\tpermit/%d\t%s\t%s\t%s\t%d\t%d\n", i.Name, i.Limit, who(h), dur(h.HeldFor), dur(h.TTL), h.Fence, i.PermitsQueued)
 		}
 	}
 	return tw.Flush()
@@ -166,26 +197,39 @@ func printInfo(out io.Writer, info core.LockInfo) error {
 	} else {
 		fmt.Fprintf(tw, "held\tyes\n")
 		for _, h := range info.Holders {
-			fmt.Fprintf(tw, "holder\t%s\n", h.Digest)
-			if h.Host != "" {
-				fmt.Fprintf(tw, "  host\t%s\n  pid\t%d\n", h.Host, h.PID)
-			}
-			if h.Label != "" {
-				fmt.Fprintf(tw, "  label\t%s\n", h.Label)
-			}
-			if !h.Acquired.IsZero() {
-				fmt.Fprintf(tw, "  since\t%s (%s ago, by the Redis clock)\n", h.Acquired.UTC().Format(time.RFC3339Nano), dur(h.HeldFor))
-			}
+			printHolder(tw, "holder", h)
 			fmt.Fprintf(tw, "  holds\t%d\n", h.Holds)
 		}
 		fmt.Fprintf(tw, "ttl\t%s\n", dur(info.TTL))
 		fmt.Fprintf(tw, "fence\t%d\n", info.Fence)
 	}
 	fmt.Fprintf(tw, "fair waiters\t%d\n", info.Queued)
+	if len(info.Permits) > 0 || info.PermitsQueued > 0 {
+		fmt.Fprintf(tw, "permits\t%d held of %d\n", len(info.Permits), info.Limit)
+		for _, h := range info.Permits {
+			printHolder(tw, "permit", h)
+			fmt.Fprintf(tw, "  ttl\t%s\n  fence\t%d\n", dur(h.TTL), h.Fence)
+		}
+		fmt.Fprintf(tw, "fair permit waiters\t%d\n", info.PermitsQueued)
+	}
 	return tw.Flush()
 }
 
-// cmdInspect prints what Redis holds about a lock; exit code 3 when it is free.
+func printHolder(tw io.Writer, kind string, h core.HolderInfo) {
+	fmt.Fprintf(tw, "%s\t%s\n", kind, h.Digest)
+	if h.Host != "" {
+		fmt.Fprintf(tw, "  host\t%s\n  pid\t%d\n", h.Host, h.PID)
+	}
+	if h.Label != "" {
+		fmt.Fprintf(tw, "  label\t%s\n", h.Label)
+	}
+	if !h.Acquired.IsZero() {
+		fmt.Fprintf(tw, "  since\t%s (%s ago, by the Redis clock)\n", h.Acquired.UTC().Format(time.RFC3339Nano), dur(h.HeldFor))
+	}
+}
+
+// cmdInspect prints what Redis holds about a lock and its semaphore; exit code 3 when neither is
+// held.
 func cmdInspect(ctx context.Context, args []string, out io.Writer) error {
 	var c conn
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
@@ -211,7 +255,7 @@ func cmdInspect(ctx context.Context, args []string, out io.Writer) error {
 	} else {
 		err = printInfo(out, info)
 	}
-	if err == nil && !info.Held {
+	if err == nil && !inUse(info) {
 		return errNotFound
 	}
 	return err
@@ -244,16 +288,19 @@ func cmdRelease(ctx context.Context, args []string, in io.Reader, out, errOut io
 	if err != nil {
 		return err
 	}
-	if !info.Held {
+	if !inUse(info) {
 		fmt.Fprintf(out, "%s is not held\n", name)
 		return errNotFound
 	}
-	desc := ""
+	var desc []string
 	for _, h := range info.Holders {
-		desc = fmt.Sprintf("held by %s for %s, fence %d", who(h), dur(h.HeldFor), info.Fence)
+		desc = append(desc, fmt.Sprintf("held by %s for %s, fence %d", who(h), dur(h.HeldFor), info.Fence))
+	}
+	if n := len(info.Permits); n > 0 {
+		desc = append(desc, fmt.Sprintf("%d of %d permits held, oldest by %s", n, info.Limit, who(oldest(info.Permits))))
 	}
 	if !*yes {
-		fmt.Fprintf(errOut, "Release %s (%s)?\nThe holder learns it at its next renewal; until then its work may go on. [y/N] ", name, desc)
+		fmt.Fprintf(errOut, "Release %s (%s)?\nThe holders learn it at their next renewal; until then their work may go on. [y/N] ", name, strings.Join(desc, "; "))
 		line, _ := bufio.NewReader(in).ReadString('\n')
 		if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
 			return errAborted
@@ -267,6 +314,17 @@ func cmdRelease(ctx context.Context, args []string, in io.Reader, out, errOut io
 		fmt.Fprintf(out, "%s is not held (released meanwhile)\n", name)
 		return errNotFound
 	}
-	fmt.Fprintf(out, "released %s (was %s)\n", name, desc)
+	fmt.Fprintf(out, "released %s (was %s)\n", name, strings.Join(desc, "; "))
 	return nil
+}
+
+// oldest returns the holder that has held the longest.
+func oldest(hs []core.HolderInfo) core.HolderInfo {
+	o := hs[0]
+	for _, h := range hs[1:] {
+		if h.HeldFor > o.HeldFor {
+			o = h
+		}
+	}
+	return o
 }

@@ -24,19 +24,21 @@ import (
 
 // Exit codes.
 const (
-	exitOK       = 0 // done; for inspect, the lock is held
+	exitOK       = 0 // done; for inspect, the lock or a permit of its semaphore is held
 	exitFailed   = 1 // Redis could not be reached, refused a command, or answered unexpectedly
 	exitUsage    = 2 // bad command line
-	exitNotFound = 3 // inspect: the lock is free; release: it was not held; idem: no record
+	exitNotFound = 3 // inspect: the lock and its semaphore are free; release: neither was held; idem: no record
 	exitAborted  = 4 // release: not confirmed
 )
 
 const help = `lockkit — inspect and operate lockkit's locks in Redis
 
 Usage:
-  lockkit ls [PATTERN]             list held locks whose name matches the glob PATTERN (default *)
-  lockkit inspect NAME             who holds NAME, since when, its TTL, fence and fair waiters
-  lockkit release --force NAME     delete NAME's lock whoever holds it and wake the next waiter
+  lockkit ls [PATTERN]             list held locks and semaphore permits whose name matches the glob
+                                   PATTERN (default *)
+  lockkit inspect NAME             who holds NAME (and its semaphore's permits), since when, TTL, fence,
+                                   fair waiters
+  lockkit release --force NAME     delete NAME's lock and permits whoever holds them, wake waiters
                                    (asks for confirmation on stdin unless --yes)
   lockkit watch NAME               print acquisitions, handoffs, releases, expiries and waiters
                                    of NAME as they happen (--for D, or until interrupted)
@@ -58,10 +60,11 @@ Flags (every command; put them before or after the arguments):
   idem: --body
 
 Exit codes:
-  0  done (inspect: the lock is held)
+  0  done (inspect: the lock or a permit is held)
   1  Redis unreachable or a command failed
   2  usage error
-  3  nothing there: inspect found the lock free, release found it not held, idem found no record
+  3  nothing there: inspect found the lock and permits free, release found nothing held, idem found
+     no record
   4  release not confirmed
 
 Token digests: a holder is shown by the first 12 hex digits of the SHA-256 of its owner token,

@@ -1,12 +1,34 @@
--- An operator's forced release (Client.ForceRelease): deletes the lock whoever holds it and wakes
--- the next waiter as a release does. It leaves no release receipt, so the holder's next renewal
--- reports the loss and its own release answers "not held". (lib.lua first.)
--- KEYS[1] lock hash, KEYS[2] fair queue, KEYS[3] fair-queue deadlines
+-- An operator's forced release (Client.ForceRelease): deletes the name's lock whoever holds it and
+-- every permit of its semaphore, and wakes waiters as releases do: the lock's next waiter, and one
+-- permit waiter per freed permit (at most 1000). It leaves no release receipt, so each holder's next
+-- renewal reports the loss and its own release answers "not held". (lib.lua first.)
+-- KEYS[1] lock hash, KEYS[2] fair queue, KEYS[3] fair-queue deadlines, KEYS[4] permits,
+-- KEYS[5] permit limits, KEYS[6] permit fences, KEYS[7] the semaphore's fair queue, KEYS[8] its
+-- deadlines
 -- ARGV[1] publish command (PUBLISH or SPUBLISH), ARGV[2] message for non-fair waiters
--- Returns 1 when a lock was deleted, 0 when there was none.
-if redis.call('DEL', KEYS[1]) == 0 then
-  return 0
+-- Returns the number of holds deleted: 1 for the lock, plus one per live permit.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local n = 0
+if redis.call('DEL', KEYS[1]) == 1 then
+  n = 1
+  local nxt = next_waiter(KEYS[2], KEYS[3])
+  redis.call(ARGV[1], KEYS[1] .. ':released', nxt and redis.sha1hex(nxt) or ARGV[2])
 end
-local nxt = next_waiter(KEYS[2], KEYS[3])
-redis.call(ARGV[1], KEYS[1] .. ':released', nxt and redis.sha1hex(nxt) or ARGV[2])
-return 1
+local freed = redis.call('ZCOUNT', KEYS[4], '(' .. now, '+inf')
+redis.call('DEL', KEYS[4], KEYS[5], KEYS[6])
+if freed == 0 then
+  return n
+end
+-- The first live fair waiters may take the freed permits: name each of them, as releases do; a
+-- semaphore without fair waiters gets one client message per freed permit.
+next_waiter(KEYS[7], KEYS[8])
+local queue = redis.call('LRANGE', KEYS[7], 0, math.min(freed, 1000) - 1)
+for i = 1, math.min(freed, 1000) do
+  local msg = ARGV[2]
+  if #queue > 0 then
+    msg = queue[i] and redis.sha1hex(queue[i]) or ''
+  end
+  redis.call(ARGV[1], KEYS[4] .. ':released', msg)
+end
+return n + freed

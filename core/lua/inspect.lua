@@ -1,12 +1,31 @@
--- Read-only: what Client.Inspect reports about a lock, in one round trip. It writes nothing and
--- changes no TTL.
--- KEYS[1] lock hash, KEYS[2] fence counter, KEYS[3] fair-queue deadlines (hash token -> ms)
+-- Read-only: what Client.Inspect reports about a name's lock and semaphore, in one round trip. It
+-- writes nothing and changes no TTL.
+-- KEYS[1] lock hash, KEYS[2] fence counter, KEYS[3] fair-queue deadlines (hash token -> ms),
+-- KEYS[4] permits (ZSET token -> lease expiry), KEYS[5] permit limits (ZSET token -> limit),
+-- KEYS[6] permit fences (HASH token -> fence, token NUL -> holder label), KEYS[7] the semaphore's
+-- fair-queue deadlines
 -- Returns {the lock hash as HGETALL, its PTTL, the fence counter ('' if none), live fair waiters,
--- the server's clock in ms}.
+-- the server's clock in ms, the live permits as a flat list of token, lease expiry, limit, fence,
+-- label (5 entries each, earliest expiry first), live fair permit waiters}.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local queued = 0
-for _, dl in ipairs(redis.call('HVALS', KEYS[3])) do
-  if tonumber(dl) >= now then queued = queued + 1 end
+local function live(deadlines)
+  local n = 0
+  for _, dl in ipairs(redis.call('HVALS', deadlines)) do
+    if tonumber(dl) >= now then n = n + 1 end
+  end
+  return n
 end
-return {redis.call('HGETALL', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2]) or '', queued, now}
+local permits = {}
+local leases = redis.call('ZRANGEBYSCORE', KEYS[4], '(' .. now, '+inf', 'WITHSCORES')
+for i = 1, #leases, 2 do
+  local tok = leases[i]
+  local meta = redis.call('HMGET', KEYS[6], tok, tok .. '\0')
+  permits[#permits + 1] = tok
+  permits[#permits + 1] = leases[i + 1]
+  permits[#permits + 1] = redis.call('ZSCORE', KEYS[5], tok) or '0'
+  permits[#permits + 1] = meta[1] or '0'
+  permits[#permits + 1] = meta[2] or ''
+end
+return {redis.call('HGETALL', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2]) or '',
+  live(KEYS[3]), now, permits, live(KEYS[7])}

@@ -5,7 +5,7 @@
 -- KEYS[1] permits, KEYS[2] limits, KEYS[3] fences, KEYS[4] fence counter, KEYS[5] queue (list),
 -- KEYS[6] deadlines (hash token -> ms)
 -- ARGV[1] token, ARGV[2] TTL in ms, ARGV[3] limit, ARGV[4] waiter timeout in ms (0: try without
--- joining the queue)
+-- joining the queue), ARGV[5] holder label ("HOST PID LABEL")
 -- Returns as sem_acquire.lua; when permits are free but other waiters are first, -1 - the time
 -- the queue's head may still take.
 local now = sem_now()
@@ -27,7 +27,7 @@ if free > 0 then
       redis.call('LREM', KEYS[5], 1, ARGV[1])
       redis.call('HDEL', KEYS[6], ARGV[1])
     end
-    return sem_grant(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], ARGV[3], now)
+    return sem_grant(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], ARGV[3], now, ARGV[5])
   end
 end
 local timeout = tonumber(ARGV[4])

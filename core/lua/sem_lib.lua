@@ -2,7 +2,7 @@
 -- next_waiter). A semaphore is three keys with the name's hash tag:
 --   permits (ZSET token -> lease expiry, server clock in ms): one member per held permit;
 --   limits  (ZSET token -> the limit its acquirer passed);
---   fences  (HASH token -> the permit's fence);
+--   fences  (HASH token -> the permit's fence, token NUL -> ACQUIRED_MS HOST PID LABEL for Inspect);
 -- plus the name's fence counter (shared with the lock of the same name). A lease is live while the
 -- server's clock is below its expiry; expired leases are dropped by the next acquire (reclaim).
 
@@ -23,6 +23,11 @@ local function sem_drop(permits, limits, fences, tokens)
   redis.call('ZREM', permits, unpack(tokens))
   redis.call('ZREM', limits, unpack(tokens))
   redis.call('HDEL', fences, unpack(tokens))
+  local meta = {}
+  for i, tok in ipairs(tokens) do
+    meta[i] = tok .. '\0'
+  end
+  redis.call('HDEL', fences, unpack(meta))
 end
 
 -- sem_reclaim drops the leases that expired by now (their holders crashed or lost them).
@@ -58,13 +63,15 @@ local function sem_replay(permits, fences, token, now)
   return nil
 end
 
--- sem_grant gives token a permit for ttl ms and returns its fence.
-local function sem_grant(permits, limits, fences, counter, token, ttl, limit, now)
+-- sem_grant gives token a permit for ttl ms and returns its fence; label is the holder's
+-- "HOST PID LABEL", recorded with the server's clock for Inspect.
+local function sem_grant(permits, limits, fences, counter, token, ttl, limit, now, label)
   local f = fence(counter, nil, counter_ttl(ttl))
   local ms = tonumber(ttl)
   redis.call('ZADD', permits, now + ms, token)
   redis.call('ZADD', limits, limit, token)
-  redis.call('HSET', fences, token, string.format('%.0f', f))
+  redis.call('HSET', fences, token, string.format('%.0f', f),
+    token .. '\0', string.format('%.0f', now) .. ' ' .. (label or ''))
   sem_keep(permits, ms)
   sem_keep(limits, ms)
   sem_keep(fences, ms)

@@ -140,6 +140,8 @@ type Request struct {
 	Fingerprint func() ([sha256.Size]byte, error)
 	// Log holds the attributes logged with every warning about this request.
 	Log []slog.Attr
+	// Acquire holds more options for the lock's acquisition (core.WithMaxHold).
+	Acquire []core.AcquireOption
 }
 
 // Begin takes the work of req, or finds its outcome: see the package documentation. Exactly one
@@ -147,7 +149,7 @@ type Request struct {
 // error.
 func (s *Store) Begin(ctx context.Context, req *Request) (*Run, *Record, error) {
 	l, err := adapter.Acquire(ctx, s.locks, s.cfg.Namespace, req.Key.name, s.cfg.TTL, s.cfg.Wait,
-		core.WithGuard(req.Key.record))
+		append(req.Acquire, core.WithGuard(req.Key.record))...)
 	if err == nil {
 		return &Run{s: s, req: req, l: l, ctx: l.Context()}, nil, nil
 	}

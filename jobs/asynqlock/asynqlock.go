@@ -81,7 +81,11 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 // (WithNamespace; the lock is "@asynq/"+key), for a TTL that follows the task's deadline
 // (WithTTL). The handler runs with the lock's context: it carries the lock
 // (core.FromContext gives its fencing token) and is cancelled if the lock is lost. The lock is
-// released when the handler returns, also when it panics.
+// released when the handler returns, also when it panics, and at the latest at the task's deadline
+// (core.WithMaxHold of the time left until it when the acquisition starts; a task that waited for
+// its key, WithWait or a last attempt, holds it at most that wait longer): asynq gives up on a task
+// at its deadline and may run it again, so a handler that hangs past it, ignoring its context, must
+// not keep the key. Such a task fails with an error matching core.ErrMaxHold.
 //
 // If another task holds the key, the task fails with a *KeyBusyError (matching ErrKeyBusy) that
 // suggests when to retry; pass the server's Config.IsFailure and Config.RetryDelayFunc through
@@ -159,7 +163,7 @@ func (m *middleware) process(ctx context.Context, t *asynq.Task, next asynq.Hand
 		switch {
 		case lost != nil:
 			err = errors.Join(lost, err)
-		case errors.Is(rerr, core.ErrLost):
+		case errors.Is(rerr, core.ErrLost), errors.Is(rerr, core.ErrMaxHold):
 			err = errors.Join(rerr, err)
 		case errors.Is(rerr, core.ErrNotHeld): // the release found the lock in other hands
 			err = errors.Join(&core.LostError{Name: l.Name(), Reason: "not_owner"}, rerr, err)
@@ -177,11 +181,15 @@ func (m *middleware) process(ctx context.Context, t *asynq.Task, next asynq.Hand
 // configured.
 func (m *middleware) acquire(ctx context.Context, key string, limit int) (*core.Lock, time.Duration, error) {
 	ttl := m.o.maxTTL
+	opts := make([]core.AcquireOption, 0, 3)
 	if dl, ok := ctx.Deadline(); ok {
-		ttl = min(time.Until(dl), ttl)
+		left := time.Until(dl)
+		ttl = min(left, ttl)
+		// The hold ends at the deadline even if the handler ignores its context (asynq gives up on
+		// it then and may retry the task elsewhere): a hung handler must not keep the key.
+		opts = append(opts, core.WithMaxHold(max(left, time.Millisecond)))
 	}
 	ttl = max(ttl, m.o.minTTL)
-	opts := make([]core.AcquireOption, 0, 2)
 	if limit > 0 {
 		opts = append(opts, core.Permits(limit)) // a permit is never re-entered: no owner token
 	} else if tok, ok := ownerToken(ctx); ok {

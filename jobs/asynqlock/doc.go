@@ -24,6 +24,10 @@
 //     (WithTTL, default 1s and 10s). core's watchdog renews it while the handler runs, and the
 //     handler runs with the lock's context, which is cancelled if the lock is lost. A task whose lock
 //     was lost fails with an error matching core.ErrLost, even if its handler returned nil.
+//   - The hold ends at the task's deadline (core.WithMaxHold), even if the handler ignores its
+//     context and keeps running: asynq gives up on the task then and may retry it, and the retry
+//     must not find its key held by the hung run. Such a task fails with an error matching
+//     core.ErrMaxHold. A task without a deadline has no maximum hold.
 //   - If the key is busy the task fails with a *KeyBusyError (ErrKeyBusy) whose RetryAfter is the
 //     holder's remaining TTL. With IsFailure, asynq does not count it: the task's retry count is
 //     not incremented (asynq's Config.IsFailure controls exactly that, and the queue statistics).

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/election"
 	"github.com/lockkit/lockkit/internal/adapter"
 	"github.com/lockkit/lockkit/internal/exactlyonce"
 	"github.com/robfig/cron/v3"
@@ -45,10 +47,13 @@ type Locker struct {
 	opt    options
 	base   context.Context // parent of every job's context; cancelled by Stop
 	cancel context.CancelCauseFunc
+	term   atomic.Pointer[election.Term] // leader mode: the current term, nil while following
+	done   chan struct{}                 // leader mode: closed when the campaign ended (after Stop)
 }
 
-// New returns a Locker that takes its locks with c. It sends nothing to Redis. An invalid option
-// gives an error matching ErrInvalid and core.ErrInvalid.
+// New returns a Locker that takes its locks with c. It sends nothing to Redis, except in leader
+// mode (WithLeader), where it starts campaigning. An invalid option gives an error matching
+// ErrInvalid and core.ErrInvalid.
 func New(c *core.Client, opts ...Option) (*Locker, error) {
 	if c == nil {
 		return nil, invalid(adapter.Invalid("cronlock", "nil core.Client"))
@@ -60,6 +65,14 @@ func New(c *core.Client, opts ...Option) (*Locker, error) {
 	if o.clock == nil {
 		return nil, invalid(adapter.Invalid("cronlock", "WithClock(nil)"))
 	}
+	switch {
+	case o.maxHold < -1:
+		return nil, invalid(adapter.Invalid("cronlock", "WithMaxHold(%v): negative", o.maxHold))
+	case o.leaderSet && o.leader == nil:
+		return nil, invalid(adapter.Invalid("cronlock", "WithLeader(nil)"))
+	case o.leader != nil && o.retryError:
+		return nil, invalid(adapter.Invalid("cronlock", "RetryOnError does not apply in leader mode (WithLeader): no completion marker is written"))
+	}
 	// The store checks the TTL and the namespace. Markers are written with their own TTL
 	// (markerTTL); Retention is only the store's required default.
 	store, err := exactlyonce.New(c, exactlyonce.Config{Component: "cronlock", Namespace: o.namespace,
@@ -68,7 +81,12 @@ func New(c *core.Client, opts ...Option) (*Locker, error) {
 		return nil, invalid(err)
 	}
 	base, cancel := context.WithCancelCause(context.Background())
-	return &Locker{store: store, opt: o, base: base, cancel: cancel}, nil
+	l := &Locker{store: store, opt: o, base: base, cancel: cancel}
+	if o.leader != nil {
+		l.done = make(chan struct{})
+		go l.campaign()
+	}
+	return l, nil
 }
 
 // invalid makes err, which matches core.ErrInvalid, match ErrInvalid too.
@@ -82,8 +100,15 @@ func invalid(err error) error { return fmt.Errorf("%w: %w", ErrInvalid, err) }
 //	locker.Stop()
 //	<-ctx.Done()
 //
-// A job interrupted this way still leaves its completion marker (unless RetryOnError).
-func (l *Locker) Stop() { l.cancel(ErrStopped) }
+// A job interrupted this way still leaves its completion marker (unless RetryOnError). In leader
+// mode Stop also resigns leadership, so that another replica takes over at once, and returns when
+// the campaign has ended.
+func (l *Locker) Stop() {
+	l.cancel(ErrStopped)
+	if l.done != nil {
+		<-l.done
+	}
+}
 
 // Func is a job that takes a context and returns an error, the form Add registers. Wrapped by a
 // Locker, it gets the context of the job's lock: cancelled when the lock is lost or the Locker

@@ -33,10 +33,13 @@
 //     the same tick skips it (OutcomeDone) in one round trip too: the acquire checks the marker
 //     (core.WithGuard). The marker stays until one gap after the next tick: ShedLock's
 //     lockAtLeastFor, sized by the schedule.
-//   - While the job runs, core's watchdog renews the lock. WithTTL (lockAtMostFor, default 30s) is
-//     how long a replica that dies mid-run blocks the job; then the next tick runs normally. The job
-//     gets the lock's context, cancelled if the lock is lost (OutcomeLost, no marker) or the Locker
-//     is stopped; core.FromContext(ctx).Fence() is a fencing token that grows with every run.
+//   - While the job runs, core's watchdog renews the lock. WithTTL (default 30s) is how long a
+//     replica that dies mid-run blocks the job; then the next tick runs normally. WithMaxHold
+//     (ShedLock's lockAtMostFor; default the larger of the schedule's period and the TTL) ends a run
+//     that hangs on a live replica: its context is cancelled with core.ErrMaxHold and the lock
+//     released (OutcomeMaxHold, no marker). The job gets the lock's context, cancelled if the lock is
+//     lost (OutcomeLost, no marker), the maximum hold passes or the Locker is stopped;
+//     core.FromContext(ctx).Fence() is a fencing token that grows with every run.
 //   - Errors and panics of the job are reported (WithLogger, WithHook) and never reach the
 //     scheduler. The marker is written for a failed run too, so that a tick runs at most once;
 //     RetryOnError leaves the tick to a replica that fires for it later instead.
@@ -49,6 +52,31 @@
 //
 // Use Add to register a func(ctx) error, or Wrap as a cron.JobWrapper when you schedule the job
 // yourself; Wrap needs the job's schedule to derive its ticks.
+//
+// # Leader mode
+//
+// WithLeader makes one replica, the leader of a package election election, run every job of the
+// Locker, and the others skip (OutcomeFollower): one lock for the whole schedule instead of one
+// per tick. Compared with the default:
+//
+//   - Cost: no Redis round trip per firing (the default costs one per replica and firing, plus the
+//     marker's write), only the election lock's renewal, whatever the number of jobs and ticks.
+//     Worth it for many jobs or sub-second schedules.
+//   - Placement: every job runs on the leader, so jobs do not spread over the replicas, and a job
+//     may keep in-process state from one run to the next (a cursor, a cache).
+//   - Failover: a leader that stops resigns and another replica leads at once; one that dies or
+//     hangs in every goroutine leads until the election's TTL runs out (default 10s). Ticks that
+//     fall in that gap are not run at all, whereas per-tick locking runs each tick on any replica
+//     alive at that moment (a dead replica blocks only the job it was running, for its TTL).
+//   - At most once per tick: per-tick locking writes a completion marker, so a replica with a
+//     skewed clock or a late timer never runs a tick again. Leader mode writes none: a tick can
+//     run twice when leadership changes hands within the clock skew of that tick.
+//   - Loss: the leader's running jobs get the term's context, cancelled (OutcomeLost) before
+//     another replica can lead; core.FromContext(ctx).Fence() is the term's fence, the same for
+//     every run of a term and larger than every earlier term's.
+//   - A run that hangs: in both modes WithMaxHold cancels its context; per-tick locking also
+//     releases the job's lock so that another replica can run the next tick, while in leader mode
+//     the job stays busy on the leader until the run returns (other jobs are not affected).
 //
 // # Keys
 //

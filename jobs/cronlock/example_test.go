@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/election"
 	"github.com/lockkit/lockkit/jobs/cronlock"
 	"github.com/redis/go-redis/v9"
 	"github.com/robfig/cron/v3"
@@ -96,6 +97,48 @@ func ExampleNew() {
 	}
 	// Derive ticks from the Redis server's clock: one round trip more per firing.
 	locker, err := cronlock.New(locks, cronlock.WithRedisTime(rdb), cronlock.WithTTL(30*time.Second))
+	if err != nil {
+		panic(err)
+	}
+	_ = locker
+}
+
+// Leader mode: only the replica that leads the election "billing-cron" runs the schedule's jobs;
+// the others skip every firing until it stops or loses leadership.
+func ExampleWithLeader() {
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	defer rdb.Close()
+	locks, err := core.New(rdb)
+	if err != nil {
+		panic(err)
+	}
+	defer locks.Close(context.Background())
+	e, err := election.New(locks, rdb, "billing-cron")
+	if err != nil {
+		panic(err)
+	}
+	locker, err := cronlock.New(locks, cronlock.WithLeader(e)) // starts campaigning
+	if err != nil {
+		panic(err)
+	}
+	c := cron.New()
+	if _, err := locker.Add(c, "*/5 * * * *", "invoices", func(ctx context.Context) error {
+		return nil // ctx is cancelled if this replica stops leading
+	}); err != nil {
+		panic(err)
+	}
+	c.Start()
+	// ... until shutdown:
+	ctx := c.Stop()
+	locker.Stop() // resigns: another replica leads at once
+	<-ctx.Done()
+}
+
+// A job that normally takes a few minutes on an hourly schedule: a run that hangs is cancelled
+// after 20 minutes (the default would be the period, an hour) and the job's lock released.
+func ExampleWithMaxHold() {
+	var locks *core.Client // from core.New
+	locker, err := cronlock.New(locks, cronlock.WithMaxHold(20*time.Minute))
 	if err != nil {
 		panic(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/lockkit/lockkit/election"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -18,16 +19,20 @@ type options struct {
 	logger     *slog.Logger
 	hook       func(Event)
 	retryError bool
+	maxHold    time.Duration // WithMaxHold; -1: the default (the larger of the period and the TTL)
+	leader     *election.Election
+	leaderSet  bool // WithLeader was given (nil is invalid)
 }
 
 func defaultOptions() options {
-	return options{ttl: 30 * time.Second, clock: time.Now, namespace: "cron"}
+	return options{ttl: 30 * time.Second, clock: time.Now, namespace: "cron", maxHold: -1}
 }
 
-// WithTTL sets the TTL of a job's lock (default 30s, allowed core.MinTTL to core.MaxTTL): the lockAtMostFor of
-// ShedLock. While the job runs, the core.Client's watchdog renews the lock every third of the TTL, so
-// a run may last longer; the TTL is how long a replica that dies mid-run keeps the job from running
-// elsewhere. Keep it a few times the worst Redis round trip, and short next to the schedule's period.
+// WithTTL sets the TTL of a job's lock (default 30s, allowed core.MinTTL to core.MaxTTL). While the
+// job runs, the core.Client's watchdog renews the lock every third of the TTL, so a run may last
+// longer (up to WithMaxHold); the TTL is how long a replica that dies mid-run keeps the job from
+// running elsewhere. Keep it a few times the worst Redis round trip, and short next to the
+// schedule's period.
 func WithTTL(d time.Duration) Option { return func(o *options) { o.ttl = d } }
 
 // WithNamespace sets the core namespace of the jobs' locks (default "cron": job JOB locks
@@ -58,3 +63,16 @@ func WithHook(fn func(Event)) Option { return func(o *options) { o.hook = fn } }
 // firing later for the same tick (one with a skewed clock or a late timer) runs it again. Nothing
 // retries on its own; the default writes the marker anyway, keeping each tick to at most one run.
 func RetryOnError() Option { return func(o *options) { o.retryError = true } }
+
+// WithMaxHold bounds how long one run may hold the job's lock, even while its replica keeps
+// renewing it: ShedLock's lockAtMostFor. When d passes, the job's context is cancelled with a cause
+// matching core.ErrMaxHold, the lock is released without a completion marker and the firing is
+// reported as OutcomeMaxHold; a job that keeps running after that runs unlocked. d = 0 sets no
+// limit (a hung run then holds the job for as long as its process lives).
+//
+// Default: the larger of the schedule's period at the tick (the time from the tick to the next
+// activation) and the TTL (WithTTL). A run is never cut before its next tick is due, so jobs that
+// fit their schedule are untouched; a run that hangs keeps the job from running for about one
+// tick, not for ever. A job that legitimately runs longer than its period (the ticks meanwhile are
+// skipped as busy) needs a larger d, or 0.
+func WithMaxHold(d time.Duration) Option { return func(o *options) { o.maxHold = d } }

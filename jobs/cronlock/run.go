@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"runtime"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/lockkit/lockkit/core"
@@ -24,6 +25,10 @@ const (
 	// OutcomeLost: the job's lock was lost while the job ran (Err matches core.ErrLost); its context
 	// was cancelled and no completion marker was written.
 	OutcomeLost = "lost"
+	// OutcomeMaxHold: the run reached its maximum hold (WithMaxHold) and its lock was released: the
+	// job's context was cancelled with a cause matching core.ErrMaxHold (Err matches it too) and no
+	// completion marker was written.
+	OutcomeMaxHold = "max_hold"
 	// OutcomeDone: skipped, the tick has run already (its completion marker exists).
 	OutcomeDone = "done"
 	// OutcomeBusy: skipped, another replica holds the job's lock: it is running this tick, or a run of
@@ -43,7 +48,8 @@ type Event struct {
 	// Outcome is one of the Outcome constants.
 	Outcome string
 	// Fence is the fencing token of the job's lock when this replica ran the job: it increases with
-	// every run of the job on any replica. Zero when skipped.
+	// every run of the job on any replica (in leader mode: the term's fence, which increases with
+	// every term). Zero when skipped.
 	Fence int64
 	// Duration is how long the job ran; zero when skipped.
 	Duration time.Duration
@@ -60,6 +66,8 @@ type job struct {
 	sched cron.Schedule
 	loc   *time.Location // location of the cron (Add), nil to keep the clock's
 	inner cron.Job
+	// running is set while the job runs in leader mode (a run still going skips the next firing).
+	running atomic.Bool
 }
 
 func (l *Locker) newJob(name string, s cron.Schedule, inner cron.Job) *job {
@@ -109,7 +117,12 @@ func (j *job) Run() {
 		return
 	}
 	ev.Tick = tick
+	if l.opt.leader != nil {
+		j.runAsLeader(&ev)
+		return
+	}
 	req := j.tickRequest(tick)
+	req.Acquire = []core.AcquireOption{core.WithMaxHold(maxHold(l.opt.maxHold, l.opt.ttl, j.sched, tick))}
 	ctx := context.WithValue(l.base, tickKey{}, tick)
 	run, done, err := l.store.Begin(ctx, req)
 	if run == nil {
@@ -147,7 +160,10 @@ func (j *job) Run() {
 		relErr = run.Store(ctx, exactlyonce.Encode(markerKind, fp, []byte(val)),
 			markerTTL(j.sched, tick, now.Add(time.Since(derived))))
 	}
-	if errors.Is(relErr, core.ErrLost) || errors.Is(relErr, core.ErrNotHeld) {
+	switch {
+	case errors.Is(relErr, core.ErrMaxHold):
+		ev.Outcome = OutcomeMaxHold
+	case errors.Is(relErr, core.ErrLost) || errors.Is(relErr, core.ErrNotHeld):
 		ev.Outcome = OutcomeLost
 	}
 	if relErr != nil {

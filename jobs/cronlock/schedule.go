@@ -125,9 +125,21 @@ func previous(s cron.Schedule, now, next time.Time) time.Time {
 // that no replica firing late or with a skewed clock (by less than half a gap) can find the tick
 // unmarked. It is at least a second.
 func markerTTL(s cron.Schedule, tick, now time.Time) time.Duration {
-	gap := time.Minute // a last activation: no next one to measure by
+	return max(tick.Add(2*period(s, tick)).Sub(now), time.Second)
+}
+
+// period is the time from tick to the schedule's next activation (a minute after the last one).
+func period(s cron.Schedule, tick time.Time) time.Duration {
 	if n := s.Next(tick); !n.IsZero() {
-		gap = n.Sub(tick)
+		return n.Sub(tick)
 	}
-	return max(tick.Add(2*gap).Sub(now), time.Second)
+	return time.Minute // a last activation: no next one to measure by
+}
+
+// maxHold is the WithMaxHold of a run for tick: the option's, or the larger of the period and ttl.
+func maxHold(opt, ttl time.Duration, s cron.Schedule, tick time.Time) time.Duration {
+	if opt >= 0 {
+		return opt
+	}
+	return max(period(s, tick), ttl)
 }
