@@ -9,17 +9,19 @@ import (
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/rs/zerolog"
 )
 
 // Proxy is an in-process TCP proxy on a free 127.0.0.1 port in front of one upstream (a
-// redis-server): a reply-delaying stage of our own (Latency) in front of a toxiproxy (the other
-// faults, as toxics). Faults apply to the connections already open and to new ones until Clear. Its
+// redis-server): a reply-delaying stage (Latency; redistest.DelayProxy) in front of a toxiproxy
+// (the other faults, as toxics; its own latency toxic deadlocks when it is removed while a
+// connection through it closes). Faults apply to the connections already open and to new ones until Clear. Its
 // methods are safe for concurrent use and return errors rather than failing the test, so a
 // fault-injecting goroutine may call them.
 type Proxy struct {
 	p  *toxiproxy.Proxy
-	d  *delayer
+	d  *redistest.DelayProxy
 	mu sync.Mutex
 	n  int
 }
@@ -35,16 +37,11 @@ func NewProxy(t testing.TB, upstream string) *Proxy {
 		t.Fatalf("chaos: start toxiproxy: %v", err)
 	}
 	t.Cleanup(p.Stop)
-	d, err := newDelayer(p.Listen)
-	if err != nil {
-		t.Fatalf("chaos: start delay stage: %v", err)
-	}
-	t.Cleanup(d.close)
-	return &Proxy{p: p, d: d}
+	return &Proxy{p: p, d: redistest.NewDelayProxy(t, p.Listen)}
 }
 
 // Addr returns the address clients connect to.
-func (x *Proxy) Addr() string { return x.d.addr() }
+func (x *Proxy) Addr() string { return x.d.Addr() }
 
 func (x *Proxy) add(typ, stream string, attrs string) error {
 	x.mu.Lock()
@@ -56,10 +53,9 @@ func (x *Proxy) add(typ, stream string, attrs string) error {
 	return err
 }
 
-// Latency delays every reply (downstream) by d, ± jitter, until Clear. (Not toxiproxy's latency
-// toxic: see delayer.)
+// Latency delays every reply (downstream) by d, ± jitter, until Clear.
 func (x *Proxy) Latency(d, jitter time.Duration) error {
-	x.d.set(d, jitter)
+	x.d.Set(d, jitter)
 	return nil
 }
 
@@ -87,6 +83,6 @@ func (x *Proxy) Reset() error { return x.add("reset_peer", "upstream", `"timeout
 // Clear removes every fault: traffic flows again (data a blackhole dropped stays lost; replies
 // held back by Latency pass at once).
 func (x *Proxy) Clear() {
-	x.d.set(0, 0)
+	x.d.Set(0, 0)
 	x.p.Toxics.ResetToxics(context.Background())
 }

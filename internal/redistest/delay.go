@@ -2,45 +2,78 @@ package redistest
 
 import (
 	"io"
+	"math/rand/v2"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// DelayProxy is a TCP forwarder in front of a server that holds back every reply for a fixed delay,
-// so a loopback server behaves like a distant one (a round trip costs the delay). Requests pass at
-// once; replies keep their order. It needs no fault-injection library.
+// DelayProxy is a TCP forwarder in front of a server that holds back every reply (server to client)
+// by a delay that may change at any time (Set), so a loopback server behaves like a distant one (a
+// round trip costs the delay). Requests pass at once; replies keep their order. It needs no
+// fault-injection library (toxiproxy's latency toxic deadlocks when it is removed while a
+// connection through it closes; the chaos suite's proxies delay replies with this instead).
 type DelayProxy struct {
-	s     *Server
-	ln    net.Listener
-	delay time.Duration
-	wg    sync.WaitGroup
-	mu    sync.Mutex
-	conns map[net.Conn]struct{}
+	s        *Server // nil when started with NewDelayProxy
+	upstream string
+	ln       net.Listener
+	delay    atomic.Int64 // ns
+	jitter   atomic.Int64 // ns
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	conns    map[net.Conn]struct{}
 }
 
 // StartDelayProxy starts a DelayProxy to s on a free 127.0.0.1 port, delaying replies by d. It is
 // stopped, with every connection through it, when the test ends.
 func (s *Server) StartDelayProxy(t testing.TB, d time.Duration) *DelayProxy {
 	t.Helper()
+	p := NewDelayProxy(t, s.Addr())
+	p.s = s
+	p.Set(d, 0)
+	return p
+}
+
+// NewDelayProxy starts a DelayProxy to upstream ("host:port") on a free 127.0.0.1 port, passing
+// replies at once until Set. It is stopped, with every connection through it, when the test ends.
+func NewDelayProxy(t testing.TB, upstream string) *DelayProxy {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("redistest: delay proxy: %v", err)
 	}
-	p := &DelayProxy{s: s, ln: ln, delay: d, conns: make(map[net.Conn]struct{})}
+	p := &DelayProxy{upstream: upstream, ln: ln, conns: make(map[net.Conn]struct{})}
 	p.wg.Add(1)
 	go p.accept()
 	t.Cleanup(p.close)
 	return p
 }
 
+// Set makes replies wait d ± jitter from when they arrive (d = 0: they pass at once); it applies to
+// the replies of open connections too. Safe for concurrent use.
+func (p *DelayProxy) Set(d, jitter time.Duration) {
+	p.delay.Store(int64(d))
+	p.jitter.Store(int64(jitter))
+}
+
+// wait is the delay of a reply arriving now.
+func (p *DelayProxy) wait() time.Duration {
+	w := time.Duration(p.delay.Load())
+	if j := time.Duration(p.jitter.Load()); j > 0 && w > 0 {
+		w += time.Duration(rand.Int64N(int64(2*j))) - j
+	}
+	return w
+}
+
 // Addr returns the proxy's address.
 func (p *DelayProxy) Addr() string { return p.ln.Addr().String() }
 
-// Options returns the server's client options (see Server.Options) with the proxy's address.
+// Options returns the server's client options (see Server.Options) with the proxy's address; only
+// for a proxy started with Server.StartDelayProxy.
 func (p *DelayProxy) Options() *redis.Options {
 	o := p.s.Options()
 	o.Addr = p.Addr()
@@ -66,7 +99,7 @@ func (p *DelayProxy) accept() {
 		if err != nil {
 			return
 		}
-		server, err := net.Dial("tcp", p.s.Addr())
+		server, err := net.Dial("tcp", p.upstream)
 		if err != nil {
 			_ = client.Close()
 			continue
@@ -85,7 +118,7 @@ func (p *DelayProxy) accept() {
 			b  []byte
 			at time.Time
 		}
-		replies := make(chan chunk, 64)
+		replies := make(chan chunk, 256)
 		go func() { // replies: stamped on arrival
 			defer p.wg.Done()
 			defer close(replies)
@@ -104,7 +137,9 @@ func (p *DelayProxy) accept() {
 			defer p.wg.Done()
 			defer client.Close()
 			for c := range replies {
-				time.Sleep(time.Until(c.at.Add(p.delay))) // the injected latency itself
+				if w := time.Until(c.at.Add(p.wait())); w > 0 {
+					time.Sleep(w) // the injected latency itself
+				}
 				if _, err := client.Write(c.b); err != nil {
 					_ = server.Close()
 				}
