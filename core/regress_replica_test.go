@@ -23,7 +23,7 @@ func TestReplicaAck_fairGuardedAndReleaseSet(t *testing.T) {
 		minfo, _ := master.Do(t, "INFO", "replication").(string)
 		return strings.Contains(info, "master_link_status:up") && strings.Contains(minfo, "state=online")
 	})
-	c := newClient(t, master.Client(t), core.WithReplicaAck(1, 200*time.Millisecond))
+	c := newClient(t, master.Client(t), core.WithReplicaAck(1, time.Second)) // generous: a loaded machine
 	ctx := context.Background()
 
 	// Healthy replica: each call is on the replica when it returns (WAIT counted it there).
