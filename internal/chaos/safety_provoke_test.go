@@ -19,7 +19,7 @@ func (w *worker) provoke() bool {
 	if w.slot.px == nil || w.skip["provoke"] || w.h.faulted(w.slot.idx) != "latency" || w.rnd.IntN(2) == 0 {
 		return false
 	}
-	if w.rnd.IntN(2) == 0 {
+	if w.rnd.IntN(3) == 0 {
 		w.giveUp()
 	} else {
 		w.raceExtend()
