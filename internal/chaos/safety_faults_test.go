@@ -71,10 +71,14 @@ func (f *faultRig) one(t *testing.T) {
 	if len(kinds) == 0 {
 		return
 	}
+	kind := kinds[f.rnd.IntN(len(kinds))]
+	if kind != "pause" && !f.h.claim(slot, kind) {
+		return // the path carries a fault a worker provoked
+	}
 	var d time.Duration
 	var err error
 	s.From = f.h.now()
-	switch kinds[f.rnd.IntN(len(kinds))] {
+	switch kind {
 	case "latency":
 		lat := randIn(f.rnd, 20*time.Millisecond, 300*time.Millisecond).Round(time.Millisecond)
 		s.Kind, s.Detail = "latency", strings.TrimSpace(s.Detail+" "+lat.String())
@@ -96,20 +100,12 @@ func (f *faultRig) one(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hit := []int{slot}
-	if s.Kind == "pause" {
-		hit = hit[:0]
-		for i := range f.pxs {
-			hit = append(hit, i)
-		}
-	}
-	f.h.setActive(hit, s.Kind)
 	time.Sleep(d) // the fault lasts d
-	f.h.setActive(hit, "")
 	if s.Kind == "pause" {
 		f.srvs[node].Resume(t)
 	} else {
 		px.Clear()
+		f.h.claim(slot, "")
 	}
 	s.To = f.h.now()
 	f.h.addFault(s)

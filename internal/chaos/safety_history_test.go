@@ -128,13 +128,17 @@ func (h *history) holding(ttl time.Duration) []int {
 	return slots
 }
 
-// setActive records that kind now hits slots ("" heals them).
-func (h *history) setActive(slots []int, kind string) {
+// claim marks slot's proxies as carrying a fault of kind, unless they carry one already: toxics are
+// never stacked on a path (toxiproxy can block for good when it removes several from a busy link).
+// unclaim (kind "") heals it.
+func (h *history) claim(slot int, kind string) bool {
 	h.mu.Lock()
-	for _, s := range slots {
-		h.active[s] = kind
+	defer h.mu.Unlock()
+	if kind != "" && h.active[slot] != "" {
+		return false
 	}
-	h.mu.Unlock()
+	h.active[slot] = kind
+	return true
 }
 
 // inFlight reports whether a renewal of tok is in flight.

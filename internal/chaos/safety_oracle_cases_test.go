@@ -92,6 +92,12 @@ func TestSafetyOracle_cases(t *testing.T) {
 		{name: "loss after a slow command",
 			r: run{holds: []hold{lost(holder(1, "a", 0, 10*tms, 0, 1), 2*time.Second)},
 				slow: []span{{Kind: "slow", Target: 0, From: 1200 * tms, To: 1500 * tms}}}},
+		{name: "loss of a lock Extend shortened, after a command too slow for the shorter TTL",
+			r: run{holds: []hold{func() hold {
+				h := lost(holder(1, "a", 0, 10*tms, 0, 1), 2*time.Second)
+				h.Extends = []extend{{TTL: 60 * tms, At: 1900 * tms, OK: true}}
+				return h
+			}()}, slow: []span{{Kind: "slow", Target: 0, From: 1950 * tms, To: 1975 * tms}}}},
 		{name: "loss while starved",
 			r: run{holds: []hold{lost(holder(1, "a", 0, 10*tms, 0, 1), 2*time.Second)},
 				late: []span{{From: 1200 * tms, To: 1300 * tms, Target: 300_000}}}},

@@ -200,32 +200,34 @@ func (o *oracle) lossWhileHealthy(h *hold) {
 	if h.LostAt == 0 {
 		return
 	}
-	ttl := o.tokenTTL(h)
+	ttl, shortest := o.tokenTTL(h)
 	from := h.LostAt - ttl - 100*time.Millisecond
-	if from < 0 || !o.healthy(h.Client, from, h.LostAt, ttl/6) {
+	if from < 0 || !o.healthy(h.Client, from, h.LostAt, shortest/6) {
 		return
 	}
-	o.flag("loss-while-healthy", h.LostAt, []int{h.ID}, "%s: hold %d (TTL %v) reported lost (%s) while its client's path was healthy for %v before",
+	o.flag("loss-while-healthy", h.LostAt, []int{h.ID}, "%s: hold %d (TTL up to %v) reported lost (%s) while its client's path was healthy for %v before",
 		h.Name, h.ID, ttl, h.Why, ms(h.LostAt-from))
 }
 
-// tokenTTL is the longest TTL any hold of h's token on h's client asked for (or Extend set) by the
-// time h was lost: the watchdog keeps the lock for that long.
-func (o *oracle) tokenTTL(h *hold) time.Duration {
-	ttl := h.TTL
+// tokenTTL returns the longest and the shortest TTL any hold of h's token on h's client asked for
+// (or Extend set) by the time h was lost: the healthy stretch must cover the longest, and its
+// commands and timers must have been quick for the shortest (a lock shortened by Extend is renewed
+// that much more often).
+func (o *oracle) tokenTTL(h *hold) (longest, shortest time.Duration) {
+	longest, shortest = h.TTL, h.TTL
 	for i := range o.holds {
 		x := &o.holds[i]
 		if x.Tok != h.Tok || x.Client != h.Client || x.Name != h.Name || x.Call > h.LostAt {
 			continue
 		}
-		ttl = max(ttl, x.TTL)
+		longest, shortest = max(longest, x.TTL), min(shortest, x.TTL)
 		for _, e := range x.Extends {
 			if e.At < h.LostAt {
-				ttl = max(ttl, e.TTL)
+				longest, shortest = max(longest, e.TTL), min(shortest, e.TTL)
 			}
 		}
 	}
-	return ttl
+	return longest, shortest
 }
 
 // healthy reports whether client's path had no fault, no failed command, no command slower than

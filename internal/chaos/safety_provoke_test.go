@@ -19,7 +19,7 @@ func (w *worker) provoke() bool {
 	if w.slot.px == nil || w.skip["provoke"] || w.h.faulted(w.slot.idx) != "latency" || w.rnd.IntN(2) == 0 {
 		return false
 	}
-	if w.rnd.IntN(2) == 0 {
+	if w.rnd.IntN(3) == 0 {
 		w.giveUp()
 	} else {
 		w.raceExtend()
@@ -81,14 +81,19 @@ func (w *worker) loseReplies() {
 	if w.slot.px == nil || w.skip["replyloss"] || w.skip["provoke"] {
 		return
 	}
+	if !w.h.claim(w.slot.idx, "replyloss") {
+		return
+	}
 	s := span{Kind: "replyloss", Target: w.slot.idx, From: w.h.now(), Detail: "provoked"}
 	if err := w.slot.px.ReplyLoss(5 * time.Millisecond); err != nil {
+		w.h.claim(w.slot.idx, "")
 		return
 	}
 	w.pending.Add(1)
 	time.AfterFunc(w.dur(30*time.Millisecond, 120*time.Millisecond), func() {
 		defer w.pending.Done()
 		w.slot.px.Clear()
+		w.h.claim(w.slot.idx, "")
 		s.To = w.h.now()
 		w.h.addFault(s)
 	})
