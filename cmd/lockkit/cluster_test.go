@@ -60,7 +60,7 @@ func TestCLI_leastPrivilegeACL(t *testing.T) {
 	c := locktest.NewClient(t, rdb)
 	acquire(t, c, ctx, "a")
 	acquire(t, c, ctx, "b", core.Fair())
-	rdb.Set(ctx, "lockkit:idem:{s/k}", "record", time.Minute)
+	rdb.Set(ctx, "lockkit:idem:{@s/k}", "record", time.Minute)
 	// A live permit of semaphore "p" (written as the admin: the service ACL above predates them).
 	srv.Do(t, "ZADD", "lockkit:{p}:permits", time.Now().Add(time.Minute).UnixMilli(), "token")
 	url := "redis://lockkit-ops:ops-secret@" + srv.Addr()

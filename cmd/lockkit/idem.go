@@ -8,19 +8,25 @@ import (
 	"io"
 	"sort"
 	"strconv"
+	"strings"
 	"text/tabwriter"
+	"time"
 	"unicode/utf8"
 
+	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/exactlyonce"
 	"github.com/redis/go-redis/v9"
 )
 
-// idemRecord is what idem reports. It reads the record raw (type, size, TTL): the record format
-// is internal to the adapters (being reworked in internal/exactlyonce), so the status says only
-// whether a record is stored, or the work is in progress under the record's lock, or neither.
+// idemRecord is what idem reports: whether an outcome is stored (and what kind, how old), the work
+// is in progress under the record's lock, or neither. A record of the exactly-once layer
+// (internal/exactlyonce: httpmw, grpcmw, cronlock) is decoded; anything else is shown raw.
 type idemRecord struct {
 	Key    string            `json:"key"`
 	Status string            `json:"status"` // stored, in_progress, none
 	Type   string            `json:"type,omitempty"`
+	Kind   string            `json:"kind,omitempty"`   // a layer record's kind: http, grpc, grpc-status, tick
+	AgeMS  int64             `json:"age_ms,omitempty"` // retention − TTL: how long ago it was stored
 	TTLMS  int64             `json:"ttl_ms,omitempty"`
 	Size   int64             `json:"size"`             // bytes of a string; fields of a hash
 	Fields []string          `json:"fields,omitempty"` // a hash's field names
@@ -28,13 +34,15 @@ type idemRecord struct {
 	Hash   map[string]string `json:"hash,omitempty"`   // --body: a hash's fields and values
 }
 
-// cmdIdem reports the idempotency record PREFIX idem:{SCOPE/KEY} and whether its lock
-// PREFIX{SCOPE/KEY} is held.
+// cmdIdem reports the idempotency record PREFIX idem:{NAME} and whether its lock NAME is held.
+// NAME is SCOPE/KEY; a SCOPE without '@' is a namespace (http-idem, grpc-idem, cron...), as the
+// adapters name their records' locks (@http-idem/HASH: `lockkit ls '@http-idem/*'` lists them).
 func cmdIdem(ctx context.Context, args []string, out io.Writer) error {
 	var c conn
 	fs := flag.NewFlagSet("idem", flag.ContinueOnError)
 	c.register(fs, true)
 	body := fs.Bool("body", false, "print the stored value (it may hold personal data)")
+	retention := fs.Duration("retention", 24*time.Hour, "the adapter's retention, to tell a record's age from its TTL")
 	pos, err := parse(fs, args, 2, 2)
 	if err != nil {
 		return err
@@ -45,6 +53,9 @@ func cmdIdem(ctx context.Context, args []string, out io.Writer) error {
 	}
 	defer closeAll()
 	name := pos[0] + "/" + pos[1]
+	if !strings.HasPrefix(pos[0], "@") && isNamespace(pos[0]) {
+		name = core.Namespaced(pos[0], pos[1])
+	}
 	rec := idemRecord{Key: c.prefix + "idem:{" + name + "}", Status: "none"}
 	typ, err := rdb.Type(ctx, rec.Key).Result()
 	if err != nil {
@@ -54,6 +65,9 @@ func cmdIdem(ctx context.Context, args []string, out io.Writer) error {
 		rec.Status, rec.Type = "stored", typ
 		if err := readRecord(ctx, rdb, &rec, *body); err != nil {
 			return err
+		}
+		if rec.TTLMS > 0 && *retention > 0 {
+			rec.AgeMS = max(retention.Milliseconds()-rec.TTLMS, 0)
 		}
 	} else {
 		info, err := locks.Inspect(ctx, name)
@@ -85,14 +99,16 @@ func readRecord(ctx context.Context, rdb redis.UniversalClient, rec *idemRecord,
 	}
 	switch rec.Type {
 	case "string":
-		if rec.Size, err = rdb.StrLen(ctx, rec.Key).Result(); err != nil {
+		v, err := rdb.Get(ctx, rec.Key).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
 			return err
 		}
+		rec.Size = int64(len(v))
+		if r, err := exactlyonce.Decode(v); err == nil {
+			rec.Kind = kindName(r.Kind)
+			v = r.Payload
+		}
 		if body {
-			v, err := rdb.Get(ctx, rec.Key).Result()
-			if err != nil && !errors.Is(err, redis.Nil) {
-				return err
-			}
 			rec.Body = &v
 		}
 	case "hash":
@@ -118,6 +134,12 @@ func printRecord(out io.Writer, rec idemRecord) error {
 	fmt.Fprintf(tw, "status\t%s\n", rec.Status)
 	if rec.Status == "stored" {
 		fmt.Fprintf(tw, "type\t%s\n", rec.Type)
+		if rec.Kind != "" {
+			fmt.Fprintf(tw, "kind\t%s\n", rec.Kind)
+		}
+		if rec.AgeMS > 0 {
+			fmt.Fprintf(tw, "age\t%dms (retention − TTL)\n", rec.AgeMS)
+		}
 		if rec.TTLMS > 0 {
 			fmt.Fprintf(tw, "ttl\t%dms\n", rec.TTLMS)
 		}
@@ -144,4 +166,29 @@ func printable(s string) string {
 		return s
 	}
 	return strconv.Quote(s)
+}
+
+// kindName names a layer record's kind byte (see docs/keys.md, "Exactly-once records").
+func kindName(k byte) string {
+	switch k {
+	case 'h':
+		return "http"
+	case 'r':
+		return "grpc"
+	case 's':
+		return "grpc-status"
+	case 'm':
+		return "tick"
+	}
+	return string(k)
+}
+
+// isNamespace reports whether s can name a namespace (core.InNamespace): a-z, 0-9 and '-'.
+func isNamespace(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return s != ""
 }

@@ -42,8 +42,11 @@ Usage:
                                    (asks for confirmation on stdin unless --yes)
   lockkit watch NAME               print acquisitions, handoffs, releases, expiries and waiters
                                    of NAME as they happen (--for D, or until interrupted)
-  lockkit idem SCOPE KEY           the idempotency record PREFIXidem:{SCOPE/KEY}: present or not,
-                                   type, size, TTL (the value only with --body)
+  lockkit idem SCOPE KEY           the idempotency record PREFIXidem:{@SCOPE/KEY} (SCOPE: the
+                                   adapter's namespace, e.g. http-idem, grpc-idem; KEY: the hash
+                                   "lockkit ls '@http-idem/*'" shows): stored or not, in progress,
+                                   kind, age (--retention, default 24h), TTL; the value only with
+                                   --body. A SCOPE starting with @ is used as it is.
   lockkit help                     this text
 
 Flags (every command; put them before or after the arguments):

@@ -70,7 +70,7 @@ var volatile = []struct {
 }{
 	{regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z`), "TIME"},
 	{regexp.MustCompile(`\b\d\d:\d\d:\d\d\.\d{3}\b`), "HH:MM:SS"},
-	{regexp.MustCompile(`"(ttl_ms|held_for_ms)":\d+`), `"$1":N`},
+	{regexp.MustCompile(`"(ttl_ms|held_for_ms|age_ms)":\d+`), `"$1":N`},
 	{regexp.MustCompile(`\b(\d+h)?(\d+m)?\d+(\.\d+)?(ms|s|µs)\b`), "DUR"},
 	{regexp.MustCompile(`\b\d{15,}\b`), "FENCE"},
 	{regexp.MustCompile(`pid(\s+)\d+`), "pid${1}PID"},

@@ -2,12 +2,14 @@ package main_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/exactlyonce"
 	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 )
@@ -82,13 +84,18 @@ func TestCLI_single(t *testing.T) {
 	s.run("", "release", "--force", "--yes", "pool")
 	s.run("", "ls", "pool") // the holders learn it at their next renewal (core's tests)
 
-	s.run("", "idem", "idem", "abc")
-	rdb.HSet(ctx, "lockkit:idem:{idem/abc}", "status", "200", "body", "hello")
-	rdb.PExpire(ctx, "lockkit:idem:{idem/abc}", time.Hour)
-	s.run("", "idem", "idem", "abc")
-	s.run("", "idem", "--json", "--body", "idem", "abc")
-	acquire(t, reports, ctx, "idem/running")
-	s.run("", "idem", "idem", "running")
+	// A record of the exactly-once layer (as httpmw stores one), addressed by namespace and hash.
+	s.run("", "idem", "http-idem", "abc")
+	rec := exactlyonce.Encode('h', sha256.Sum256([]byte("POST /orders")), []byte("201 created"))
+	rdb.Set(ctx, "lockkit:idem:{@http-idem/abc}", rec, time.Hour)
+	s.run("", "idem", "http-idem", "abc")
+	s.run("", "idem", "--json", "--body", "http-idem", "abc")
+	// Anything else is shown raw (a scope with '@' is taken as it is).
+	rdb.HSet(ctx, "lockkit:idem:{@legacy/abc}", "status", "200", "body", "hello")
+	rdb.PExpire(ctx, "lockkit:idem:{@legacy/abc}", time.Hour)
+	s.run("", "idem", "--body", "@legacy", "abc")
+	acquire(t, reports, ctx, "running", core.InNamespace("http-idem"))
+	s.run("", "idem", "http-idem", "running")
 
 	s.run("", "bogus")
 	s.run("", "inspect", "--url", "redis://127.0.0.1:1", "x")
