@@ -14,51 +14,6 @@ func (o *options) drift(ttl time.Duration) time.Duration {
 	return time.Duration(float64(ttl)*o.driftFactor) + 2*time.Millisecond
 }
 
-// entry is one held lock (key + owner token) as the watchdog sees it. Reentrant Locks of the same
-// owner in this client share it.
-type entry struct {
-	k        *keys
-	tok      any // owner token
-	ttl      time.Duration
-	valid    time.Time // local validity deadline: last successful send + ttl − drift
-	next     time.Time // next renewal
-	idx      int       // heap index, -1 when not scheduled
-	seq      uint64    // bumped by Extend: a renewal sent before carries an older seq
-	counted  int       // holds reported to the hook as making the Client hold the lock (HoldInfo.Held)
-	maxAt    time.Time // the earliest WithMaxHold deadline of its locks; zero: none
-	inflight bool
-	gone     bool
-	lastErr  error
-	one      [1]*Lock
-	locks    []*Lock
-}
-
-func (e *entry) due() time.Time {
-	d := e.next
-	if e.inflight || e.valid.Before(d) {
-		d = e.valid
-	}
-	if !e.maxAt.IsZero() && e.maxAt.Before(d) {
-		d = e.maxAt
-	}
-	return d
-}
-
-type entryHeap []*entry
-
-func (h entryHeap) Len() int           { return len(h) }
-func (h entryHeap) Less(i, j int) bool { return h[i].due().Before(h[j].due()) }
-func (h entryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i]; h[i].idx = i; h[j].idx = j }
-func (h *entryHeap) Push(x any)        { e := x.(*entry); e.idx = len(*h); *h = append(*h, e) }
-func (h *entryHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	e.idx = -1
-	return e
-}
-
 // watchdog is the one renewal scheduler of a Client: a heap of held locks ordered by their next
 // deadline, served by one goroutine that sends due renewals in pipelined batches.
 type watchdog struct {
