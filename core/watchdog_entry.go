@@ -46,4 +46,3 @@ func (h *entryHeap) Pop() any {
 	e.idx = -1
 	return e
 }
-
