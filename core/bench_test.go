@@ -195,15 +195,7 @@ func runContended(b *testing.B, srv *redistest.Server, clients []*core.Client, p
 			}()
 		}
 	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	close(errs)
-	for err := range errs {
-		b.Fatal(err)
-	}
-	st := srv.CommandStats(b)
-	top := st["evalsha"] + st["eval"] + st["subscribe"] + st["unsubscribe"] + st["ping"]
+	elapsed, st, top := finishRun(b, srv, &wg, start, errs)
 	var all int64
 	for k, v := range st {
 		if k != "config|resetstat" && k != "info" && k != "hello" && k != "client|setinfo" {
@@ -237,6 +229,21 @@ func runContended(b *testing.B, srv *redistest.Server, clients []*core.Client, p
 
 // spin holds the lock for d without yielding the P for long (a sleep would round up to the timer
 // resolution).
+// finishRun waits for a contended run's workers, fails on their errors and returns how long the run
+// took, the server's command stats and the top-level commands among them (the scripts and the
+// subscription's commands).
+func finishRun(b *testing.B, srv *redistest.Server, wg *sync.WaitGroup, start time.Time, errs chan error) (time.Duration, map[string]int64, int64) {
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+	st := srv.CommandStats(b)
+	return elapsed, st, st["evalsha"] + st["eval"] + st["subscribe"] + st["unsubscribe"] + st["ping"]
+}
+
 func spin(d time.Duration) {
 	end := time.Now().Add(d)
 	for time.Now().Before(end) {

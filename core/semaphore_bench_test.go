@@ -120,15 +120,7 @@ func runPermits(b *testing.B, srv *redistest.Server, clients []*core.Client, per
 			}()
 		}
 	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	close(errs)
-	for err := range errs {
-		b.Fatal(err)
-	}
-	st := srv.CommandStats(b)
-	top := st["evalsha"] + st["eval"] + st["subscribe"] + st["unsubscribe"] + st["ping"]
+	elapsed, _, top := finishRun(b, srv, &wg, start, errs)
 	// Handoff: for an acquisition that waited, from the latest release before it to it.
 	slices.SortFunc(released, func(x, y time.Time) int { return x.Compare(y) })
 	var handoffs []time.Duration
