@@ -102,6 +102,12 @@ func TestCluster(t *testing.T) {
 		key := keys[masters[1].Addr()]
 		replica := c.ReplicaOf(t, old)
 		old.Pause(t)
+		resumed := false
+		defer func() { // a failure below must not leave the next subtests a paused node
+			if !resumed && old.Paused() {
+				old.Resume(t)
+			}
+		}()
 		start := time.Now()
 		c.Failover(t, old)
 		t.Logf("Failover of a paused master took %v", time.Since(start))
@@ -109,11 +115,21 @@ func TestCluster(t *testing.T) {
 			t.Fatalf("MasterOf(%s) = %s; want %s", key, got.Addr(), replica.Addr())
 		}
 		// The old client would keep sending the key's commands to the paused
-		// master until it reloads the slot map; a new one asks the cluster.
-		if err := c.Client(t).Set(ctx(t, 10*time.Second), key, "paused", 0).Err(); err != nil {
+		// master until it reloads the slot map; a new one asks the cluster. (A
+		// new client may ask the paused node for the slot map first and wait for
+		// its read timeout: try again, each attempt bounded.)
+		cli := c.Client(t)
+		var err error
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
+			if err = cli.Set(ctx(t, 3*time.Second), key, "paused", 0).Err(); err == nil {
+				break
+			}
+		}
+		if err != nil {
 			t.Fatalf("SET %s after failover of a paused master: %v", key, err)
 		}
 		old.Resume(t)
+		resumed = true
 		start = time.Now()
 		c.WaitHealthy(t)
 		t.Logf("WaitHealthy after Resume took %v", time.Since(start))
