@@ -43,7 +43,7 @@ func TestCluster_locksOnEveryMaster_wokenBySPUBLISH(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if master.Do(t, "EXISTS", l.Key()) != int64(1) || master.Do(t, "EXISTS", l.Key()+":fence") != int64(1) {
+		if st := stateOn(t, master, l.Key()); !st.Held() || st.Fence != l.Fence() {
 			t.Fatalf("lock %s or its fence not on its master %s", name, master.Addr())
 		}
 		got := make(chan error, 1)
@@ -302,7 +302,7 @@ func TestCluster_replicaAck(t *testing.T) {
 		t.Fatalf("paused replica: %v, want ErrUnavailable", err)
 	}
 	t.Logf("paused replica: %v", err)
-	if master.Do(t, "EXISTS", "lockkit:{"+name+"}") != int64(0) {
+	if heldOn(t, master, "lockkit:{"+name+"}") {
 		t.Fatal("an unacknowledged lock was left behind")
 	}
 }

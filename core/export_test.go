@@ -9,3 +9,32 @@ func WaitersParked(c *Client) int {
 func RenewStats(c *Client) (pipelines, scripts int64) {
 	return c.wd.pipelines.Load(), c.wd.scripts.Load()
 }
+
+// LockState is what Redis records about a lock, read for tests (see lua/lock_lib.lua).
+type LockState struct {
+	Exists bool   // the key exists (a free lock is kept for a while, with its fence)
+	Token  string // the owner's token; empty when free
+	Holds  int    // the owner's holds
+	Fence  int64  // the current (or, when free, the last) acquisition's fence
+}
+
+// Held reports whether somebody holds the lock.
+func (s LockState) Held() bool { return s.Token != "" }
+
+// ParseLockState reads a lock key's value (GET); v is "" when the key does not exist.
+func ParseLockState(v string) (LockState, bool) {
+	if v == "" {
+		return LockState{}, true
+	}
+	lv, ok := parseLockValue(v)
+	if !ok {
+		return LockState{}, false
+	}
+	holds := 0
+	for _, h := range splitHolds(lv.holds) {
+		if h != "" {
+			holds++
+		}
+	}
+	return LockState{Exists: true, Token: lv.token, Holds: holds, Fence: lv.fence}, true
+}

@@ -187,7 +187,7 @@ func FuzzNew_options(f *testing.F) {
 				if err != nil {
 					t.Fatalf("acquire: %v", err)
 				}
-				if l.Key() != prefix+"{"+name+"}" || srv.Do(t, "EXISTS", l.Key()) != int64(1) {
+				if l.Key() != prefix+"{"+name+"}" || !heldOn(t, srv, l.Key()) {
 					t.Fatalf("key %q not stored under the prefix %q", l.Key(), prefix)
 				}
 			}

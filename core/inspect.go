@@ -23,8 +23,8 @@ type LockInfo struct {
 	// TTL is the lock's remaining time to live; zero when it is free.
 	TTL time.Duration
 	// Fence is the fencing token of the current acquisition; when the lock is free, the last one
-	// issued if the name's fence counter has not expired yet (else zero). A semaphore's permits
-	// draw their fences from the same counter.
+	// issued by the lock (a free lock is kept 10 s after its release) or by the semaphore of the
+	// same name (its fence counter outlives its last permit by at least 10 s), else zero.
 	Fence int64
 	// Queued is the number of live waiters in the Redis-side queue of fair mode (Fair). Waiters
 	// that are not fair wait in their own processes and are not counted.
@@ -72,7 +72,7 @@ func holderLabel(label string) string {
 	if err != nil || host == "" || strings.ContainsAny(host, " \x00") {
 		host = "unknown"
 	}
-	return host + " " + strconv.Itoa(os.Getpid()) + " " + label
+	return host + " " + strconv.Itoa(os.Getpid()) + " " + strings.ReplaceAll(label, "\x00", "?")
 }
 
 // digest returns the digest of an owner token as HolderInfo reports it.
@@ -176,7 +176,7 @@ func parseInspect(v []any) (LockInfo, error) {
 	if len(v) != 7 {
 		return info, errInspectReply
 	}
-	fields, _ := v[0].([]any)
+	val, _ := v[0].(string)
 	pttl, _ := v[1].(int64)
 	counter, _ := v[2].(string)
 	queued, _ := v[3].(int64)
@@ -184,35 +184,25 @@ func parseInspect(v []any) (LockInfo, error) {
 	permits, _ := v[5].([]any)
 	pqueued, _ := v[6].(int64)
 	info.Queued, info.PermitsQueued = int(queued), int(pqueued)
-	hold := map[string]*HolderInfo{}
-	var order []string
-	meta := map[string]string{}
-	for i := 0; i+1 < len(fields); i += 2 {
-		f, _ := fields[i].(string)
-		val, _ := fields[i+1].(string)
-		switch j := strings.IndexByte(f, 0); {
-		case f == "\x00fence":
-			info.Fence, _ = strconv.ParseInt(val, 10, 64)
-		case j < 0: // owner token -> hold count
-			n, _ := strconv.ParseInt(val, 10, 64)
-			hold[f] = &HolderInfo{Digest: digest(f), Holds: n}
-			order = append(order, f)
-		case j == len(f)-1: // token NUL -> "acquired-ms host pid label"
-			meta[f[:j]] = val
+	if val != "" {
+		lv, ok := parseLockValue(val)
+		if !ok {
+			return info, errInspectReply
+		}
+		info.Fence, info.Held = lv.fence, lv.token != ""
+		if info.Held {
+			if pttl > 0 {
+				info.TTL = time.Duration(pttl) * time.Millisecond
+			}
+			h := HolderInfo{Digest: digest(lv.token), Holds: int64(len(splitHolds(lv.holds))), Fence: lv.fence, TTL: info.TTL}
+			at, _ := parseAcquired(lv.acquired)
+			parseHolder(&h, strconv.FormatInt(at.UnixMilli(), 10)+" "+lv.label, nowMS)
+			info.Holders = append(info.Holders, h)
 		}
 	}
-	info.Held = len(order) > 0
-	if info.Held && pttl > 0 {
-		info.TTL = time.Duration(pttl) * time.Millisecond
-	}
 	if !info.Held {
-		info.Fence, _ = strconv.ParseInt(counter, 10, 64)
-	}
-	for _, tok := range order {
-		h := hold[tok]
-		h.Fence, h.TTL = info.Fence, info.TTL
-		parseHolder(h, meta[tok], nowMS)
-		info.Holders = append(info.Holders, *h)
+		c, _ := strconv.ParseInt(counter, 10, 64)
+		info.Fence = max(info.Fence, c)
 	}
 	for i := 0; i+4 < len(permits); i += 5 {
 		tok, _ := permits[i].(string)
@@ -233,6 +223,45 @@ func parseInspect(v []any) (LockInfo, error) {
 	}
 	return info, nil
 }
+
+// lockValue is a lock's value in Redis (see lua/lock_lib.lua): NUL-separated fields.
+type lockValue struct {
+	token, acquired, holds, label string
+	fence                         int64
+}
+
+// parseLockValue reads a lock's value: TOKEN FENCE HOLDS W RELEASED ACQUIRED LABEL [EXTRA] when
+// held, "" FENCE RELEASED when free.
+func parseLockValue(v string) (lockValue, bool) {
+	f := strings.SplitN(v, "\x00", 8)
+	if (f[0] == "" && len(f) != 3) || (f[0] != "" && len(f) < 7) {
+		return lockValue{}, false
+	}
+	fence, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil {
+		return lockValue{}, false
+	}
+	lv := lockValue{token: f[0], fence: fence}
+	if lv.token != "" {
+		lv.holds, lv.acquired, lv.label = f[2], f[5], f[6]
+	}
+	return lv, true
+}
+
+// parseAcquired reads a lock's ACQUIRED field: "SECONDS.MICROSECONDS" (the server's clock), or
+// milliseconds (Redlock, the client's clock).
+func parseAcquired(s string) (time.Time, bool) {
+	sec, us, dot := strings.Cut(s, ".")
+	a, err1 := strconv.ParseInt(sec, 10, 64)
+	if !dot {
+		return time.UnixMilli(a), err1 == nil
+	}
+	b, err2 := strconv.ParseInt(us, 10, 64)
+	return time.Unix(a, b*1000), err1 == nil && err2 == nil
+}
+
+// splitHolds returns the hold ids of a lock's value.
+func splitHolds(holds string) []string { return strings.Fields(holds) }
 
 // parseHolder fills h from the label an acquisition recorded, "acquired-ms host pid label" (empty
 // when taken by an older lockkit version).

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"os"
 	"reflect"
-	"strconv"
 	"testing"
 	"time"
 
@@ -67,7 +66,7 @@ func TestInspect_heldFreeAndReadOnly(t *testing.T) {
 		info, err := c.Inspect(ctx, "invoice:42")
 		return err == nil && info.Queued == 1
 	})
-	before, _ := rdb.HGetAll(ctx, l.Key()).Result()
+	before, _ := rdb.Get(ctx, l.Key()).Result()
 	pttl := rdb.PTTL(ctx, l.Key()).Val()
 	info, err := other.Inspect(ctx, "invoice:42")
 	if err != nil {
@@ -77,7 +76,7 @@ func TestInspect_heldFreeAndReadOnly(t *testing.T) {
 	if info.Name != "invoice:42" || info.Key != l.Key() || info.Queued != 1 {
 		t.Fatalf("info = %+v", info)
 	}
-	after, _ := rdb.HGetAll(ctx, l.Key()).Result()
+	after, _ := rdb.Get(ctx, l.Key()).Result()
 	if !reflect.DeepEqual(before, after) || rdb.PTTL(ctx, l.Key()).Val() > pttl {
 		t.Fatal("Inspect changed the lock")
 	}
@@ -226,7 +225,7 @@ func TestInspect_clusterAndRedlock(t *testing.T) {
 		// granted the lock late, if any: its copy may record a later fence than the holder's.)
 		gone := 0
 		for i, s := range srvs {
-			if f, _ := s.Do(t, "HGET", l.Key(), "\x00fence").(string); f != strconv.FormatInt(l.Fence(), 10) {
+			if stateOn(t, s, l.Key()).Fence != l.Fence() {
 				gone = i
 			}
 		}

@@ -12,21 +12,16 @@ import (
 type keys struct {
 	name    string
 	channel string    // prefix{name}:released
-	arr     [5]string // prefix{name}, :fence, :queue, :queue:deadlines, :receipt:FENCE (all prefix{name}...)
-	rel     [2]string // prefix{name}, prefix{name}:receipt:FENCE: what a release touches
+	arr     [5]string // prefix{name}, :fence, :queue, :queue:deadlines, :receipt (all prefix{name}...)
+	rel     [2]string // a permit's: permits, its release receipt (see initSem)
 	sem     *semKeys  // a semaphore's (Permits; see initSem), nil for a lock
+	fence   int64     // the fence of the acquisition held (see held)
 }
 
 func (k *keys) lock() string { return k.arr[0] }
 
-// both is the lock hash and its fence counter.
-func (k *keys) both() []string { return k.arr[:2] }
-
 // fair adds the waiter queue and the waiters' deadlines.
 func (k *keys) fair() []string { return k.arr[:4] }
-
-// fairRelease adds the release receipt to fair's keys.
-func (k *keys) fairRelease() []string { return k.arr[:5] }
 
 func (k *keys) init(prefix, name string) {
 	lock := prefix + "{" + name + "}"
@@ -38,16 +33,22 @@ func (k *keys) init(prefix, name string) {
 	k.name = name
 	k.channel = s[ch:q]
 	k.arr = [5]string{s[:n], s[:ch], s[q : q+n+len(":queue")], s[q:r], s[r:]}
-	k.rel = [2]string{k.arr[0], k.arr[4]}
 }
 
-// held names the release receipt after the fence of the acquisition the holder took or entered
-// (see drop in lib.lua): a replayed release then finds its own receipt, whatever other acquisitions
-// of the name were released in between.
+// held records the fence of the acquisition the holder took or entered. A lock's release passes it
+// (a replayed release finds it among the lock's release receipts, see lk_drop in lock_lib.lua); a
+// permit's release receipt is named after it (see initSem), so a replayed release finds its own
+// receipt whatever other permits were released in between.
 func (k *keys) held(fence int64) {
-	k.arr[4] += ":" + strconv.FormatInt(fence, 10)
-	k.rel[1] = k.arr[4]
+	k.fence = fence
+	if k.sem != nil {
+		k.arr[4] += ":" + strconv.FormatInt(fence, 10)
+		k.rel[1] = k.arr[4]
+	}
 }
+
+// fenceArg is the held acquisition's fence as a script argument.
+func (k *keys) fenceArg() any { return k.fence }
 
 // newToken returns 128 random bits, hex encoded.
 func newToken() string {

@@ -24,13 +24,13 @@ func TestAcquire_release_roundTrips(t *testing.T) {
 	if l.Key() != "lockkit:{orders}" || l.Name() != "orders" || len(l.Token()) != 32 {
 		t.Fatalf("key %q name %q token %q", l.Key(), l.Name(), l.Token())
 	}
-	if got := rdb.HGet(ctx, "lockkit:{orders}", l.Token()).Val(); got != "1" {
-		t.Fatalf("hold count in redis = %q, want 1", got)
+	if got := lockState(t, rdb, "lockkit:{orders}"); got.Holds != 1 || got.Token != l.Token() || got.Fence != l.Fence() {
+		t.Fatalf("in redis: %+v, want 1 hold of %s", got, l.Token())
 	}
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := rdb.Exists(ctx, "lockkit:{orders}").Val(); n != 0 {
+	if lockHeld(t, rdb, "lockkit:{orders}") {
 		t.Fatal("lock key still exists after release")
 	}
 	if cause := context.Cause(l.Context()); !errors.Is(cause, core.ErrReleased) {
@@ -142,14 +142,14 @@ func TestReentrancy_context_and_owner(t *testing.T) {
 		if err := l.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if rdb.Exists(ctx, "lockkit:{doc}").Val() != 1 {
+		if !lockHeld(t, rdb, "lockkit:{doc}") {
 			t.Fatal("lock freed before the last hold was released")
 		}
 	}
 	if err := outer.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if rdb.Exists(ctx, "lockkit:{doc}").Val() != 0 {
+	if lockHeld(t, rdb, "lockkit:{doc}") {
 		t.Fatal("lock not freed after the last hold")
 	}
 }
@@ -283,8 +283,8 @@ func TestClose_releasesAndCancels(t *testing.T) {
 	if !errors.Is(context.Cause(l.Context()), core.ErrClosed) {
 		t.Fatalf("cause after Close: %v", context.Cause(l.Context()))
 	}
-	if rdb.Exists(ctx, l.Key()).Val() != 0 {
-		t.Fatal("Close left the lock in Redis")
+	if lockHeld(t, rdb, l.Key()) {
+		t.Fatal("Close left the lock held in Redis")
 	}
 	if err := <-waitErr; !errors.Is(err, core.ErrClosed) && err != nil {
 		t.Fatalf("parked waiter got %v", err)
@@ -326,7 +326,7 @@ func TestGuard_replayAndReleaseSet(t *testing.T) {
 	if err := <-got; !errors.As(err, &ge) || ge.Value != "result" || core.Outcome(err) != "guarded" {
 		t.Fatalf("waiting duplicate: %v", err)
 	}
-	if rdb.Exists(ctx, l.Key()).Val() != 0 {
+	if lockHeld(t, rdb, l.Key()) {
 		t.Fatal("lock not released by ReleaseSet")
 	}
 	if err := l.Release(ctx); err != nil {

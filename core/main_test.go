@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"testing"
@@ -51,4 +52,41 @@ func subscribers(t testing.TB, rdb *redis.Client, name string) int64 {
 		t.Fatal(err)
 	}
 	return m["lockkit:{"+name+"}:released"]
+}
+
+// lockState reads what Redis records about the lock key on rdb.
+func lockState(t testing.TB, rdb redis.Cmdable, key string) core.LockState {
+	t.Helper()
+	v, err := rdb.Get(context.Background(), key).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		t.Fatalf("GET %s: %v", key, err)
+	}
+	s, ok := core.ParseLockState(v)
+	if !ok {
+		t.Fatalf("%s: unexpected lock value %q", key, v)
+	}
+	return s
+}
+
+// lockHeld reports whether somebody holds the lock key on rdb.
+func lockHeld(t testing.TB, rdb redis.Cmdable, key string) bool {
+	t.Helper()
+	return lockState(t, rdb, key).Held()
+}
+
+// stateOn reads what the server s (a redistest.Server or a cluster node) records about the lock key.
+func stateOn(t testing.TB, s interface{ Do(testing.TB, ...any) any }, key string) core.LockState {
+	t.Helper()
+	v, _ := s.Do(t, "GET", key).(string)
+	st, ok := core.ParseLockState(v)
+	if !ok {
+		t.Fatalf("%s: unexpected lock value %q", key, v)
+	}
+	return st
+}
+
+// heldOn reports whether somebody holds the lock key on the server s.
+func heldOn(t testing.TB, s interface{ Do(testing.TB, ...any) any }, key string) bool {
+	t.Helper()
+	return stateOn(t, s, key).Held()
 }

@@ -130,8 +130,8 @@ func TestMaxHold_reentrantHolds(t *testing.T) {
 		}
 	}
 	eventually(t, time.Second, "the two holds released", func() bool {
-		n, err := rdb.HGet(ctx, owner.Key(), owner.Token()).Int()
-		return err == nil && n == 1
+		st := lockState(t, rdb, owner.Key())
+		return st.Token == owner.Token() && st.Holds == 1
 	})
 	if err := owner.Context().Err(); err != nil {
 		t.Fatalf("the WithOwner hold ended: %v", context.Cause(owner.Context()))
@@ -180,7 +180,7 @@ func TestMaxHold_redlock(t *testing.T) {
 	}
 	eventually(t, time.Second, "every node released", func() bool {
 		for _, s := range srvs {
-			if s.Do(t, "EXISTS", l.Key()) != int64(0) {
+			if heldOn(t, s, l.Key()) {
 				return false
 			}
 		}

@@ -60,7 +60,11 @@ func TestInNamespace_confinesNames(t *testing.T) {
 			t.Errorf("name %q with %d options: %v, want ErrInvalid", tc.name, len(tc.opts), err)
 		}
 	}
-	if n := rdb.Exists(ctx, "lockkit:{@http/cron/billing}", "lockkit:{@}").Val(); n != 0 {
+	// The namespaced lock stays as its release left it (free, with its fence); nothing else was written.
+	if st := lockState(t, rdb, "lockkit:{@http/cron/billing}"); st.Held() || st.Fence != l.Fence() {
+		t.Fatalf("reserved lock written after its release: %+v", st)
+	}
+	if n := rdb.Exists(ctx, "lockkit:{@}").Val(); n != 0 {
 		t.Fatalf("%d reserved keys written", n)
 	}
 }

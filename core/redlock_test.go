@@ -62,7 +62,7 @@ func TestRedlock_acquireReleaseOnEveryNode(t *testing.T) {
 	}
 	// Acquire returns once a quorum granted; the other nodes' grants land just after and are kept.
 	for _, s := range srvs {
-		eventually(t, time.Second, "lock on "+s.Addr(), func() bool { return s.Do(t, "EXISTS", "lockkit:{k}") == int64(1) })
+		eventually(t, time.Second, "lock on "+s.Addr(), func() bool { return heldOn(t, s, "lockkit:{k}") })
 	}
 	if _, err := c.TryAcquire(ctx, "k", time.Second); !errors.Is(err, core.ErrNotAcquired) {
 		t.Fatalf("second holder: %v", err)
@@ -77,7 +77,7 @@ func TestRedlock_acquireReleaseOnEveryNode(t *testing.T) {
 	}
 	// Release returns once a quorum released; the other nodes follow at once.
 	for _, s := range srvs {
-		eventually(t, time.Second, "lock gone from "+s.Addr(), func() bool { return s.Do(t, "EXISTS", "lockkit:{k}") == int64(0) })
+		eventually(t, time.Second, "lock freed on "+s.Addr(), func() bool { return !heldOn(t, s, "lockkit:{k}") })
 	}
 	if _, err := c.Acquire(ctx, "k", time.Second, core.Fair()); !errors.Is(err, core.ErrInvalid) {
 		t.Fatalf("fair over redlock: %v", err)
@@ -169,7 +169,7 @@ func TestRedlock_returnsAtQuorum_lateGrantKept(t *testing.T) {
 	}
 	srvs[2].Resume(t)
 	eventually(t, 2*time.Second, "late grant kept on the resumed node", func() bool {
-		return srvs[2].Do(t, "HEXISTS", "lockkit:{k}", l.Token()) == int64(1)
+		return stateOn(t, srvs[2], "lockkit:{k}").Token == l.Token()
 	})
 	if l.Context().Err() != nil {
 		t.Fatalf("lock context ended: %v", context.Cause(l.Context()))
@@ -184,7 +184,7 @@ func TestRedlock_returnsAtQuorum_lateGrantKept(t *testing.T) {
 	}
 	srvs[2].Resume(t)
 	for _, s := range srvs {
-		eventually(t, 2*time.Second, "lock gone from "+s.Addr(), func() bool { return s.Do(t, "EXISTS", "lockkit:{k}") == int64(0) })
+		eventually(t, 2*time.Second, "lock freed on "+s.Addr(), func() bool { return !heldOn(t, s, "lockkit:{k}") })
 	}
 }
 
@@ -197,7 +197,8 @@ func TestRedlock_fenceMonotonic_divergentCounters(t *testing.T) {
 	ctx := context.Background()
 	a, b, cn := srvs[0], srvs[1], srvs[2]
 	const ahead = 5_000_000_000_000_000 // far above any clock-based fence, below 2^53
-	b.Do(t, "SET", "lockkit:{f}:fence", ahead)
+	// A free lock on b whose fence ran ahead (the lock's value, see lua/lock_lib.lua).
+	b.Do(t, "SET", "lockkit:{f}", "\x00"+strconv.Itoa(ahead)+"\x00", "PX", 60000)
 	take := func(what string) int64 {
 		t.Helper()
 		l, err := c.Acquire(ctx, "f", time.Second)
@@ -214,8 +215,8 @@ func TestRedlock_fenceMonotonic_divergentCounters(t *testing.T) {
 	if f1 != ahead+1 {
 		t.Fatalf("fence %d, want %d (the quorum's maximum)", f1, int64(ahead+1))
 	}
-	if got := a.Do(t, "GET", "lockkit:{f}:fence"); got != "5000000000000001" {
-		t.Fatalf("fence counter on the lagging node = %v, want it written back", got)
+	if got := stateOn(t, a, "lockkit:{f}").Fence; got != ahead+1 {
+		t.Fatalf("fence on the lagging node = %v, want it written back", got)
 	}
 	cn.Restart(t)
 	b.Stop(t)

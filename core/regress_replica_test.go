@@ -31,7 +31,7 @@ func TestReplicaAck_fairGuardedAndReleaseSet(t *testing.T) {
 	if err != nil {
 		t.Fatalf("fair: %v", err)
 	}
-	if replica.Do(t, "EXISTS", "lockkit:{f}") != int64(1) {
+	if !heldOn(t, replica, "lockkit:{f}") {
 		t.Fatal("fair acquisition returned before the replica had it")
 	}
 	_ = l.Release(ctx)
@@ -40,7 +40,7 @@ func TestReplicaAck_fairGuardedAndReleaseSet(t *testing.T) {
 	if err != nil {
 		t.Fatalf("guarded: %v", err)
 	}
-	if replica.Do(t, "EXISTS", "lockkit:{g}") != int64(1) {
+	if !heldOn(t, replica, "lockkit:{g}") {
 		t.Fatal("guarded acquisition returned before the replica had it")
 	}
 	if err := l.ReleaseSet(ctx, guard, []byte("done"), time.Minute); err != nil {
@@ -64,7 +64,7 @@ func TestReplicaAck_fairGuardedAndReleaseSet(t *testing.T) {
 		if _, err := c.TryAcquire(ctx, tc.name, time.Second, tc.opt); !errors.Is(err, core.ErrUnavailable) {
 			t.Fatalf("%s with the replica stopped: %v, want ErrUnavailable", tc.name, err)
 		}
-		if master.Do(t, "EXISTS", "lockkit:{"+tc.name+"}") != int64(0) {
+		if heldOn(t, master, "lockkit:{"+tc.name+"}") {
 			t.Fatalf("%s: an unacknowledged lock was left behind", tc.name)
 		}
 	}
@@ -73,7 +73,7 @@ func TestReplicaAck_fairGuardedAndReleaseSet(t *testing.T) {
 		t.Fatalf("ReleaseSet with the replica stopped: %v, want ErrUnavailable about a failover", err)
 	}
 	t.Logf("ReleaseSet with the replica stopped: %v", err)
-	if master.Do(t, "GET", "lockkit:idem:{r}") != "v" || master.Do(t, "EXISTS", "lockkit:{r}") != int64(0) {
+	if master.Do(t, "GET", "lockkit:idem:{r}") != "v" || heldOn(t, master, "lockkit:{r}") {
 		t.Fatal("ReleaseSet without acknowledgement must still write the value and release the lock")
 	}
 	if !errors.Is(context.Cause(held.Context()), core.ErrReleased) {

@@ -134,10 +134,9 @@ func (s *lastMillisecond) ProcessPipelineHook(next redis.ProcessPipelineHook) re
 	return next
 }
 
-// Fence counters expire (every key lockkit writes does), and fences keep increasing across the
-// expiry: the next fence is floored by the server's clock. A re-entry still answers its hold's
-// fence after the counter is gone.
-func TestFence_counterExpiry_fencesStillIncrease(t *testing.T) {
+// The lock's key keeps its fence while held and for a while after its release; both ways it
+// expires, and fences keep increasing once it is gone (the server's clock floors them).
+func TestFence_keyExpiry_fencesStillIncrease(t *testing.T) {
 	_, rdb, c := setup(t)
 	ctx := context.Background()
 	l, err := c.Acquire(ctx, "x", time.Second)
@@ -145,30 +144,32 @@ func TestFence_counterExpiry_fencesStillIncrease(t *testing.T) {
 		t.Fatal(err)
 	}
 	f1 := l.Fence()
-	if pttl := rdb.PTTL(ctx, "lockkit:{x}:fence").Val(); pttl <= 0 {
-		t.Fatalf("fence counter PTTL %v: it must expire", pttl)
+	if pttl := rdb.PTTL(ctx, "lockkit:{x}").Val(); pttl <= 0 {
+		t.Fatalf("held lock PTTL %v: it must expire", pttl)
 	}
-	expire := func() {
-		rdb.PExpire(ctx, "lockkit:{x}:fence", 5*time.Millisecond)
-		eventually(t, time.Second, "the counter to expire", func() bool { return rdb.Exists(ctx, "lockkit:{x}:fence").Val() == 0 })
-	}
-	expire()
 	in, err := c.Acquire(l.Context(), "x", time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if in.Fence() != f1 {
-		t.Fatalf("re-entry after the counter expired answered fence %d, want the hold's %d", in.Fence(), f1)
+		t.Fatalf("re-entry answered fence %d, want the hold's %d", in.Fence(), f1)
 	}
 	_ = in.Release(ctx)
 	_ = l.Release(ctx)
-	expire()
+	if st := lockState(t, rdb, "lockkit:{x}"); st.Held() || st.Fence != f1 {
+		t.Fatalf("released lock: %+v, want free with fence %d", st, f1)
+	}
+	if pttl := rdb.PTTL(ctx, "lockkit:{x}").Val(); pttl <= 0 {
+		t.Fatalf("free lock PTTL %v: it must expire", pttl)
+	}
+	rdb.PExpire(ctx, "lockkit:{x}", 5*time.Millisecond)
+	eventually(t, time.Second, "the free lock to expire", func() bool { return rdb.Exists(ctx, "lockkit:{x}").Val() == 0 })
 	l2, err := c.Acquire(ctx, "x", time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if l2.Fence() <= f1 {
-		t.Fatalf("fence after the counter expired: %d, not above %d", l2.Fence(), f1)
+		t.Fatalf("fence after the key expired: %d, not above %d", l2.Fence(), f1)
 	}
 	_ = l2.Release(ctx)
 }

@@ -21,12 +21,8 @@ import (
 // the lock for l's token: a holder must never believe it holds a lock Redis gave up.
 func holdsFor(t *testing.T, rdb *redis.Client, l *core.Lock, d time.Duration) {
 	t.Helper()
-	ctx := context.Background()
 	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-		held, err := rdb.HExists(ctx, l.Key(), l.Token()).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
+		held := lockState(t, rdb, l.Key()).Token == l.Token()
 		if !held && l.Context().Err() == nil {
 			t.Fatalf("Redis no longer holds %s for its holder, whose context is live", l.Name())
 		}

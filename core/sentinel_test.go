@@ -31,7 +31,7 @@ func TestSentinel_failover(t *testing.T) {
 	eventually(t, 5*time.Second, "waiter parked", func() bool { return core.WaitersParked(waiter) == 1 })
 	_, replica := s.Servers()
 	eventually(t, 5*time.Second, "lock replicated", func() bool {
-		return replica.Do(t, "EXISTS", "lockkit:{job}") == int64(1)
+		return heldOn(t, replica, "lockkit:{job}")
 	})
 	s.Failover(t)
 	if s.MasterAddr(t) != replica.Addr() {

@@ -40,19 +40,21 @@ type scripts struct {
 }
 
 func loadScripts() scripts {
+	// Each script carries only the functions it needs; the hot paths (acquire_fast.lua,
+	// release_fast.lua) come first and return before any is defined.
 	return scripts{
-		acquire:        mustScript("lib.lua", "acquire.lua"),
-		acquireFair:    mustScript("lib.lua", "acquire_fair.lua"),
-		acquireGuarded: mustScript("lib.lua", "acquire_guarded.lua"),
-		release:        mustScript("lib.lua", "release.lua"),
-		releaseFair:    mustScript("lib.lua", "release_fair.lua"),
-		releaseSet:     mustScript("lib.lua", "release_set.lua"),
-		renew:          mustScript("lib.lua", "renew.lua"),
+		acquire:        mustScript("acquire_fast.lua", "lock_lib.lua", "acquire.lua"),
+		acquireFair:    mustScript("lib.lua", "lock_lib.lua", "acquire_fair.lua"),
+		acquireGuarded: mustScript("lock_lib.lua", "acquire_guarded.lua"),
+		release:        mustScript("release_fast.lua", "lock_lib.lua", "release.lua"),
+		releaseFair:    mustScript("lib.lua", "lock_lib.lua", "release_fair.lua"),
+		releaseSet:     mustScript("lock_lib.lua", "release_set.lua"),
+		renew:          mustScript("renew.lua"),
 		pttl:           mustScript("pttl.lua"),
-		dequeue:        mustScript("dequeue.lua"),
-		raiseFence:     mustScript("lib.lua", "raise_fence.lua"),
+		dequeue:        mustScript("lock_lib.lua", "dequeue.lua"),
+		raiseFence:     mustScript("lock_lib.lua", "raise_fence.lua"),
 		inspect:        mustScript("inspect.lua"),
-		forceRelease:   mustScript("lib.lua", "force_release.lua"),
+		forceRelease:   mustScript("lib.lua", "lock_lib.lua", "force_release.lua"),
 		sem:            loadSemScripts(),
 	}
 }
@@ -77,6 +79,27 @@ type acquireReq struct {
 	guard     []string      // lock, fence, guard key; nil without a guard
 	floor     int64         // fence floor in µs chosen by the client (Redlock); 0: the server's clock
 	limit     int           // a semaphore's permits (Permits); 0 for a lock
+	waiting   waitMark      // what the acquire script records about the caller's waiting
+}
+
+// waitMark tells the acquire script whether a release of the lock must be published.
+type waitMark uint8
+
+const (
+	markNone    waitMark = iota // TryAcquire: nobody waits for this call's sake
+	markWaiting                 // a waiting call found the lock taken: its release must publish
+	markWaited                  // a call that waited takes the lock: others may wait behind it
+)
+
+// arg is the mark as acquire.lua's ARGV[6].
+func (m waitMark) arg() any {
+	switch m {
+	case markWaiting:
+		return "1"
+	case markWaited:
+		return "2"
+	}
+	return "0"
 }
 
 type renewItem struct {
@@ -176,14 +199,15 @@ func (n *node) acquireCall(k *keys, r *acquireReq) (*redis.Script, []string, []a
 	if r.fair {
 		return n.s.acquireFair, k.fair(), []any{r.token, ms(r.ttl), ms(r.waiterTTL), r.hold, n.label}
 	}
-	args := []any{r.token, ms(r.ttl), r.hold, n.label}
+	var floor any = ""
 	if r.floor > 0 {
-		args = append(args, r.floor)
+		floor = r.floor
 	}
+	args := []any{r.token, ms(r.ttl), r.hold, n.label, floor, r.waiting.arg()}
 	if r.guard != nil {
 		return n.s.acquireGuarded, r.guard, args
 	}
-	return n.s.acquire, k.both(), args
+	return n.s.acquire, k.arr[:1], args
 }
 
 func parseAcquire(v any) (acquireResult, error) {
@@ -269,22 +293,22 @@ func (n *node) releaseWith(ctx context.Context, k *keys, token, hold any, fair b
 		return n.semRelease(ctx, k, token, fair, payload)
 	}
 	if fair {
-		return n.s.releaseFair.Run(ctx, n.rdb, k.fairRelease(), token, n.pubCmd, hold).Int64()
+		return n.s.releaseFair.Run(ctx, n.rdb, k.fair(), token, n.pubCmd, hold, k.fenceArg()).Int64()
 	}
-	return n.s.release.Run(ctx, n.rdb, k.rel[:], token, n.pubCmd, payload, hold).Int64()
+	return n.s.release.Run(ctx, n.rdb, k.arr[:1], token, n.pubCmd, payload, hold, k.fenceArg()).Int64()
 }
 
 // raiseFence sets the fence counter, and the fence recorded in token's lock, to at least fence
 // (Redlock write-back).
 func (n *node) raiseFence(ctx context.Context, k *keys, token any, ttl time.Duration, fence int64) error {
-	return n.s.raiseFence.Run(ctx, n.rdb, []string{k.arr[1], k.arr[0]}, fence, token, ms(ttl)).Err()
+	return n.s.raiseFence.Run(ctx, n.rdb, []string{k.arr[0], k.arr[0]}, fence, token, ms(ttl)).Err()
 }
 
 // releaseSet returns an *ackError with the holds left when the value was written and the release
 // done, but too few replicas acknowledged them (WithReplicaAck).
 func (n *node) releaseSet(ctx context.Context, k *keys, token, hold any, key string, value []byte, ttl, _ time.Duration) (int64, error) {
-	keys := []string{k.lock(), key, k.arr[4]}
-	args := []any{token, n.pubCmd, value, ms(ttl), n.id, hold}
+	keys := []string{k.lock(), key}
+	args := []any{token, n.pubCmd, value, ms(ttl), n.id, hold, k.fenceArg()}
 	if n.replicas == 0 {
 		return n.s.releaseSet.Run(ctx, n.rdb, keys, args...).Int64()
 	}

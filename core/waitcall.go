@@ -78,6 +78,14 @@ func (wc *waitCall) run(ctx context.Context) (err error) {
 // is taken and the call waits.
 func (wc *waitCall) attempt(ctx context.Context) (done bool, err error) {
 	c, l, k := wc.c, wc.l, &wc.l.k
+	switch {
+	case !wc.wait:
+		l.req.waiting = markNone
+	case wc.w == nil:
+		l.req.waiting = markWaiting
+	default:
+		l.req.waiting = markWaited
+	}
 	wc.sent = time.Now()
 	r, aerr := c.st.acquire(ctx, k, &l.req)
 	wc.attempts++

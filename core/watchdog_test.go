@@ -204,8 +204,8 @@ func TestWatchdog_renewsManyTTLs_andNeverAfterRelease(t *testing.T) {
 	if released < 0 || !sawB {
 		t.Fatalf("MONITOR saw release of a: %v, renewals of b after it: %v (the check is blind)", released >= 0, sawB)
 	}
-	if rdb.Exists(ctx, a.Key()).Val() != 0 {
-		t.Fatal("released lock's key exists again")
+	if lockHeld(t, rdb, a.Key()) {
+		t.Fatal("released lock held again")
 	}
 }
 
@@ -232,8 +232,8 @@ func TestWatchdog_holdCountSurvivesRenewal(t *testing.T) {
 			t.Fatal("not renewed")
 		}
 	}
-	if got := rdb.HGet(ctx, l.Key(), l.Token()).Val(); got != "2" {
-		t.Fatalf("hold count after renewals = %q, want 2", got)
+	if got := lockState(t, rdb, l.Key()).Holds; got != 2 {
+		t.Fatalf("hold count after renewals = %d, want 2", got)
 	}
 	if err := in.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -309,7 +309,7 @@ func TestAcquire_replyAfterValidity_givesLockBack(t *testing.T) {
 		if l != nil || !errors.Is(err, core.ErrUnavailable) {
 			t.Fatalf("try %v: an acquisition answered after its validity returned a lock: %v, error %v", try, l != nil, err)
 		}
-		if n := srv.Do(t, "EXISTS", "lockkit:{slow}"); n != int64(0) {
+		if heldOn(t, srv, "lockkit:{slow}") {
 			t.Fatalf("try %v: the lock was not given back (PTTL %v): %v", try, srv.Do(t, "PTTL", "lockkit:{slow}"), err)
 		}
 		t.Log(err)

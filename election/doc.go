@@ -10,8 +10,8 @@
 // Campaign without polling: the leader's release wakes one of them through the Client's release
 // subscription.
 //
-// The leader's value is stored in its lock hash (field NUL "leader"), so it expires, is renewed
-// and is deleted with the lock, and is announced on the channel PREFIX{@election/NAME}:leader
+// The leader's value is stored in its lock's value (after the lock's own fields), so it expires,
+// is renewed and is deleted with the lock, and is announced on the channel PREFIX{@election/NAME}:leader
 // (SPUBLISH on a cluster). Observers subscribe to that channel and to the lock's release channel,
 // and read the lock when its TTL runs out (a leader that died announces nothing).
 //

@@ -16,10 +16,6 @@ import (
 //go:embed proclaim.lua
 var proclaimLua string
 
-// valueField is the lock hash's field that holds the leader's value (a NUL byte first, so it
-// cannot clash with an owner token).
-const valueField = "\x00leader"
-
 // DefaultTTL is the TTL of the leadership lock unless WithTTL sets another.
 const DefaultTTL = 10 * time.Second
 
@@ -144,19 +140,22 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 // read returns the leader and the lock's remaining TTL.
 func (e *Election) read(ctx context.Context) (Leader, time.Duration, error) {
 	p := e.rdb.Pipeline()
-	hm := p.HMGet(ctx, e.key, valueField, "\x00fence")
+	get := p.Get(ctx, e.key)
 	pt := p.PTTL(ctx, e.key)
-	if _, err := p.Exec(ctx); err != nil {
+	if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return Leader{}, 0, fmt.Errorf("%w: election %q: %w", core.ErrUnavailable, e.name, err)
 	}
-	vals := hm.Val()
-	v, ok := vals[0].(string)
-	fs, _ := vals[1].(string)
-	f, _ := strconv.ParseInt(fs, 10, 64)
-	if !ok || f == 0 {
+	// The lock's value: TOKEN FENCE HOLDS W RELEASED ACQUIRED LABEL, separated by NUL bytes,
+	// then the leader's value once proclaimed (see proclaim.lua).
+	fields := strings.SplitN(get.Val(), "\x00", 8)
+	if len(fields) < 8 || fields[0] == "" {
 		return Leader{}, 0, nil
 	}
-	return Leader{Value: v, Fence: f}, pt.Val(), nil
+	f, err := strconv.ParseInt(fields[1], 10, 64)
+	if err != nil || f == 0 {
+		return Leader{}, 0, nil
+	}
+	return Leader{Value: fields[7], Fence: f}, pt.Val(), nil
 }
 
 // parseAnnounce reads a leader message: "FENCE VALUE".

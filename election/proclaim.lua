@@ -1,11 +1,15 @@
--- The new leader records its value in its lock hash (so that the value lives, is renewed and dies
--- with the lock) and announces itself, if it still holds the lock.
--- KEYS[1] lock hash
+-- The new leader records its value in its lock's value (so that the value lives, is renewed and
+-- dies with the lock) and announces itself, if it still holds the lock. The lock's value is seven
+-- NUL-separated fields, the owner token first (core/lua/lock_lib.lua); the leader's value follows
+-- as an eighth.
+-- KEYS[1] lock
 -- ARGV[1] owner token, ARGV[2] value, ARGV[3] fence, ARGV[4] publish command (PUBLISH or SPUBLISH)
 -- Returns 1 when recorded, 0 when the token does not hold the lock.
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
+local v = redis.call('GET', KEYS[1])
+if not v or v:sub(1, #ARGV[1] + 1) ~= ARGV[1] .. '\0' then
   return 0
 end
-redis.call('HSET', KEYS[1], '\0leader', ARGV[2])
+local fields = string.match(v, '^([^%z]*%z[^%z]*%z[^%z]*%z[^%z]*%z[^%z]*%z[^%z]*%z[^%z]*)')
+redis.call('SET', KEYS[1], fields .. '\0' .. ARGV[2], 'KEEPTTL')
 redis.call(ARGV[4], KEYS[1] .. ':leader', ARGV[3] .. ' ' .. ARGV[2])
 return 1

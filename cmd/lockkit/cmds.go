@@ -116,9 +116,9 @@ func cmdLs(ctx context.Context, args []string, out io.Writer) error {
 		mu    sync.Mutex
 		names = map[string]bool{}
 	)
-	// A lock is a hash PREFIX{NAME}, a semaphore a sorted set PREFIX{NAME}:permits.
+	// A lock is a string PREFIX{NAME}, a semaphore a sorted set PREFIX{NAME}:permits.
 	scan := func(ctx context.Context, r redis.Cmdable) error {
-		for _, kind := range [][2]string{{"", "hash"}, {":permits", "zset"}} {
+		for _, kind := range [][2]string{{"", "string"}, {":permits", "zset"}} {
 			it := r.ScanType(ctx, 0, match+kind[0], 1000, kind[1]).Iterator()
 			for it.Next(ctx) {
 				name := strings.TrimSuffix(strings.TrimPrefix(it.Val(), c.prefix+"{"), "}"+kind[0])

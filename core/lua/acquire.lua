@@ -1,11 +1,18 @@
--- Acquire a lock, re-enter it, or report how long it stays taken. One round trip. (lib.lua first.)
--- KEYS[1] lock hash, KEYS[2] fence counter
+-- Acquire a lock, re-enter it, or report how long it stays taken. One round trip; GET + TIME + SET
+-- when it is free. (acquire_fast.lua, which read the value into v, and lock_lib.lua first.)
+-- KEYS[1] lock
 -- ARGV[1] owner token, ARGV[2] TTL in milliseconds, ARGV[3] hold id, ARGV[4] holder label,
--- ARGV[5] optional fence floor
+-- ARGV[5] fence floor ('' for none), ARGV[6] waiting: '' or 0 (TryAcquire), 1 (a waiting call:
+-- flag a taken lock so that its release publishes), 2 (a call that waited: keep the flag when it
+-- takes the lock, for the waiters behind it)
 -- Returns: fence (integer > 0) on a fresh acquisition,
 --          {fence, holds} when the owner re-entered (or a replay found this hold recorded),
 --          -1 - pttl (integer < 0) when another owner holds the lock.
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  return take(KEYS[1], KEYS[2], ARGV[1], ARGV[3], ARGV[2], ARGV[5], ARGV[4])
+local s = v and lk_parse(v)
+if not s or s.tok == '' then
+  return lk_take(KEYS[1], s, ARGV[1], ARGV[3], ARGV[2], ARGV[5], ARGV[4], ARGV[6])
 end
-return reenter(KEYS[1], KEYS[2], ARGV[1], ARGV[3], ARGV[2]) or busy(KEYS[1])
+if s.tok == ARGV[1] then
+  return lk_reenter(KEYS[1], s, ARGV[3], ARGV[2])
+end
+return lk_busy(KEYS[1], s, ARGV[6] or '')

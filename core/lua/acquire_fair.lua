@@ -1,13 +1,13 @@
 -- Fair acquire: like acquire.lua, but a fresh acquisition is granted only to the head of a FIFO queue
 -- of waiter tokens. Waiters that stop refreshing their deadline are dropped from the head.
--- KEYS[1] lock hash, KEYS[2] fence counter, KEYS[3] queue (list of tokens), KEYS[4] deadlines (hash token -> ms)
+-- KEYS[1] lock, KEYS[2] (unused), KEYS[3] queue (list of tokens), KEYS[4] deadlines (hash token -> ms)
 -- ARGV[1] owner token, ARGV[2] TTL in ms, ARGV[3] waiter timeout in ms (0: try without joining the
 -- queue), ARGV[4] hold id, ARGV[5] holder label
--- (lib.lua first.)
+-- (lib.lua and lock_lib.lua first.)
 -- Returns as acquire.lua; when the lock is free but another waiter is first, -1 - (time that waiter may still take).
-local r = reenter(KEYS[1], KEYS[2], ARGV[1], ARGV[4], ARGV[2])
-if r then
-  return r
+local s = lk_get(KEYS[1])
+if s and s.tok == ARGV[1] then
+  return lk_reenter(KEYS[1], s, ARGV[4], ARGV[2])
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -19,27 +19,27 @@ while head do
   redis.call('HDEL', KEYS[4], head)
   head = redis.call('LINDEX', KEYS[3], 0)
 end
-local free = redis.call('EXISTS', KEYS[1]) == 0
+local free = not s or s.tok == ''
 if free and (not head or head == ARGV[1]) then
   if head then
     redis.call('LPOP', KEYS[3])
     redis.call('HDEL', KEYS[4], head)
   end
-  return take(KEYS[1], KEYS[2], ARGV[1], ARGV[4], ARGV[2], nil, ARGV[5])
+  return lk_take(KEYS[1], s, ARGV[1], ARGV[4], ARGV[2], now * 1000, ARGV[5], '0')
 end
 local timeout = tonumber(ARGV[3])
 if timeout <= 0 then
-  return busy(KEYS[1])
+  if free then return -1 end
+  return lk_busy(KEYS[1], s, '')
 end
-if redis.call('HEXISTS', KEYS[4], ARGV[1]) == 0 then
+if redis.call('HSET', KEYS[4], ARGV[1], now + timeout) == 1 then
   redis.call('RPUSH', KEYS[3], ARGV[1])
 end
-redis.call('HSET', KEYS[4], ARGV[1], now + timeout)
 -- The queue outlives its waiters: lengthen its TTL, never shorten it (other waiters may have longer
--- timeouts).
+-- timeouts). (PEXPIRE GT leaves a key without a TTL as it is: a key just created has none yet.)
 for i = 3, 4 do
-  if redis.call('PTTL', KEYS[i]) < timeout * 2 then
-    redis.call('PEXPIRE', KEYS[i], timeout * 2)
+  if redis.call('PEXPIRE', KEYS[i], timeout * 2, 'GT') == 0 then
+    redis.call('PEXPIRE', KEYS[i], timeout * 2, 'NX')
   end
 end
 local wait

@@ -1,8 +1,9 @@
 -- An operator's forced release (Client.ForceRelease): deletes the name's lock whoever holds it and
 -- every permit of its semaphore, and wakes waiters as releases do: the lock's next waiter, and one
--- permit waiter per freed permit (at most 1000). It leaves no release receipt, so each holder's next
--- renewal reports the loss and its own release answers "not held". (lib.lua first.)
--- KEYS[1] lock hash, KEYS[2] fair queue, KEYS[3] fair-queue deadlines, KEYS[4] permits,
+-- permit waiter per freed permit (at most 1000). The lock becomes free but keeps its fence, and
+-- breaks its chain of owner releases (BASE, see lock_lib.lua), so the holder's next renewal reports
+-- the loss and its own release answers "not held". (lib.lua and lock_lib.lua first.)
+-- KEYS[1] lock, KEYS[2] fair queue, KEYS[3] fair-queue deadlines, KEYS[4] permits,
 -- KEYS[5] permit limits, KEYS[6] permit fences, KEYS[7] the semaphore's fair queue, KEYS[8] its
 -- deadlines
 -- ARGV[1] publish command (PUBLISH or SPUBLISH), ARGV[2] message for non-fair waiters
@@ -10,7 +11,9 @@
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local n = 0
-if redis.call('DEL', KEYS[1]) == 1 then
+local s = lk_get(KEYS[1])
+if s and s.tok ~= '' then
+  redis.call('SET', KEYS[1], lk_enc(lk_free(s.f, string.format('%.0f', s.f + 1))), 'PX', FREE_TTL)
   n = 1
   local nxt = next_waiter(KEYS[2], KEYS[3])
   redis.call(ARGV[1], KEYS[1] .. ':released', nxt and redis.sha1hex(nxt) or ARGV[2])

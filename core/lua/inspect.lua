@@ -1,10 +1,10 @@
 -- Read-only: what Client.Inspect reports about a name's lock and semaphore, in one round trip. It
 -- writes nothing and changes no TTL.
--- KEYS[1] lock hash, KEYS[2] fence counter, KEYS[3] fair-queue deadlines (hash token -> ms),
+-- KEYS[1] lock, KEYS[2] the semaphore's fence counter, KEYS[3] fair-queue deadlines (hash token -> ms),
 -- KEYS[4] permits (ZSET token -> lease expiry), KEYS[5] permit limits (ZSET token -> limit),
 -- KEYS[6] permit fences (HASH token -> fence, token NUL -> holder label), KEYS[7] the semaphore's
 -- fair-queue deadlines
--- Returns {the lock hash as HGETALL, its PTTL, the fence counter ('' if none), live fair waiters,
+-- Returns {the lock's value ('' if none; see lock_lib.lua), its PTTL, the fence counter ('' if none), live fair waiters,
 -- the server's clock in ms, the live permits as a flat list of token, lease expiry, limit, fence,
 -- label (5 entries each, earliest expiry first), live fair permit waiters}.
 local t = redis.call('TIME')
@@ -27,5 +27,5 @@ for i = 1, #leases, 2 do
   permits[#permits + 1] = meta[1] or '0'
   permits[#permits + 1] = meta[2] or ''
 end
-return {redis.call('HGETALL', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2]) or '',
+return {redis.call('GET', KEYS[1]) or '', redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2]) or '',
   live(KEYS[3]), now, permits, live(KEYS[7])}

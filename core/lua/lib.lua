@@ -1,11 +1,8 @@
--- Shared functions, prepended to the acquire scripts when they are loaded (Redis scripts cannot
--- include one another).
+-- Shared functions, prepended to the scripts when they are loaded (Redis scripts cannot include
+-- one another): the semaphore's fence counter and the fair queues. (The lock's value is in
+-- lock_lib.lua.)
 
--- FENCE is the lock hash's field that holds the fence of the acquisition it belongs to (a token
--- cannot start with a NUL byte, so no owner field can clash with it).
-local FENCE = '\0fence'
-
--- fence returns the next fencing token: the counter + 1, but never below a clock (milliseconds ×
+-- fence returns the next fencing token of a semaphore's permit: the counter + 1, but never below a clock (milliseconds ×
 -- 1000), so that fences keep increasing even if the counter is lost (restart without persistence,
 -- failover before replication, or its own expiry): neither takes less than a millisecond.
 -- Millisecond steps let the counter win, and spare the SET, for all but the first acquisition of a
@@ -42,85 +39,6 @@ local function counter_ttl(ttl)
   return t
 end
 
--- Holds are recorded twice in the lock hash: token -> hold count (the owner's entry, checked by
--- renewals), and token NUL hold -> 1 for each hold, so that a replayed call (go-redis retries a
--- script whose reply was lost) finds its own hold and counts nothing twice.
-
--- A third field, token NUL (an empty hold id), describes the acquisition for Inspect: the server's
--- clock in milliseconds when it was taken, a space, and the holder's label (host, pid and the
--- application's label, precomputed by the client).
-
--- take creates the lock for token (the caller checked that it is free) and returns the new fence,
--- which it also records in the lock hash (re-entries answer it from there).
-local function take(lock, fenceKey, token, hold, ttl, floorArg, label)
-  local f, now_ms = fence(fenceKey, floorArg, counter_ttl(ttl))
-  if not now_ms then
-    local t = redis.call('TIME')
-    now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  end
-  redis.call('HSET', lock, token, 1, token .. '\0' .. hold, 1, FENCE, string.format('%.0f', f),
-    token .. '\0', string.format('%.0f', now_ms) .. ' ' .. (label or ''))
-  redis.call('PEXPIRE', lock, ttl)
-  return f
-end
-
--- extend sets the lock's TTL to ttl unless it already has more: a TTL another hold of the lock
--- relies on (a co-owner with a longer TTL) is never shortened.
-local function extend(lock, ttl)
-  if redis.call('PTTL', lock) < tonumber(ttl) then
-    redis.call('PEXPIRE', lock, ttl)
-  end
-end
-
--- held_fence is the fence of the acquisition a lock hash belongs to.
-local function held_fence(lock, fenceKey)
-  return tonumber(redis.call('HGET', lock, FENCE) or redis.call('GET', fenceKey) or '0')
-end
-
--- reenter adds hold to token's holds if token holds the lock, keeping the longer of the two TTLs,
--- and returns {fence, holds}; nil if token does not hold it. A replay of the call that took or
--- re-entered with this hold changes nothing and answers the same.
-local function reenter(lock, fenceKey, token, hold, ttl)
-  if redis.call('HEXISTS', lock, token) == 0 then
-    return nil
-  end
-  local holds
-  if redis.call('HSETNX', lock, token .. '\0' .. hold, 1) == 1 then
-    holds = redis.call('HINCRBY', lock, token, 1)
-  else
-    holds = tonumber(redis.call('HGET', lock, token))
-  end
-  extend(lock, ttl)
-  return {held_fence(lock, fenceKey), holds}
-end
-
--- drop removes hold from token's holds. It returns the holds left, or -1 when token does not hold
--- the lock, and nil when the lock is now free (the caller deletes it and tells the waiters). A
--- replay of a release that ran already answers as the release did: the holds left, or 0 when the
--- receipt says the acquisition this hold belonged to was released (the receipt key is named after
--- that acquisition's fence, so the release of another acquisition of the name cannot hide it; and
--- the lock is deleted only when every hold of the owner was dropped, this one included).
-local function drop(lock, receipt, token, hold)
-  local field = token .. '\0' .. hold
-  if redis.call('HDEL', lock, field) == 0 then
-    local holds = redis.call('HGET', lock, token)
-    if holds then
-      return tonumber(holds)
-    end
-    if redis.call('EXISTS', receipt) == 1 then
-      return 0
-    end
-    return -1
-  end
-  local holds = redis.call('HINCRBY', lock, token, -1)
-  if holds > 0 then
-    return holds
-  end
-  redis.call('DEL', lock)
-  redis.call('SET', receipt, 1, 'PX', 5000)
-  return nil
-end
-
 -- next_waiter drops the waiters at the head of a fair queue whose deadline passed and returns the
 -- first live one (nil if none).
 local function next_waiter(queue, deadlines)
@@ -139,9 +57,3 @@ local function next_waiter(queue, deadlines)
   return nxt
 end
 
--- busy returns -1 - the remaining TTL of a lock held by someone else.
-local function busy(lock)
-  local pttl = redis.call('PTTL', lock)
-  if pttl < 0 then pttl = 0 end
-  return -1 - pttl
-end

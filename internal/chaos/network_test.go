@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -39,6 +40,10 @@ type netFault struct {
 }
 
 // between returns a random duration in [lo, hi).
+// ownedBy reports whether a lock's value (GET of PREFIX{NAME}) says token holds it: the value
+// starts with the owner's token and a NUL byte (see core/lua/lock_lib.lua).
+func ownedBy(value, token string) bool { return token != "" && strings.HasPrefix(value, token+"\x00") }
+
 func between(lo, hi time.Duration) time.Duration { return lo + rand.N(hi-lo) }
 
 func netFaults() []netFault {
@@ -257,9 +262,9 @@ func watchExpiry(rdb *redis.Client, key, token string) <-chan time.Time {
 		ctx := context.Background()
 		for {
 			p := rdb.Pipeline()
-			held := p.HExists(ctx, key, token)
+			held := p.Get(ctx, key)
 			at := p.Do(ctx, "PEXPIRETIME", key)
-			if _, err := p.Exec(ctx); err != nil || !held.Val() {
+			if _, err := p.Exec(ctx); err != nil || !ownedBy(held.Val(), token) {
 				return
 			}
 			if ms, err := at.Int64(); err == nil && ms > 0 {

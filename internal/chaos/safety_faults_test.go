@@ -177,7 +177,7 @@ func look(h *history, admins []*redis.Client, age time.Duration) {
 	for _, f := range todo {
 		seen := 0
 		for _, rdb := range admins {
-			if ok, err := rdb.HExists(ctx, "lockkit:{"+f.Name+"}", f.Tok).Result(); err == nil && ok {
+			if v, err := rdb.Get(ctx, "lockkit:{"+f.Name+"}").Result(); err == nil && ownedBy(v, f.Tok) {
 				seen++
 			}
 		}

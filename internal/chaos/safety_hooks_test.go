@@ -126,8 +126,9 @@ func (r redisHook) done(t0 time.Duration, name string, err error) {
 	r.h.mu.Unlock()
 }
 
-// script notes the token of a call's acquire script (its keys are the lock and its fence counter,
-// its first argument the token; a release's second argument is the publish command).
+// script notes the token of a call's acquire script (its first key is the lock, PREFIX{NAME}; its
+// first argument the token, and it has at least 5: a release's second argument is the publish
+// command, renewals and the Redlock fence write-back have fewer).
 func (r redisHook) script(c *call, cmd redis.Cmder) {
 	args := cmd.Args()
 	name := strings.ToLower(cmd.Name())
@@ -143,7 +144,11 @@ func (r redisHook) script(c *call, cmd redis.Cmder) {
 	pub, _ := argv[1].(string)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if pub != "PUBLISH" && pub != "SPUBLISH" && nk >= 2 && strings.HasSuffix(keys[1].(string), ":fence") && c.tok == "" {
+	if nk == 0 {
+		return
+	}
+	if k0, _ := keys[0].(string); pub != "PUBLISH" && pub != "SPUBLISH" && len(argv) >= 5 &&
+		strings.HasSuffix(k0, "}") && c.tok == "" {
 		c.tok = tok
 	}
 }

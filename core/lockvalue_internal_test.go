@@ -1,0 +1,107 @@
+package core
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/lockkit/lockkit/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// lockRig runs the lock scripts directly against a real redis-server, so that a test can send
+// what go-redis sends when it replays a call whose reply was lost.
+type lockRig struct {
+	t   *testing.T
+	rdb *redis.Client
+	n   *node
+	k   keys
+}
+
+func newLockRig(t *testing.T) *lockRig {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	s := loadScripts()
+	r := &lockRig{t: t, rdb: rdb, n: newNode(rdb, &s, "c:test")}
+	r.k.init("lockkit:", "chain")
+	return r
+}
+
+// take acquires the lock for token and returns its fence.
+func (r *lockRig) take(token string) int64 {
+	r.t.Helper()
+	res, err := r.n.acquire(context.Background(), &r.k, &acquireReq{token: token, hold: "0", ttl: time.Second})
+	if err != nil || !res.ok {
+		r.t.Fatalf("acquire %s: %+v %v", token, res, err)
+	}
+	return res.fence
+}
+
+// release sends the release script of token's acquisition with that fence; what a replay sends.
+func (r *lockRig) release(token string, fence int64) int64 {
+	r.t.Helper()
+	k := r.k
+	k.held(fence)
+	n, err := r.n.release(context.Background(), &k, token, "0", false, time.Second)
+	if err != nil {
+		r.t.Fatalf("release %s: %v", token, err)
+	}
+	return n
+}
+
+// A replayed release answers "released" whatever acquisitions of the lock came after it, as long
+// as each was released by its owner; a release whose acquisition was lost (the key deleted, or
+// taken by ForceRelease) answers -1, even after others took the lock again.
+func TestLockValue_releaseChain(t *testing.T) {
+	r := newLockRig(t)
+	ctx := context.Background()
+	fa := r.take("a")
+	if n := r.release("a", fa); n != 0 {
+		t.Fatalf("release: %d", n)
+	}
+	for i := range 20 { // the replay comes late: 20 more acquisitions came and went
+		tok := string(rune('b' + i%20))
+		if n := r.release(tok, r.take(tok)); n != 0 {
+			t.Fatalf("release %s: %d", tok, n)
+		}
+	}
+	if n := r.release("a", fa); n != 0 {
+		t.Fatalf("replayed release after 20 other acquisitions: %d, want 0 (released)", n)
+	}
+	fx := r.take("x")
+	if n := r.release("a", fa); n != 0 {
+		t.Fatalf("replayed release while another holds the lock: %d, want 0", n)
+	}
+	// A lock deleted under its holder (lost in a failover, say): its release answers -1, even
+	// once somebody else took the lock again.
+	r.rdb.Del(ctx, r.k.lock())
+	fy := r.take("y")
+	if n := r.release("x", fx); n != -1 {
+		t.Fatalf("release of a lost acquisition: %d, want -1", n)
+	}
+	if n := r.release("y", fy); n != 0 {
+		t.Fatal("y's release failed")
+	}
+	// ForceRelease breaks the chain the same way.
+	fz := r.take("z")
+	if ok, err := r.n.forceRelease(ctx, &r.k, "c:force/x"); err != nil || !ok {
+		t.Fatalf("force release: %v %v", ok, err)
+	}
+	if n := r.release("z", fz); n != -1 {
+		t.Fatalf("release after ForceRelease: %d, want -1", n)
+	}
+	fw := r.take("w")
+	if fw <= fz {
+		t.Fatalf("fence after ForceRelease %d, not above %d", fw, fz)
+	}
+	if n := r.release("z", fz); n != -1 {
+		t.Fatalf("release after ForceRelease and a new holder: %d, want -1", n)
+	}
+	if n := r.release("w", fw); n != 0 {
+		t.Fatal("w's release failed")
+	}
+	// A free lock keeps its fence for a while, then goes.
+	if d := r.rdb.PTTL(ctx, r.k.lock()).Val(); d <= 0 || d > 10*time.Second {
+		t.Fatalf("free lock PTTL %v, want (0, 10s]", d)
+	}
+}

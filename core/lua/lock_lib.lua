@@ -1,0 +1,174 @@
+-- The lock's value, shared by the lock scripts. A lock is ONE string key, so that taking it is
+-- GET + TIME + SET and releasing it GET + SET: seven commands per uncontended lock and unlock,
+-- scripts included. Its value is NUL-separated fields:
+--
+--   held:  TOKEN  FENCE  HOLDS  W  BASE  ACQUIRED  LABEL  [NUL EXTRA]
+--   free:  ''     FENCE  BASE
+--
+--   TOKEN     the owner's token; empty while the lock is free
+--   FENCE     the fence of the acquisition (kept while free: the next one is above it)
+--   HOLDS     the owner's hold ids, separated by spaces (one per hold; a WithOwner co-owner or an
+--             in-context re-entry adds one)
+--   W         1 when a waiter asked to be told of the release (0: the release publishes nothing)
+--   BASE      the fence from which on every acquisition of the key was released by its owner
+--             before the next was taken: an acquisition that finds the key missing (new, expired,
+--             lost) starts a chain with its own fence; one that takes a free lock carries BASE on;
+--             ForceRelease breaks the chain (BASE = the fence it took away + 1)
+--   ACQUIRED  when it was taken: the server's clock, "SECONDS.MICROSECONDS" (milliseconds when
+--             taken over Redlock, by the client's clock)
+--   LABEL     "HOST PID LABEL" of the holder (Inspect)
+--   EXTRA     what the election records with its leader's lock (the leader's value)
+--
+-- A release that finds the lock no longer its own answers "released" when its fence is in the
+-- chain (BASE <= its fence <= FENCE): its acquisition was released by its owner, so this is a
+-- release that go-redis replayed because its first reply was lost, whatever acquisitions came
+-- after it. Otherwise (the lock expired, was deleted, or taken by ForceRelease) it answers -1.
+-- The first three fields come first so that the hot release checks them with one comparison.
+-- Tokens, hold ids and labels contain no NUL byte and hold ids no space (the client makes sure).
+-- A held lock lives for its TTL (renewals only lengthen it); a free one for FREE_TTL, which keeps
+-- its fence, then disappears.
+--
+-- The hot paths (acquire_fast.lua, release_fast.lua) run before these functions are even defined,
+-- so that an uncontended lock costs Redis as little Lua as possible.
+
+local FREE_TTL = 10000
+
+local function lk_parse(v)
+  local s
+  if v:byte(1) == 0 then
+    local f, rel = string.match(v, '^%z(%d+)%z([^%z]*)$')
+    s = {tok = '', f = tonumber(f), holds = '', w = '0', rel = rel, acq = '', label = '', extra = ''}
+  else
+    local tok, f, holds, w, rel, acq, label, extra = string.match(v,
+      '^([^%z]+)%z(%d+)%z([^%z]*)%z([01])%z([^%z]*)%z([^%z]*)%z([^%z]*)(.*)$')
+    s = {tok = tok, f = tonumber(f), holds = holds, w = w, rel = rel, acq = acq, label = label, extra = extra}
+  end
+  if not s.f then
+    error('lockkit: unexpected lock value (a key of an older lockkit version or of another program?)')
+  end
+  return s
+end
+
+-- lk_get returns the lock's parsed value, or nil when the key does not exist.
+local function lk_get(key)
+  local v = redis.call('GET', key)
+  if not v then
+    return nil
+  end
+  return lk_parse(v)
+end
+
+local function lk_enc(s)
+  if s.tok == '' then
+    return '\0' .. string.format('%.0f', s.f) .. '\0' .. s.rel
+  end
+  return table.concat({s.tok, string.format('%.0f', s.f), s.holds, s.w, s.rel, s.acq, s.label}, '\0') .. s.extra
+end
+
+-- lk_free is the value of a free lock.
+local function lk_free(f, rel)
+  return {tok = '', f = f, holds = '', w = '0', rel = rel, acq = '', label = '', extra = ''}
+end
+
+-- lk_keep rewrites the value and keeps the key's TTL.
+local function lk_keep(key, s)
+  redis.call('SET', key, lk_enc(s), 'KEEPTTL')
+end
+
+-- lk_fence returns the next fence after prev (nil: the name has none here): prev + 1, but never
+-- below a clock in microseconds, so that fences keep increasing after the key expired, a restart
+-- without persistence or a failover that lost the last writes. The clock is the server's, read
+-- with TIME, or the floor the client passes (Redlock: its clock in ms × 1000, one floor for every
+-- node, so that the nodes agree); a node with no fence for the name reads its own clock too, so a
+-- client clock that runs behind cannot take fences back. It also returns the ACQUIRED field.
+local function lk_fence(prev, floorArg)
+  local floor = tonumber(floorArg or '')
+  local acq
+  if not floor or not prev then
+    local t = redis.call('TIME')
+    local us = t[1] * 1000000 + t[2]
+    acq = t[1] .. '.' .. t[2]
+    if not floor or us > floor then floor = us end
+  else
+    acq = string.format('%.0f', math.floor(floor / 1000))
+  end
+  local f = (prev or 0) + 1
+  if f < floor then f = floor end
+  return f, acq
+end
+
+-- lk_take takes the free (or missing: s nil) lock for token and returns the fence. w keeps the
+-- release publishing when this taker waited (more waiters may be behind it).
+local function lk_take(key, s, token, hold, ttl, floorArg, label, waiting)
+  local f, acq = lk_fence(s and s.f, floorArg)
+  local n = {tok = token, f = f, holds = hold, w = (waiting == '2') and '1' or '0',
+    rel = s and s.rel or string.format('%.0f', f), acq = acq, label = label or '', extra = ''}
+  redis.call('SET', key, lk_enc(n), 'PX', ttl)
+  return f
+end
+
+-- lk_has reports whether the space-separated list has item.
+local function lk_has(list, item)
+  return (' ' .. list .. ' '):find(' ' .. item .. ' ', 1, true) ~= nil
+end
+
+local function lk_count(list)
+  if list == '' then return 0 end
+  local _, n = list:gsub(' ', '')
+  return n + 1
+end
+
+-- lk_reenter adds hold to the holds of the owner's lock s, keeping the longer of the two TTLs,
+-- and returns {fence, holds}. A replay of the call that took or re-entered with this hold changes
+-- nothing and answers the same.
+local function lk_reenter(key, s, hold, ttl)
+  if not lk_has(s.holds, hold) then
+    s.holds = s.holds .. ' ' .. hold
+    lk_keep(key, s)
+    redis.call('PEXPIRE', key, ttl, 'GT')
+  end
+  return {s.f, lk_count(s.holds)}
+end
+
+-- lk_busy returns -1 - the remaining TTL of a lock held by someone else, after flagging it for a
+-- release message when the caller waits for one.
+local function lk_busy(key, s, waiting)
+  if waiting ~= '' and waiting ~= '0' and s.w ~= '1' then
+    s.w = '1'
+    lk_keep(key, s)
+  end
+  local pttl = redis.call('PTTL', key)
+  if pttl < 0 then pttl = 0 end
+  return -1 - pttl
+end
+
+-- lk_drop removes hold from token's holds. It returns the holds left, or -1 when token does not
+-- hold the lock, and nil when the lock is now free (the caller tells the waiters when s.w is 1).
+-- A release of a lock no longer its own answers 0 (released) when its fence is in the key's chain
+-- of owner releases (see BASE above), else -1.
+local function lk_drop(key, s, token, hold, fenceArg)
+  local mine = tonumber(fenceArg or '')
+  if mine == 0 then mine = nil end -- a give-back: the fence is unknown
+  if not s or s.tok ~= token then
+    if s and mine and s.f >= mine and mine >= (tonumber(s.rel) or math.huge) then
+      return 0
+    end
+    return -1
+  end
+  if not lk_has(s.holds, hold) then
+    return lk_count(s.holds)
+  end
+  local left, dropped = {}, false
+  for h in s.holds:gmatch('%S+') do
+    if h == hold and not dropped then dropped = true else left[#left + 1] = h end
+  end
+  if #left > 0 then
+    s.holds = table.concat(left, ' ')
+    lk_keep(key, s)
+    return #left
+  end
+  local f = mine or 0
+  if f < s.f then f = s.f end
+  redis.call('SET', key, lk_enc(lk_free(f, s.rel)), 'PX', FREE_TTL)
+  return nil
+end
