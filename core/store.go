@@ -65,6 +65,7 @@ type acquireResult struct {
 	holds      int64
 	retryAfter time.Duration
 	busy       bool   // another owner holds the lock, for retryAfter more (0: it is about to expire)
+	behind     bool   // fair: the attempt joined the queue behind another waiter
 	guarded    bool   // the guard key exists; nothing was taken
 	value      string // the guard key's value
 }
@@ -218,6 +219,10 @@ func parseAcquire(v any) (acquireResult, error) {
 		}
 		return acquireResult{busy: true, retryAfter: time.Duration(-1-x) * time.Millisecond}, nil
 	case []any:
+		if len(x) == 2 && x[1] == "behind" {
+			w, _ := x[0].(int64)
+			return acquireResult{busy: true, behind: true, retryAfter: time.Duration(-1-w) * time.Millisecond}, nil
+		}
 		if len(x) == 2 && x[0] == "guarded" {
 			val, _ := x[1].(string)
 			return acquireResult{guarded: true, value: val}, nil

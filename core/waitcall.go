@@ -62,10 +62,13 @@ func (wc *waitCall) run(ctx context.Context) (err error) {
 				if err := wc.join(); err != nil {
 					return err
 				}
-				// Subscribed (or given up waiting for it): try again at once, as a release may have
-				// come between the attempt and the subscription.
-				wc.ready(ctx)
-				continue
+				if !wc.res.behind {
+					// Subscribed (or given up waiting for it): try again at once, as a release may
+					// have come between the attempt and the subscription. (A fair waiter queued
+					// behind another need not: such a release names the waiter ahead.)
+					wc.ready(ctx)
+					continue
+				}
 			}
 		}
 		if err := wc.park(ctx); err != nil {
