@@ -55,3 +55,25 @@ func FreeAddr(t testing.TB) string {
 	}
 	return addr
 }
+
+// Held reports whether somebody holds the lock whose key is key: the key holds a lock's value
+// that starts with an owner token (a free lock's value starts with a NUL byte, see
+// core/lua/lock_lib.lua).
+func Held(t testing.TB, rdb redis.Cmdable, key string) bool {
+	t.Helper()
+	v, err := rdb.Get(context.Background(), key).Result()
+	if err != nil && err != redis.Nil {
+		t.Fatalf("GET %s: %v", key, err)
+	}
+	return v != "" && v[0] != 0
+}
+
+// HeldBy reports whether token holds the lock whose key is key.
+func HeldBy(t testing.TB, rdb redis.Cmdable, key, token string) bool {
+	t.Helper()
+	v, err := rdb.Get(context.Background(), key).Result()
+	if err != nil && err != redis.Nil {
+		t.Fatalf("GET %s: %v", key, err)
+	}
+	return token != "" && len(v) > len(token) && v[:len(token)] == token && v[len(token)] == 0
+}

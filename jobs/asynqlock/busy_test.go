@@ -3,6 +3,7 @@ package asynqlock_test
 import (
 	"context"
 	"errors"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"testing"
 	"time"
 
@@ -159,7 +160,7 @@ func TestMiddleware_sameTaskTwice_reentersInsteadOfDeadlocking(t *testing.T) {
 	receive(t, finished, 5*time.Second, "the first handler to finish")
 	receive(t, finished, 5*time.Second, "the second handler to finish")
 	eventually(t, 5*time.Second, "both holds to be released", func() bool {
-		return lockRDB.Exists(context.Background(), a.Key()).Val() == 0
+		return !locktest.Held(t, lockRDB, a.Key())
 	})
 	if e := errs.all(); len(e) != 0 {
 		t.Fatalf("task errors: %v", e)

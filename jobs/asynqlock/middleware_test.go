@@ -3,6 +3,7 @@ package asynqlock_test
 import (
 	"context"
 	"errors"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"strings"
 	"testing"
 	"time"
@@ -175,7 +176,7 @@ func TestMiddleware_handlerError_andPanic_releaseTheLock(t *testing.T) {
 		}()
 		_ = h.ProcessTask(ctx, asynq.NewTask("work", nil))
 	}()
-	if n := rdb.Exists(ctx, "lockkit:{@asynq/work}").Val(); n != 0 {
+	if locktest.Held(t, rdb, "lockkit:{@asynq/work}") {
 		t.Fatal("lock still held after the handler panicked")
 	}
 }
@@ -189,13 +190,13 @@ func TestMiddleware_lockTakenOver_failsSucceededTask(t *testing.T) {
 		if err := rdb.Del(ctx, l.Key()).Err(); err != nil {
 			return err
 		}
-		return rdb.HSet(ctx, l.Key(), "someone-else", 1).Err()
+		return rdb.Set(ctx, l.Key(), "someone-else\x001\x00h\x000\x00\x00\x00", time.Minute).Err() // a lock value, see core/lua/lock_lib.lua
 	})
 	err := h.ProcessTask(ctx, asynq.NewTask("work", nil))
 	if !errors.Is(err, core.ErrLost) {
 		t.Fatalf("err = %v, want core.ErrLost for a handler that returned nil", err)
 	}
-	if rdb.HGet(ctx, "lockkit:{@asynq/work}", "someone-else").Val() != "1" {
+	if !locktest.HeldBy(t, rdb, "lockkit:{@asynq/work}", "someone-else") {
 		t.Fatal("the release touched the other owner's lock")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"os"
 	"os/exec"
 	"slices"
@@ -318,7 +319,7 @@ func TestReplica_killedMidRun(t *testing.T) {
 		crons[i].Start()
 	}
 	eventually(t, 2*childTTL, "the dead replica's lock to expire", func() bool {
-		return rdb.Exists(ctx, lockKey).Val() == 0
+		return !locktest.Held(t, rdb, lockKey)
 	})
 	expiredAt := time.Now()
 	if d := expiredAt.Sub(killedAt); d > childTTL+250*time.Millisecond {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -59,7 +60,7 @@ func TestWrap_runsOnceThenMarks(t *testing.T) {
 	if ttl := rdb.PTTL(ctx, marker).Val(); ttl <= time.Second || ttl > 1700*time.Millisecond {
 		t.Fatalf("marker TTL %v, want about 1.7s", ttl)
 	}
-	if rdb.Exists(ctx, "lockkit:{@cron/report}").Val() != 0 {
+	if locktest.Held(t, rdb, "lockkit:{@cron/report}") {
 		t.Fatal("lock not released")
 	}
 	// ...and a replica 300 ms behind finds it done, in one round trip.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -363,7 +364,7 @@ func TestUnary_panicReleasesTheLock(t *testing.T) {
 	e := setup(t, svc, 1)
 	_, err := e.replicas[0].call(context.Background(), keyedMethod, "acct-p")
 	wantCode(t, err, codes.Internal)
-	if n := e.rdb.Exists(context.Background(), "lockkit:{@grpc/acct-p}").Val(); n != 0 {
+	if locktest.Held(t, e.rdb, "lockkit:{@grpc/acct-p}") {
 		t.Fatal("the lock is still held after the handler panicked")
 	}
 }
