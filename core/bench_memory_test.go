@@ -28,8 +28,8 @@ func usedMemory(tb testing.TB, srv *redistest.Server) int64 {
 	return 0
 }
 
-// BenchmarkMemory_heldLock reports the Redis memory a held lock costs (its hash and its fence
-// counter; a name of 16 bytes), as B/lock: the capacity a Redis needs per concurrently held lock.
+// BenchmarkMemory_heldLock reports the Redis memory a held lock costs (its one string key; a name
+// of 16 bytes), as B/lock: the capacity a Redis needs per concurrently held lock.
 func BenchmarkMemory_heldLock(b *testing.B) {
 	srv := redistest.Start(b)
 	c := newClient(b, srv.Client(b))
