@@ -47,9 +47,10 @@ func newToken() string {
 // ---- lockkit
 
 type lockkitImpl struct {
-	c   *core.Client
-	ttl time.Duration
-	bg  context.Context
+	c    *core.Client
+	ttl  time.Duration
+	opts []core.AcquireOption
+	bg   context.Context
 }
 
 func lockkitConfig() config {
@@ -58,6 +59,16 @@ func lockkitConfig() config {
 		make: func(rdbs []*redis.Client, ttl time.Duration) (impl, error) {
 			c, err := core.New(rdbs[0])
 			return &lockkitImpl{c: c, ttl: ttl, bg: context.Background()}, err
+		}}
+}
+
+// lockkitFairConfig is lockkit's fair mode: waiters queue in Redis and are served in arrival order.
+func lockkitFairConfig() config {
+	return config{name: "lockkit fair", family: "lockkit", nodes: 1,
+		settings: "core.New(rdb) with defaults; Acquire(ctx, key, ttl, core.Fair()): waiters queue FIFO in Redis",
+		make: func(rdbs []*redis.Client, ttl time.Duration) (impl, error) {
+			c, err := core.New(rdbs[0])
+			return &lockkitImpl{c: c, ttl: ttl, opts: []core.AcquireOption{core.Fair()}, bg: context.Background()}, err
 		}}
 }
 
@@ -75,7 +86,7 @@ func lockkitRedlockConfig() config {
 }
 
 func (l *lockkitImpl) critical(ctx context.Context, key string, body func()) (int, error) {
-	lk, err := l.c.Acquire(ctx, key, l.ttl)
+	lk, err := l.c.Acquire(ctx, key, l.ttl, l.opts...)
 	if err != nil {
 		return 0, err
 	}

@@ -182,7 +182,7 @@ func uncontendedConfigs() []config {
 }
 
 func hotConfigs() []config {
-	return []config{rawConfig(), lockkitConfig(), redsyncDefaults(1), redsyncTuned(1), redislockDefaults(), redislockTuned()}
+	return []config{rawConfig(), lockkitConfig(), lockkitFairConfig(), redsyncDefaults(1), redsyncTuned(1), redislockDefaults(), redislockTuned()}
 }
 
 func redlockUncontendedConfigs() []config {

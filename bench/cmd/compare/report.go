@@ -50,7 +50,8 @@ func uncontendedCols() []column {
 		{key: "p50_us", head: "p50 µs"}, {key: "p99_us", head: "p99 µs"},
 		{key: "allocs_op", head: "allocs/op"}, {key: "bytes_op", head: "B/op"},
 		{key: "trips_op", head: "round trips/op"}, {key: "top_op", head: "top-level cmds/op"},
-		{key: "inner_op", head: "in-script cmds/op"}, {key: "cpu_op_us", head: "server CPU µs/op"},
+		{key: "inner_op", head: "in-script cmds/op"}, {key: "total_op", head: "all cmds/op"},
+		{key: "cpu_op_us", head: "server CPU µs/op"},
 	}
 }
 

@@ -102,6 +102,7 @@ func (h *harness) measureUncontended(ctx context.Context, scn string, cfg config
 		"trips_op":  float64(u.trips) / f,
 		"top_op":    float64(u.top) / f,
 		"inner_op":  float64(u.inner) / f,
+		"total_op":  float64(u.top+u.inner) / f,
 		"cpu_op_us": float64(u.cpu) / f,
 	}, nil
 }
