@@ -16,7 +16,7 @@ import (
 
 // verdict is one finding of the oracle.
 type verdict struct {
-	Prop  string        // overlap, fence, reentry-fence, reentry-not-held, loss-while-healthy, do-lost, orphan, no-ttl, panic, not-cancelled
+	Prop  string        // overlap, fence, reentry-fence, reentry-not-held, loss-while-healthy, do-lost, orphan, no-ttl, panic, not-cancelled; permits: over-limit, lease-count, lease-gone
 	At    time.Duration // when it happened (for the excerpt)
 	Msg   string
 	Holds []int // the holds involved (IDs)

@@ -97,7 +97,7 @@ type safetyConfig struct {
 // Every run logs its seed. The seed fixes each worker's choices and the fault schedule; the
 // interleaving is up to the machine, so a replay (-seed N, or LOCKKIT_SAFETY_SEED=N) runs the same
 // schedule of operations and faults, not the same history. `go test` runs about 45 s;
-// LOCKKIT_CHAOS=full (make chaos) five minutes; LOCKKIT_SAFETY_DURATION sets the single-node
+// LOCKKIT_CHAOS=full (make chaos) five and a half minutes; LOCKKIT_SAFETY_DURATION sets the single-node
 // variant's length (Redlock and permits run half as long).
 func TestChaosSafety(t *testing.T) {
 	seed := safetySeed(t)
