@@ -149,7 +149,8 @@ func watch(h *history, admins []*redis.Client, stop <-chan struct{}) {
 // the slowest reply a latency fault causes (300 ms + 50% jitter).
 const orphanAge = 700 * time.Millisecond
 
-// look scans every node for keys without a TTL and checks the failed acquisitions at least age old.
+// look scans every node for keys without a TTL and checks the failed acquisitions (of a lock or a
+// permit) at least age old.
 func look(h *history, admins []*redis.Client, age time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -177,7 +178,11 @@ func look(h *history, admins []*redis.Client, age time.Duration) {
 	for _, f := range todo {
 		seen := 0
 		for _, rdb := range admins {
-			if v, err := rdb.Get(ctx, "lockkit:{"+f.Name+"}").Result(); err == nil && ownedBy(v, f.Tok) {
+			if f.Limit > 0 { // a permit
+				if permitHeld(ctx, rdb, f.Name, f.Tok) {
+					seen++
+				}
+			} else if v, err := rdb.Get(ctx, "lockkit:{"+f.Name+"}").Result(); err == nil && ownedBy(v, f.Tok) {
 				seen++
 			}
 		}

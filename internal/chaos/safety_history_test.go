@@ -27,6 +27,7 @@ type hold struct {
 	Tok    string        `json:"tok"`
 	Kind   string        `json:"kind"` // acquire, try, do, ctx (re-entry through a lock's context), owner (WithOwner)
 	Fair   bool          `json:"fair,omitempty"`
+	Limit  int           `json:"limit,omitempty"` // a permit's (Permits); 0 for a lock
 	TTL    time.Duration `json:"ttl"`
 	Call   time.Duration `json:"call"`
 	Sent   time.Duration `json:"sent"` // no later than the send of the attempt that took the lock
@@ -65,6 +66,7 @@ type failed struct {
 	Name    string        `json:"name"`
 	Tok     string        `json:"tok"`
 	TTL     time.Duration `json:"ttl"`
+	Limit   int           `json:"limit,omitempty"` // a permit's (Permits); 0 for a lock
 	Call    time.Duration `json:"call"`
 	Ret     time.Duration `json:"ret"`
 	Err     string        `json:"err"`
@@ -96,6 +98,7 @@ type history struct {
 	active             map[int]string           // the fault on each client slot's path now
 	noTTL              map[string]time.Duration // keys seen without a TTL, and when first
 	panics             []span
+	permits            []permitSnap // the semaphore scenario's reads of the permits in Redis
 	ops                int
 }
 
@@ -255,7 +258,7 @@ func (h *history) result(redlock bool) run {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	r := run{holds: holds, faults: slices.Clone(h.faults), slow: slices.Clone(h.slow), late: slices.Clone(h.late),
-		noTTL: maps.Clone(h.noTTL), panics: slices.Clone(h.panics), redlock: redlock}
+		noTTL: maps.Clone(h.noTTL), panics: slices.Clone(h.panics), permits: slices.Clone(h.permits), redlock: redlock}
 	for _, f := range h.fails {
 		r.fails = append(r.fails, *f)
 	}

@@ -88,6 +88,10 @@ func (r redisHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 				if tok, ok := a[4].(string); ok {
 					toks = append(toks, tok)
 				}
+			} else if len(a) == 8 && a[2] == any(3) { // a permit's renewal: permits, limits, fences
+				if tok, ok := a[6].(string); ok {
+					toks = append(toks, tok)
+				}
 			}
 		}
 		r.renewing(toks, 1)
@@ -128,7 +132,9 @@ func (r redisHook) done(t0 time.Duration, name string, err error) {
 
 // script notes the token of a call's acquire script (its first key is the lock, PREFIX{NAME}; its
 // first argument the token, and it has at least 5: a release's second argument is the publish
-// command, renewals and the Redlock fence write-back have fewer).
+// command, renewals and the Redlock fence write-back have fewer). A permit's acquire script has
+// the semaphore's PREFIX{NAME}:permits first and at least 4 keys (its release and dequeue scripts
+// pass the publish command second; its renewal and PTTL scripts have fewer keys).
 func (r redisHook) script(c *call, cmd redis.Cmder) {
 	args := cmd.Args()
 	name := strings.ToLower(cmd.Name())
@@ -147,8 +153,10 @@ func (r redisHook) script(c *call, cmd redis.Cmder) {
 	if nk == 0 {
 		return
 	}
-	if k0, _ := keys[0].(string); pub != "PUBLISH" && pub != "SPUBLISH" && len(argv) >= 5 &&
-		strings.HasSuffix(k0, "}") && c.tok == "" {
+	k0, _ := keys[0].(string)
+	lock := len(argv) >= 5 && strings.HasSuffix(k0, "}")
+	permit := nk >= 4 && len(argv) >= 4 && strings.HasSuffix(k0, "}:permits")
+	if pub != "PUBLISH" && pub != "SPUBLISH" && (lock || permit) && c.tok == "" {
 		c.tok = tok
 	}
 }

@@ -16,7 +16,7 @@ import (
 
 // verdict is one finding of the oracle.
 type verdict struct {
-	Prop  string        // overlap, fence, reentry-fence, reentry-not-held, loss-while-healthy, do-lost, orphan, no-ttl, panic, not-cancelled
+	Prop  string        // overlap, fence, reentry-fence, reentry-not-held, loss-while-healthy, do-lost, orphan, no-ttl, panic, not-cancelled; permits: over-limit, lease-count, lease-gone
 	At    time.Duration // when it happened (for the excerpt)
 	Msg   string
 	Holds []int // the holds involved (IDs)
@@ -29,6 +29,7 @@ type run struct {
 	faults, slow, late []span
 	noTTL              map[string]time.Duration
 	panics             []span
+	permits            []permitSnap // semaphore scenario (see checkPermits)
 	redlock            bool
 }
 
@@ -41,10 +42,25 @@ type oracle struct {
 
 // check runs every check and returns the violations and the inconclusive findings.
 func check(r run) (violations, inconclusive []verdict) {
+	o := newOracle(r)
+	names, byName := o.byName()
+	for _, n := range names {
+		o.overlaps(byName[n])
+		o.fences(byName[n])
+	}
+	return o.finish()
+}
+
+func newOracle(r run) *oracle {
 	o := &oracle{run: r, byID: map[int]*hold{}}
 	for i := range o.holds {
 		o.byID[o.holds[i].ID] = &o.holds[i]
 	}
+	return o
+}
+
+// byName returns the names held, sorted, and the holds of each.
+func (o *oracle) byName() ([]string, map[string][]*hold) {
 	byName := map[string][]*hold{}
 	for i := range o.holds {
 		h := &o.holds[i]
@@ -57,10 +73,12 @@ func check(r run) (violations, inconclusive []verdict) {
 			}
 		}
 	})
-	for _, n := range names {
-		o.overlaps(byName[n])
-		o.fences(byName[n])
-	}
+	return names, byName
+}
+
+// finish runs the checks common to locks and permits (losses, Do, cancellations, orphans, TTLs,
+// panics) and returns the violations and the inconclusive findings, in time order.
+func (o *oracle) finish() (violations, inconclusive []verdict) {
 	for i := range o.holds {
 		o.lossWhileHealthy(&o.holds[i])
 		o.doLost(&o.holds[i])
@@ -348,6 +366,9 @@ func (o *oracle) excerpt(v verdict) string {
 func describe(h *hold) string {
 	s := fmt.Sprintf("hold %d: %s client %d.%d %s tok %.6s fence %d holds %d TTL %v call %v sent %v ret %v live %v end %v (%s)",
 		h.ID, h.Name, h.Client, h.Gen, h.Kind, h.Tok, h.Fence, h.Holds, h.TTL, ms(h.Call), ms(h.Sent), ms(h.Ret), ms(h.Live), ms(h.End), h.Cause)
+	if h.Limit > 0 {
+		s += fmt.Sprintf(" limit %d", h.Limit)
+	}
 	if h.LostAt > 0 {
 		s += fmt.Sprintf(" lost(%s) at %v", h.Why, ms(h.LostAt))
 	}

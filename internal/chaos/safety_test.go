@@ -83,19 +83,22 @@ type safetyConfig struct {
 	ttls           []time.Duration
 	fair           bool
 	dur            time.Duration
+	limits         map[string][]int // the semaphore scenario: names' permit limits (nil: locks)
 }
 
 // TestChaosSafety is lockkit's randomized, model-based safety checker. Several clients (each with
 // its own connections through its own toxiproxy) run random interleavings of Acquire, TryAcquire,
 // re-entries (through a lock's context, and with WithOwner from another client), Extend, Release,
 // Do and Client.Close on a few names, while faults hit random paths; an oracle then checks the
-// history (see check). One variant runs over one redis-server, one over three with Redlock.
+// history (see check). One variant runs over one redis-server, one over three with Redlock; a third
+// takes semaphore permits (Permits) instead of locks, over one redis-server (see runPermits and
+// checkPermits).
 //
 // Every run logs its seed. The seed fixes each worker's choices and the fault schedule; the
 // interleaving is up to the machine, so a replay (-seed N, or LOCKKIT_SAFETY_SEED=N) runs the same
-// schedule of operations and faults, not the same history. `go test` runs about 35 s;
-// LOCKKIT_CHAOS=full (make chaos) four minutes; LOCKKIT_SAFETY_DURATION sets the single-node
-// variant's length (Redlock runs half as long).
+// schedule of operations and faults, not the same history. `go test` runs about 45 s;
+// LOCKKIT_CHAOS=full (make chaos) five and a half minutes; LOCKKIT_SAFETY_DURATION sets the single-node
+// variant's length (Redlock and permits run half as long).
 func TestChaosSafety(t *testing.T) {
 	seed := safetySeed(t)
 	t.Logf("safety checker seed %d: replay with -args -seed %d or LOCKKIT_SAFETY_SEED=%d", seed, seed, seed)
@@ -118,6 +121,12 @@ func TestChaosSafety(t *testing.T) {
 		runSafety(t, rep, seed, safetyConfig{name: "redlock", nodes: 3, slots: 3, workers: 2, names: []string{"r0", "r1"},
 			ttls: []time.Duration{200 * msec, 300 * msec, 500 * msec, time.Second, 3 * time.Second}, dur: dur / 2})
 	})
+	t.Run("permits", func(t *testing.T) {
+		runSafety(t, rep, seed, safetyConfig{name: "permits", nodes: 1, slots: 4, workers: 3, names: []string{"p0", "p1", "p2"},
+			limits: map[string][]int{"p0": {2}, "p1": {3}, "p2": {2, 3}}, // p2: callers disagree on the limit
+			ttls:   []time.Duration{100 * msec, 200 * msec, 300 * msec, 500 * msec, time.Second, 2 * time.Second, 3 * time.Second},
+			fair:   true, dur: dur / 2})
+	})
 	t.Logf("safety checker (seed %d):\n\n%s", seed, rep.Markdown())
 }
 
@@ -127,7 +136,7 @@ func runSafety(t *testing.T, rep *chaos.Report, seed uint64, cfg safetyConfig) {
 	h := newHistory()
 	stopCtx, stopAll := context.WithCancel(context.Background())
 	defer stopAll()
-	wl := &workload{h: h, names: cfg.names, ttls: cfg.ttls, fair: cfg.fair, ctx: stopCtx, stop: make(chan struct{}), skip: map[string]bool{}}
+	wl := &workload{h: h, names: cfg.names, ttls: cfg.ttls, fair: cfg.fair, limits: cfg.limits, ctx: stopCtx, stop: make(chan struct{}), skip: map[string]bool{}}
 	for _, op := range strings.Split(os.Getenv("LOCKKIT_SAFETY_SKIP"), ",") {
 		wl.skip[strings.TrimSpace(op)] = true
 	}
@@ -172,12 +181,21 @@ func runSafety(t *testing.T, rep *chaos.Report, seed uint64, cfg safetyConfig) {
 	}
 	watchStop, watched := make(chan struct{}), make(chan struct{})
 	go func() { defer close(watched); watch(h, admins, watchStop) }()
+	permitsWatched := make(chan struct{})
+	go func() { defer close(permitsWatched); watchPermits(h, admins[0], cfg.limits, watchStop) }()
 	var wg sync.WaitGroup
 	for i, sl := range slots {
 		for k := range cfg.workers {
 			w := &worker{workload: wl, rnd: rand.New(rand.NewPCG(seed, uint64(i*100+k))), slot: sl}
 			wg.Add(1)
-			go func() { defer wg.Done(); w.run() }()
+			go func() {
+				defer wg.Done()
+				if cfg.limits != nil {
+					w.runPermits()
+				} else {
+					w.run()
+				}
+			}()
 		}
 	}
 	end := time.Now().Add(cfg.dur)
@@ -199,8 +217,13 @@ func runSafety(t *testing.T, rep *chaos.Report, seed uint64, cfg safetyConfig) {
 	}
 	close(watchStop)
 	<-watched
+	<-permitsWatched
 	r := h.result(cfg.nodes > 1)
-	bad, soft := check(r)
+	oracle := check
+	if cfg.limits != nil {
+		oracle = checkPermits
+	}
+	bad, soft := oracle(r)
 	report(t, row, h, r, bad, soft, seed, cfg.name)
 }
 
@@ -256,8 +279,12 @@ func report(t *testing.T, row *chaos.Row, h *history, r run, bad, soft []verdict
 	}
 	if dir := os.Getenv("LOCKKIT_CHAOS_ARTIFACTS"); dir != "" {
 		path := filepath.Join(dir, fmt.Sprintf("safety-%s-%d.json", name, seed))
-		b, _ := json.MarshalIndent(map[string]any{"seed": seed, "holds": r.holds, "failed": r.fails, "faults": r.faults,
-			"slow": r.slow, "no_ttl": r.noTTL, "panics": r.panics, "violations": bad, "inconclusive": soft}, "", " ")
+		m := map[string]any{"seed": seed, "holds": r.holds, "failed": r.fails, "faults": r.faults,
+			"slow": r.slow, "no_ttl": r.noTTL, "panics": r.panics, "violations": bad, "inconclusive": soft}
+		if len(r.permits) > 0 {
+			m["permits"] = r.permits
+		}
+		b, _ := json.MarshalIndent(m, "", " ")
 		if err := os.WriteFile(path, b, 0o644); err != nil {
 			t.Error(err)
 		} else {

@@ -60,7 +60,8 @@ type workload struct {
 	h       *history
 	names   []string
 	ttls    []time.Duration
-	fair    bool // Fair may be used (not over Redlock)
+	fair    bool             // Fair may be used (not over Redlock)
+	limits  map[string][]int // the semaphore scenario: the limits callers pass, by name (nil: locks)
 	reg     registry
 	ctx     context.Context // cancelled when the workload stops
 	stop    chan struct{}
@@ -178,7 +179,7 @@ func (w *worker) failed(cl *call, l *core.Lock, err error) {
 	if tok != "" && inFlight {
 		hd := cl.hold
 		w.h.mu.Lock()
-		w.h.fails = append(w.h.fails, &failed{Client: hd.Client, Name: hd.Name, Tok: tok, TTL: hd.TTL, Call: hd.Call, Ret: w.h.now(), Err: err.Error()})
+		w.h.fails = append(w.h.fails, &failed{Client: hd.Client, Name: hd.Name, Tok: tok, TTL: hd.TTL, Call: hd.Call, Ret: w.h.now(), Err: err.Error(), Limit: hd.Limit})
 		w.h.mu.Unlock()
 	}
 	if !errors.Is(err, core.ErrNotAcquired) {
@@ -330,7 +331,12 @@ func (w *worker) owner() {
 func (w *worker) do() {
 	c, gen := w.slot.get()
 	name, ttl := w.names[w.rnd.IntN(len(w.names))], w.ttls[w.rnd.IntN(len(w.ttls))]
-	hd := &hold{Client: w.slot.idx, Gen: gen, Name: name, Kind: "do", TTL: ttl}
+	w.doWith(c, &hold{Client: w.slot.idx, Gen: gen, Name: name, Kind: "do", TTL: ttl})
+}
+
+// doWith runs c.Do on hd's name and TTL (with opts after WithWait: Permits for a permit).
+func (w *worker) doWith(c *core.Client, hd *hold, opts ...core.AcquireOption) {
+	name, ttl := hd.Name, hd.TTL
 	work := w.dur(0, ttl/2)
 	if w.rnd.IntN(4) == 0 {
 		work = w.dur(ttl, 2*ttl)
@@ -356,7 +362,7 @@ func (w *worker) do() {
 			w.loseReplies() // the release that follows may lose its reply and be replayed
 		}
 		return nil
-	}, core.WithWait(w.dur(50*time.Millisecond, time.Second)))
+	}, append([]core.AcquireOption{core.WithWait(w.dur(50*time.Millisecond, time.Second))}, opts...)...)
 	if !ran {
 		if err != nil {
 			w.failed(cl, nil, err)
