@@ -14,7 +14,9 @@ import (
 
 // Client takes locks on Redis. It is safe for concurrent use. One Client runs at most three
 // goroutines whatever the number of locks: the renewal watchdog, and the reader and writer of the
-// shared release subscription. They start when first needed and stop on Close.
+// shared release subscription. They start when first needed and stop on Close. (A Redlock Client
+// also sends its requests to the nodes from worker goroutines, as many as requests in flight; a
+// worker exits after a second without work, or on Close.)
 type Client struct {
 	id     string       // random, published in release messages and prefixed to hold ids
 	holds  atomic.Int64 // hold ids of re-entering acquisitions
@@ -138,6 +140,9 @@ func (c *Client) Close(ctx context.Context) error {
 			l.setState(stateClosed)
 			l.reportReleased(max(n, 0), err)
 		}
+	}
+	if rl, ok := c.st.(*redlock); ok {
+		rl.work.stop()
 	}
 	return first
 }

@@ -17,7 +17,8 @@ import (
 // bounded by the per-node timeout (WithNodeTimeout), so a slow or dead node costs at most that; and
 // Acquire, Release and Extend return once a quorum has answered, so a slow node usually costs
 // nothing. (The slower nodes' grants are kept after a successful acquisition, and their releases
-// finish in the background.)
+// finish in the background.) The requests run on worker goroutines that the Client reuses from one
+// request to the next; a worker exits after a second without work, or on Close.
 // The API is the same as New's, except Fair (not supported: each node would keep its own queue).
 //
 // Fencing tokens stay monotonic across quorums: the fence is the maximum of the quorum's counters,
@@ -42,7 +43,7 @@ func NewRedlock(nodes []redis.UniversalClient, opts ...Option) (*Client, error) 
 	}
 	s := loadScripts()
 	id := clientIDPrefix + newToken()[:16]
-	rl := &redlock{quorum: len(nodes)/2 + 1, timeout: o.nodeTimeout, rt: newFanRouter(nodes), opt: &o}
+	rl := &redlock{quorum: len(nodes)/2 + 1, timeout: o.nodeTimeout, rt: newFanRouter(nodes), opt: &o, work: newWorkers()}
 	label := holderLabel(o.label)
 	for _, n := range nodes {
 		nd := newNode(n, &s, id)
@@ -59,6 +60,7 @@ type redlock struct {
 	timeout time.Duration
 	rt      fanRouter
 	timers  sync.Pool // of *time.Timer, stopped: the waits of releases
+	work    *workers  // run the requests to the nodes
 }
 
 var errNodeTimeout = errors.New("no answer within the node timeout")

@@ -261,7 +261,7 @@ func (rl *redlock) release(ctx context.Context, k *keys, token, hold any, fair b
 	// there is nothing left to release), so that the lock does not linger on them.
 	linger := max(rl.nodeTimeout(lockTTL), min(lockTTL, 2*time.Second))
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), linger)
-	x.start(len(rl.nodes), rctx, cancel, rl.quorum, x)
+	x.start(rl.work, len(rl.nodes), rctx, cancel, rl.quorum, x)
 	t := rl.timer(rl.nodeTimeout(lockTTL))
 	rl.wait(ctx, &x.fan, t)
 	rl.putTimer(t)

@@ -63,9 +63,9 @@ type fan struct {
 	ans      [inlineNodes]bool
 }
 
-// start runs job on every node, each in its goroutine with ctx, and returns at once. need > 0
+// start runs job on every node, each on a worker of w with ctx, and returns at once. need > 0
 // closes enough as soon as need calls reported true.
-func (f *fan) start(nodes int, ctx context.Context, cancel context.CancelFunc, need int, job fanJob) {
+func (f *fan) start(w *workers, nodes int, ctx context.Context, cancel context.CancelFunc, need int, job fanJob) {
 	if nodes <= inlineNodes {
 		f.answered = f.ans[:nodes]
 	} else {
@@ -77,7 +77,7 @@ func (f *fan) start(nodes int, ctx context.Context, cancel context.CancelFunc, n
 	f.left, f.need, f.cancel = nodes, need, cancel
 	f.enough = make(chan struct{})
 	for i := range nodes {
-		go f.node(ctx, i, job)
+		w.run(task{f: f, ctx: ctx, i: i, job: job})
 	}
 }
 
@@ -171,7 +171,7 @@ func (rl *redlock) fanFor(ctx context.Context, t time.Duration, need int, fn fun
 // regardless.
 func (rl *redlock) fanWithin(ctx context.Context, t time.Duration, need int, f *fan, job fanJob) []bool {
 	nctx, cancel := context.WithTimeout(ctx, t)
-	f.start(len(rl.nodes), nctx, cancel, need, job)
+	f.start(rl.work, len(rl.nodes), nctx, cancel, need, job)
 	if !rl.wait(nctx, f, nil) {
 		cancel()
 	}
@@ -194,3 +194,62 @@ func (j *funcJob) late(i int) {
 		j.lateFn(i)
 	}
 }
+
+// workers run the node requests of fan-outs. A request goes to an idle worker, or to a new one
+// when none is idle; a worker exits once idle for workerIdle, or idle after stop. Reusing
+// goroutines spares each request a goroutine start and the growth of a fresh goroutine's stack to
+// the depth of a go-redis call.
+type workers struct {
+	tasks chan task // unbuffered: a send succeeds when a worker waits
+	done  chan struct{}
+	once  sync.Once
+}
+
+// workerIdle is how long an idle worker waits for a request before it exits.
+const workerIdle = time.Second
+
+// task is one node's request of a fan-out.
+type task struct {
+	f   *fan
+	ctx context.Context
+	i   int
+	job fanJob
+}
+
+func newWorkers() *workers {
+	return &workers{tasks: make(chan task), done: make(chan struct{})}
+}
+
+// run hands t to an idle worker, or starts one; it never blocks.
+func (w *workers) run(t task) {
+	select {
+	case w.tasks <- t:
+	default:
+		go w.work(t)
+	}
+}
+
+func (w *workers) work(t task) {
+	var idle *time.Timer
+	for {
+		t.f.node(t.ctx, t.i, t.job)
+		t = task{} // keep nothing of the request alive while idle
+		if idle == nil {
+			idle = time.NewTimer(workerIdle)
+		} else {
+			idle.Reset(workerIdle)
+		}
+		select {
+		case t = <-w.tasks:
+		case <-idle.C:
+			return
+		case <-w.done:
+			idle.Stop()
+			return
+		}
+	}
+}
+
+// stop makes idle workers exit, and busy ones once their request is done (Client.Close). Requests
+// made afterwards still run, each on a goroutine that exits after it.
+func (w *workers) stop() { w.once.Do(func() { close(w.done) }) }
