@@ -241,7 +241,9 @@ func (c *Client) take(ctx context.Context, l *Lock, wait bool, ao acquireOptions
 			parent = x
 		}
 	}
+	l.mu.Lock() // (the Acquired hook may have handed l to another goroutine)
 	l.vctx = valueCtx{Context: parent, l: l}
+	l.mu.Unlock()
 	if !c.wd.add(l, sent, held) {
 		l.cancel(ErrClosed)
 		n, err := c.st.release(context.WithoutCancel(ctx), &l.k, l.tok, l.hold, l.fair, l.ttl)

@@ -162,7 +162,7 @@ func (l *Lock) Context() context.Context {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.ctx == nil {
+	if l.ctx == nil && l.vctx.Context != nil { // (nil while the Acquired hook runs)
 		if l.ended == nil || l.parentEnded {
 			l.ctx, l.stop = context.WithCancelCause(&l.vctx)
 		} else {
@@ -183,7 +183,7 @@ func (l *Lock) cancel(cause error) {
 	l.mu.Lock()
 	if l.ended == nil {
 		l.ended = cause
-		if l.ctx == nil && l.vctx.Context.Err() != nil {
+		if l.ctx == nil && l.vctx.Context != nil && l.vctx.Context.Err() != nil {
 			// The parent ended first: so would the context have.
 			l.ended, l.parentEnded = context.Cause(l.vctx.Context), true
 		}
