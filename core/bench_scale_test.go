@@ -120,13 +120,13 @@ func BenchmarkTopology(b *testing.B) {
 }
 
 // BenchmarkRedlockLockUnlock measures uncontended lock+unlock over a 3-node Redlock (a distinct key
-// per goroutine) for lockkit and the 3-node floor, side by side in one run. The floor is what
-// redsync does: SET NX PX on every node in parallel (a goroutine per node), then the
-// compare-and-delete on every node in parallel.
+// per goroutine) for lockkit and the 3-node floor, side by side in one run, at 1, 16 and 64
+// goroutines. The floor is what redsync does: SET NX PX on every node in parallel (a goroutine per
+// node), then the compare-and-delete on every node in parallel.
 func BenchmarkRedlockLockUnlock(b *testing.B) {
 	nodes := redistest.StartN(b, 3)
 	ctx := context.Background()
-	for _, g := range []int{1, 16} {
+	for _, g := range []int{1, 16, 64} {
 		var rdbs []*redis.Client
 		var unis []redis.UniversalClient
 		for _, n := range nodes {

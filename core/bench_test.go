@@ -36,10 +36,10 @@ func poolOpts(srv *redistest.Server, size int) *redis.Options {
 }
 
 // BenchmarkLockUnlock measures uncontended lock+unlock (a distinct key per goroutine) for lockkit
-// and the raw floor, side by side in one run.
+// and the raw floor, side by side in one run, at 1, 16 and 64 goroutines.
 func BenchmarkLockUnlock(b *testing.B) {
 	srv := redistest.Start(b)
-	for _, g := range []int{1, 16} {
+	for _, g := range []int{1, 16, 64} {
 		rdb := redis.NewClient(poolOpts(srv, g))
 		b.Cleanup(func() { rdb.Close() })
 		c := newClient(b, rdb)
