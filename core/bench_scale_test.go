@@ -122,8 +122,11 @@ func BenchmarkTopology(b *testing.B) {
 // BenchmarkRedlockLockUnlock measures uncontended lock+unlock over a 3-node Redlock (a distinct key
 // per goroutine) for lockkit and the 3-node floor, side by side in one run, at 1, 16 and 64
 // goroutines. The floor is what redsync does: SET NX PX on every node in parallel (a goroutine per
-// node), then the compare-and-delete on every node in parallel.
+// node), then the compare-and-delete on every node in parallel. The TTL is 8s (as in make
+// bench-compare), so the node timeout is 400ms: with 1s (50ms) a loaded 2-core machine at 64
+// goroutines sometimes misses a quorum, and the run fails.
 func BenchmarkRedlockLockUnlock(b *testing.B) {
+	const rlTTL = 8 * time.Second
 	nodes := redistest.StartN(b, 3)
 	ctx := context.Background()
 	for _, g := range []int{1, 16, 64} {
@@ -150,7 +153,7 @@ func BenchmarkRedlockLockUnlock(b *testing.B) {
 			runParallel(b, g, func(i int) func() error {
 				name := "rl:" + strconv.Itoa(i)
 				return func() error {
-					l, err := c.Acquire(ctx, name, time.Second)
+					l, err := c.Acquire(ctx, name, rlTTL)
 					if err != nil {
 						return err
 					}
@@ -176,7 +179,7 @@ func rawQuorum(ctx context.Context, rdbs []*redis.Client, key, token string) err
 		}
 		return first
 	}
-	if err := par(func(rdb *redis.Client) error { return rdb.SetNX(ctx, key, token, time.Second).Err() }); err != nil {
+	if err := par(func(rdb *redis.Client) error { return rdb.SetNX(ctx, key, token, 8*time.Second).Err() }); err != nil {
 		return err
 	}
 	return par(func(rdb *redis.Client) error { return rawRelease.Run(ctx, rdb, []string{key}, token).Err() })
