@@ -260,7 +260,7 @@ func (rl *redlock) release(ctx context.Context, k *keys, token, hold any, fair b
 	// slower nodes' releases go on in the background for up to 2s (bounded by the TTL, after which
 	// there is nothing left to release), so that the lock does not linger on them.
 	linger := max(rl.nodeTimeout(lockTTL), min(lockTTL, 2*time.Second))
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), linger)
+	rctx, cancel := context.WithTimeout(uncancelled(ctx), linger)
 	x.start(rl.work, len(rl.nodes), rctx, cancel, rl.quorum, x)
 	t := rl.timer(rl.nodeTimeout(lockTTL))
 	rl.wait(ctx, &x.fan, t)
@@ -272,4 +272,15 @@ func (rl *redlock) release(ctx context.Context, k *keys, token, hold any, fair b
 		}
 	}
 	return rl.tally("release", x.got)
+}
+
+// uncancelled is context.WithoutCancel(ctx), or ctx itself when nothing can cancel it (no Done
+// channel: context.Background and the contexts derived from it by values only).
+func uncancelled(ctx context.Context) context.Context {
+	if ctx.Done() == nil {
+		if _, ok := ctx.Deadline(); !ok {
+			return ctx
+		}
+	}
+	return context.WithoutCancel(ctx)
 }
