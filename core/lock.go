@@ -3,7 +3,6 @@ package core
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 )
@@ -384,25 +383,4 @@ func (l *Lock) lostCause() error {
 		return l.cause
 	}
 	return nil
-}
-
-// outlived gives back a hold whose acquisition was answered after its validity deadline (sent +
-// TTL − drift) and returns an error saying so; nil when the reply came in time. Redis may have run
-// the script at any moment since it was sent, so how long such a lock is still ours is unknown: a
-// slow network or a paused Redis must not hand out a lock whose safety margin is spent.
-func (c *Client) outlived(ctx context.Context, l *Lock, sent time.Time) error {
-	took, validity := time.Since(sent), l.ttl-c.opt.drift(l.ttl)
-	if took < validity {
-		return nil
-	}
-	// The lock expires at most TTL from now: there is no point in trying for longer.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.ttl)
-	_, err := c.st.release(rctx, &l.k, l.tok, l.hold, l.fair, l.ttl)
-	cancel()
-	back := "the lock was given back"
-	if err != nil {
-		back = fmt.Sprintf("giving the lock back failed (%v); it expires within its TTL", err)
-	}
-	return unavailable("acquire", fmt.Errorf("the reply took %v, longer than the lock's validity (%v); %s",
-		took.Round(time.Millisecond), validity, back))
 }
