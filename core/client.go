@@ -16,7 +16,7 @@ import (
 // goroutines whatever the number of locks: the renewal watchdog, and the reader and writer of the
 // shared release subscription. They start when first needed and stop on Close. (A Redlock Client
 // also sends its requests to the nodes from worker goroutines, as many as requests in flight; a
-// worker exits after a second without work, or on Close.)
+// worker exits after one to two seconds without work, or on Close.)
 type Client struct {
 	id     string       // random, published in release messages and prefixed to hold ids
 	holds  atomic.Int64 // hold ids of re-entering acquisitions

@@ -18,7 +18,7 @@ import (
 // Acquire, Release and Extend return once a quorum has answered, so a slow node usually costs
 // nothing. (The slower nodes' grants are kept after a successful acquisition, and their releases
 // finish in the background.) The requests run on worker goroutines that the Client reuses from one
-// request to the next; a worker exits after a second without work, or on Close.
+// request to the next; a worker exits after one to two seconds without work, or on Close.
 // The API is the same as New's, except Fair (not supported: each node would keep its own queue).
 //
 // Fencing tokens stay monotonic across quorums: the fence is the maximum of the quorum's counters,

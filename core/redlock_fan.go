@@ -196,7 +196,8 @@ func (j *funcJob) late(i int) {
 }
 
 // workers run the node requests of fan-outs. A request goes to an idle worker, or to a new one
-// when none is idle; a worker exits once idle for workerIdle, or idle after stop. Reusing
+// when none is idle; a worker exits once idle for one to two workerIdle periods, or idle after
+// stop. Reusing
 // goroutines spares each request a goroutine start and the growth of a fresh goroutine's stack to
 // the depth of a go-redis call.
 type workers struct {
@@ -205,7 +206,7 @@ type workers struct {
 	once  sync.Once
 }
 
-// workerIdle is how long an idle worker waits for a request before it exits.
+// workerIdle is the period after which a worker that had no request in it exits.
 const workerIdle = time.Second
 
 // task is one node's request of a fan-out.
@@ -230,21 +231,26 @@ func (w *workers) run(t task) {
 }
 
 func (w *workers) work(t task) {
-	var idle *time.Timer
+	// The idle timer is not reset per request (that would cost a timer update per node and
+	// request): a worker exits when a whole period passed without work, after one to two idle
+	// periods.
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	worked := false
 	for {
-		t.f.node(t.ctx, t.i, t.job)
-		t = task{} // keep nothing of the request alive while idle
-		if idle == nil {
-			idle = time.NewTimer(workerIdle)
-		} else {
-			idle.Reset(workerIdle)
+		if t.f != nil {
+			t.f.node(t.ctx, t.i, t.job)
+			t, worked = task{}, true // keep nothing of the request alive while idle
 		}
 		select {
 		case t = <-w.tasks:
 		case <-idle.C:
-			return
+			if !worked {
+				return
+			}
+			worked = false
+			idle.Reset(workerIdle)
 		case <-w.done:
-			idle.Stop()
 			return
 		}
 	}
