@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -116,4 +117,70 @@ func BenchmarkTopology(b *testing.B) {
 	b.Run("topology=cluster/replica-ack", func(b *testing.B) {
 		run(b, newClient(b, cl.Client(b), core.WithReplicaAck(1, time.Second)), "t")
 	})
+}
+
+// BenchmarkRedlockLockUnlock measures uncontended lock+unlock over a 3-node Redlock (a distinct key
+// per goroutine) for lockkit and the 3-node floor, side by side in one run, at 1, 16 and 64
+// goroutines. The floor is what redsync does: SET NX PX on every node in parallel (a goroutine per
+// node), then the compare-and-delete on every node in parallel. The TTL is 8s (as in make
+// bench-compare), so the node timeout is 400ms: with 1s (50ms) a loaded 2-core machine at 64
+// goroutines sometimes misses a quorum, and the run fails.
+func BenchmarkRedlockLockUnlock(b *testing.B) {
+	const rlTTL = 8 * time.Second
+	nodes := redistest.StartN(b, 3)
+	ctx := context.Background()
+	for _, g := range []int{1, 16, 64} {
+		var rdbs []*redis.Client
+		var unis []redis.UniversalClient
+		for _, n := range nodes {
+			rdb := redis.NewClient(poolOpts(n, g))
+			b.Cleanup(func() { rdb.Close() })
+			rdbs = append(rdbs, rdb)
+			unis = append(unis, rdb)
+		}
+		c, err := core.NewRedlock(unis)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = c.Close(ctx) })
+		b.Run(fmt.Sprintf("impl=raw3/g=%d", g), func(b *testing.B) {
+			runParallel(b, g, func(i int) func() error {
+				key, token := "raw3:"+strconv.Itoa(i), tokenFor(i)
+				return func() error { return rawQuorum(ctx, rdbs, key, token) }
+			})
+		})
+		b.Run(fmt.Sprintf("impl=lockkit/g=%d", g), func(b *testing.B) {
+			runParallel(b, g, func(i int) func() error {
+				name := "rl:" + strconv.Itoa(i)
+				return func() error {
+					l, err := c.Acquire(ctx, name, rlTTL)
+					if err != nil {
+						return err
+					}
+					return l.Release(ctx)
+				}
+			})
+		})
+	}
+}
+
+// rawQuorum is the 3-node floor's lock+unlock (see BenchmarkRedlockLockUnlock).
+func rawQuorum(ctx context.Context, rdbs []*redis.Client, key, token string) error {
+	par := func(fn func(rdb *redis.Client) error) error {
+		errs := make(chan error, len(rdbs))
+		for _, rdb := range rdbs {
+			go func() { errs <- fn(rdb) }()
+		}
+		var first error
+		for range rdbs {
+			if err := <-errs; err != nil && first == nil {
+				first = err
+			}
+		}
+		return first
+	}
+	if err := par(func(rdb *redis.Client) error { return rdb.SetNX(ctx, key, token, 8*time.Second).Err() }); err != nil {
+		return err
+	}
+	return par(func(rdb *redis.Client) error { return rawRelease.Run(ctx, rdb, []string{key}, token).Err() })
 }

@@ -14,7 +14,9 @@ import (
 
 // Client takes locks on Redis. It is safe for concurrent use. One Client runs at most three
 // goroutines whatever the number of locks: the renewal watchdog, and the reader and writer of the
-// shared release subscription. They start when first needed and stop on Close.
+// shared release subscription. They start when first needed and stop on Close. (A Redlock Client
+// also sends its requests to the nodes from worker goroutines, as many as requests in flight; a
+// worker exits after one to two seconds without work, or on Close.)
 type Client struct {
 	id     string       // random, published in release messages and prefixed to hold ids
 	holds  atomic.Int64 // hold ids of re-entering acquisitions
@@ -112,7 +114,7 @@ func (c *Client) Do(ctx context.Context, name string, ttl time.Duration, fn func
 			err = rerr
 		}
 	}()
-	return fn(l.ctx)
+	return fn(l.Context())
 }
 
 // Close releases every lock the Client holds (their contexts are cancelled with ErrClosed as the
@@ -138,6 +140,9 @@ func (c *Client) Close(ctx context.Context) error {
 			l.setState(stateClosed)
 			l.reportReleased(max(n, 0), err)
 		}
+	}
+	if rl, ok := c.st.(*redlock); ok {
+		rl.work.stop()
 	}
 	return first
 }
@@ -175,7 +180,7 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 		if err := c.initPermit(l, &ao, name); err != nil {
 			return nil, err
 		}
-		return c.take(ctx, l, wait, &ao, name)
+		return c.take(ctx, l, wait, ao, name)
 	}
 	l.k.init(c.opt.prefix, name)
 	l.token = ao.owner
@@ -196,12 +201,12 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 	if ao.guard != "" {
 		l.req.guard = []string{l.k.arr[0], l.k.arr[1], ao.guard}
 	}
-	return c.take(ctx, l, wait, &ao, name)
+	return c.take(ctx, l, wait, ao, name)
 }
 
 // take runs the acquire call of a prepared Lock (a lock or a permit) and registers it with the
 // watchdog.
-func (c *Client) take(ctx context.Context, l *Lock, wait bool, ao *acquireOptions, name string) (*Lock, error) {
+func (c *Client) take(ctx context.Context, l *Lock, wait bool, ao acquireOptions, name string) (*Lock, error) {
 	ttl := l.ttl
 	start := time.Now()
 	hctx := ctx
@@ -236,8 +241,9 @@ func (c *Client) take(ctx context.Context, l *Lock, wait bool, ao *acquireOption
 			parent = x
 		}
 	}
+	l.mu.Lock() // (the Acquired hook may have handed l to another goroutine)
 	l.vctx = valueCtx{Context: parent, l: l}
-	l.ctx, l.cancel = context.WithCancelCause(&l.vctx)
+	l.mu.Unlock()
 	if !c.wd.add(l, sent, held) {
 		l.cancel(ErrClosed)
 		n, err := c.st.release(context.WithoutCancel(ctx), &l.k, l.tok, l.hold, l.fair, l.ttl)
@@ -250,7 +256,7 @@ func (c *Client) take(ctx context.Context, l *Lock, wait bool, ao *acquireOption
 }
 
 // wait runs the acquire attempts of one call (see waitCall).
-func (c *Client) wait(ctx context.Context, l *Lock, wait bool, ao *acquireOptions, start time.Time) (acquireResult, time.Time, int, error) {
+func (c *Client) wait(ctx context.Context, l *Lock, wait bool, ao acquireOptions, start time.Time) (acquireResult, time.Time, int, error) {
 	wc := waitCall{c: c, l: l, ao: ao, wait: wait, start: start, backoff: c.opt.backoffMin, maxBack: c.opt.backoffMax}
 	err := wc.run(ctx)
 	return wc.res, wc.sent, wc.attempts, err
@@ -274,7 +280,7 @@ func (c *Client) lost(ls lostSet) {
 		if h != nil && l.endReported() {
 			in := HoldInfo{Lock: l, Duration: time.Since(l.acquired), Err: cause}
 			in.Held, in.Last = c.wd.endOf(l)
-			h.Lost(l.ctx, in)
+			h.Lost(l.Context(), in)
 		}
 		l.cancel(cause)
 	}

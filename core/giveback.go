@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -57,4 +58,25 @@ func (c *Client) waitBackground(ctx context.Context) {
 		<-done
 	}
 	c.bgStop()
+}
+
+// outlived gives back a hold whose acquisition was answered after its validity deadline (sent +
+// TTL − drift) and returns an error saying so; nil when the reply came in time. Redis may have run
+// the script at any moment since it was sent, so how long such a lock is still ours is unknown: a
+// slow network or a paused Redis must not hand out a lock whose safety margin is spent.
+func (c *Client) outlived(ctx context.Context, l *Lock, sent time.Time) error {
+	took, validity := time.Since(sent), l.ttl-c.opt.drift(l.ttl)
+	if took < validity {
+		return nil
+	}
+	// The lock expires at most TTL from now: there is no point in trying for longer.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.ttl)
+	_, err := c.st.release(rctx, &l.k, l.tok, l.hold, l.fair, l.ttl)
+	cancel()
+	back := "the lock was given back"
+	if err != nil {
+		back = fmt.Sprintf("giving the lock back failed (%v); it expires within its TTL", err)
+	}
+	return unavailable("acquire", fmt.Errorf("the reply took %v, longer than the lock's validity (%v); %s",
+		took.Round(time.Millisecond), validity, back))
 }

@@ -3,7 +3,6 @@ package core
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 )
@@ -40,14 +39,19 @@ type Lock struct {
 	outer    *Lock         // the lock held by the context this one was acquired with
 	e        *entry        // shared by the reentrant Locks of one owner in this Client
 	own      entry         // e, when this acquisition created it
-	vctx     valueCtx
-	ctx      context.Context
-	cancel   context.CancelCauseFunc
+	vctx     valueCtx      // the parent of the lock's context
 
-	mu       sync.Mutex
-	state    int
-	cause    error
-	reported bool // the Released or Lost hook ran: the hold's one end event
+	mu    sync.Mutex
+	state int
+	cause error
+	// The lock's context is made by the first call of Context (most holders never ask for it):
+	// ctx and stop, its cancel function. ended is the cause the end of the hold gave it, or gives
+	// it when it is made afterwards; parentEnded says that the parent context had ended first.
+	ctx         context.Context
+	stop        context.CancelCauseFunc
+	ended       error
+	parentEnded bool
+	reported    bool // the Released or Lost hook ran: the hold's one end event
 	// What the hold's end event carries (HoldInfo.Held, Last): set by the watchdog, under its
 	// mutex, on the hold that ends the Client's hold of the lock.
 	endHeld int
@@ -68,6 +72,12 @@ func (c *valueCtx) Value(key any) any {
 	}
 	return c.Context.Value(key)
 }
+
+// unlinked is a context without its parent's cancellation (the values and the deadline stay).
+type unlinked struct{ context.Context }
+
+func (unlinked) Done() <-chan struct{} { return nil }
+func (unlinked) Err() error            { return nil }
 
 // heldIn returns the lock on key held by c that ctx carries, if any.
 func heldIn(ctx context.Context, c *Client, key string) *Lock {
@@ -149,7 +159,39 @@ func (l *Lock) Context() context.Context {
 		cancel(ErrNotHeld)
 		return ctx
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ctx == nil && l.vctx.Context != nil { // (nil while the Acquired hook runs)
+		if l.ended == nil || l.parentEnded {
+			l.ctx, l.stop = context.WithCancelCause(&l.vctx)
+		} else {
+			// The hold ended while its parent context was live: the context is cancelled with the
+			// hold's cause, as it would have been had it been made at once, whatever the parent
+			// did since.
+			l.ctx, l.stop = context.WithCancelCause(unlinked{&l.vctx})
+		}
+		if l.ended != nil {
+			l.stop(l.ended)
+		}
+	}
 	return l.ctx
+}
+
+// cancel ends the lock's context with cause, now or, if it is not made yet, when it is.
+func (l *Lock) cancel(cause error) {
+	l.mu.Lock()
+	if l.ended == nil {
+		l.ended = cause
+		if l.ctx == nil && l.vctx.Context != nil && l.vctx.Context.Err() != nil {
+			// The parent ended first: so would the context have.
+			l.ended, l.parentEnded = context.Cause(l.vctx.Context), true
+		}
+	}
+	stop := l.stop
+	l.mu.Unlock()
+	if stop != nil {
+		stop(cause)
+	}
 }
 
 // TTL asks Redis for the lock's remaining time to live, checking that it is still ours. It returns
@@ -223,12 +265,11 @@ func (l *Lock) release(ctx context.Context, send func() (int64, error)) error {
 	l.cancel(ErrReleased)
 	l.c.wd.detach(l)
 	n, err := send()
-	var short *ackError
-	if errors.As(err, &short) {
-		// Released (and ReleaseSet's value written), but not acknowledged by enough replicas.
-		l.setState(stateReleased)
-		err = unavailable("release", err)
-	} else if err != nil {
+	if err != nil {
+		if short := (*ackError)(nil); errors.As(err, &short) {
+			// Released (and ReleaseSet's value written), but not acknowledged by enough replicas.
+			l.setState(stateReleased)
+		}
 		err = unavailable("release", err)
 	} else if n < 0 {
 		lost := &LostError{Name: l.k.name, Reason: "not_owner"}
@@ -279,7 +320,7 @@ func (l *Lock) reportReleased(holds int64, err error) {
 	}
 	if l.endReported() {
 		held, last := l.c.wd.endOf(l)
-		h.Released(l.ctx, HoldInfo{Lock: l, Held: held, Last: last, Holds: holds,
+		h.Released(l.Context(), HoldInfo{Lock: l, Held: held, Last: last, Holds: holds,
 			Duration: time.Since(l.acquired), Err: err})
 	}
 }
@@ -342,25 +383,4 @@ func (l *Lock) lostCause() error {
 		return l.cause
 	}
 	return nil
-}
-
-// outlived gives back a hold whose acquisition was answered after its validity deadline (sent +
-// TTL − drift) and returns an error saying so; nil when the reply came in time. Redis may have run
-// the script at any moment since it was sent, so how long such a lock is still ours is unknown: a
-// slow network or a paused Redis must not hand out a lock whose safety margin is spent.
-func (c *Client) outlived(ctx context.Context, l *Lock, sent time.Time) error {
-	took, validity := time.Since(sent), l.ttl-c.opt.drift(l.ttl)
-	if took < validity {
-		return nil
-	}
-	// The lock expires at most TTL from now: there is no point in trying for longer.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.ttl)
-	_, err := c.st.release(rctx, &l.k, l.tok, l.hold, l.fair, l.ttl)
-	cancel()
-	back := "the lock was given back"
-	if err != nil {
-		back = fmt.Sprintf("giving the lock back failed (%v); it expires within its TTL", err)
-	}
-	return unavailable("acquire", fmt.Errorf("the reply took %v, longer than the lock's validity (%v); %s",
-		took.Round(time.Millisecond), validity, back))
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -16,7 +17,8 @@ import (
 // bounded by the per-node timeout (WithNodeTimeout), so a slow or dead node costs at most that; and
 // Acquire, Release and Extend return once a quorum has answered, so a slow node usually costs
 // nothing. (The slower nodes' grants are kept after a successful acquisition, and their releases
-// finish in the background.)
+// finish in the background.) The requests run on worker goroutines that the Client reuses from one
+// request to the next; a worker exits after one to two seconds without work, or on Close.
 // The API is the same as New's, except Fair (not supported: each node would keep its own queue).
 //
 // Fencing tokens stay monotonic across quorums: the fence is the maximum of the quorum's counters,
@@ -41,7 +43,7 @@ func NewRedlock(nodes []redis.UniversalClient, opts ...Option) (*Client, error) 
 	}
 	s := loadScripts()
 	id := clientIDPrefix + newToken()[:16]
-	rl := &redlock{quorum: len(nodes)/2 + 1, timeout: o.nodeTimeout, rt: newFanRouter(nodes), opt: &o}
+	rl := &redlock{quorum: len(nodes)/2 + 1, timeout: o.nodeTimeout, rt: newFanRouter(nodes), opt: &o, work: newWorkers()}
 	label := holderLabel(o.label)
 	for _, n := range nodes {
 		nd := newNode(n, &s, id)
@@ -57,6 +59,8 @@ type redlock struct {
 	quorum  int
 	timeout time.Duration
 	rt      fanRouter
+	timers  sync.Pool // of *time.Timer, stopped: the waits of releases
+	work    *workers  // run the requests to the nodes
 }
 
 var errNodeTimeout = errors.New("no answer within the node timeout")
@@ -94,164 +98,6 @@ func (rl *redlock) quorumErr(op string, ok int, errs []error) error {
 	return qe
 }
 
-func (rl *redlock) acquire(ctx context.Context, k *keys, r *acquireReq) (acquireResult, error) {
-	sg := &stragglers{}
-	res, err := rl.acquireQuorum(ctx, k, r, sg)
-	ok := err == nil && res.ok
-	var kept func(i int)
-	if ok {
-		kept = sg.fenceTo(res.fence)
-	}
-	sg.decide(ok, kept)
-	return res, err
-}
-
-func (rl *redlock) acquireQuorum(ctx context.Context, k *keys, r *acquireReq, sg *stragglers) (acquireResult, error) {
-	if r.fair {
-		return acquireResult{}, invalid("fair mode is not supported over Redlock")
-	}
-	start := time.Now()
-	// One fence floor for every node, from this client's clock: nodes whose counters agree answer
-	// the same fence, and the write-back is only needed when they diverged.
-	rr := *r
-	rr.floor = start.UnixMilli() * 1000
-	r = &rr
-	raw := make([]acquireResult, len(rl.nodes))
-	rawErrs := make([]error, len(rl.nodes))
-	// A quorum of grants settles an acquisition, unless a guard is checked: any node may hold the
-	// guard key, so every node must answer.
-	need := rl.quorum
-	if r.guard != nil {
-		need = 0
-	}
-	sg.fenceTo = func(fence int64) func(i int) { // a late grant of a successful acquisition: agree on its fence
-		return func(i int) {
-			if rawErrs[i] == nil && raw[i].ok && raw[i].fence != fence {
-				fctx, cancel := context.WithTimeout(context.Background(), rl.nodeTimeout(r.ttl))
-				_ = rl.nodes[i].raiseFence(fctx, k, r.token, r.ttl, fence)
-				cancel()
-			}
-		}
-	}
-	sg.undo = func(i int) { // a late grant (or lost reply) of a failed acquisition: give it back
-		if (rawErrs[i] == nil && raw[i].ok) || mayHaveRun(rawErrs[i]) {
-			uctx, cancel := context.WithTimeout(context.Background(), rl.nodeTimeout(r.ttl))
-			_, _ = rl.nodes[i].releaseWith(uctx, k, r.token, r.hold, false, rl.nodes[i].id)
-			cancel()
-		}
-	}
-	answered := rl.fan(ctx, r.ttl, need, func(ctx context.Context, i int, n *node) bool {
-		raw[i], rawErrs[i] = n.acquire(ctx, k, r)
-		return rawErrs[i] == nil && raw[i].ok
-	}, sg.late)
-	res, errs := settle(answered, raw, rawErrs)
-	var ok, failed int
-	var out acquireResult
-	for i := range res {
-		switch {
-		case errs[i] != nil:
-			failed++
-		case res[i].guarded:
-			out.guarded, out.value = true, res[i].value
-		case res[i].ok:
-			ok++
-			out.fence = max(out.fence, res[i].fence)
-			out.holds = max(out.holds, res[i].holds)
-		case res[i].busy && (!out.busy || res[i].retryAfter < out.retryAfter):
-			out.busy, out.retryAfter = true, res[i].retryAfter
-		}
-	}
-	validity := r.ttl - time.Since(start) - rl.opt.drift(r.ttl)
-	if ok >= rl.quorum && !out.guarded && validity > 0 {
-		if err := rl.writeBack(ctx, k, r, res, errs, out.fence); err != nil {
-			rl.undo(k, r, res, errs)
-			return acquireResult{}, err
-		}
-		out.ok = true
-		return out, nil
-	}
-	rl.undo(k, r, res, errs)
-	switch {
-	case out.guarded:
-		return acquireResult{guarded: true, value: out.value}, nil
-	case failed > len(rl.nodes)-rl.quorum:
-		return acquireResult{}, rl.quorumErr("acquire", ok, errs)
-	case ok >= rl.quorum: // validity used up by slow nodes: try again later
-		return acquireResult{busy: true, retryAfter: r.ttl / 10}, nil
-	}
-	return acquireResult{busy: out.busy, retryAfter: out.retryAfter}, nil
-}
-
-// writeBack makes sure a quorum's fence counters are at least fence before the lock is handed out,
-// so that any later quorum sees it. Nodes already there are not written to.
-func (rl *redlock) writeBack(ctx context.Context, k *keys, r *acquireReq, res []acquireResult, errs []error, fence int64) error {
-	have := 0
-	var lag []int
-	for i := range res {
-		if errs[i] == nil && res[i].ok {
-			if res[i].fence >= fence {
-				have++
-			} else {
-				lag = append(lag, i)
-			}
-		}
-	}
-	if have >= rl.quorum {
-		return nil
-	}
-	werrs := make([]error, len(rl.nodes))
-	todo := make([]bool, len(rl.nodes))
-	for _, j := range lag {
-		todo[j] = true
-	}
-	answered := rl.fan(ctx, r.ttl, 0, func(ctx context.Context, i int, n *node) bool {
-		if todo[i] {
-			werrs[i] = n.raiseFence(ctx, k, r.token, r.ttl, fence)
-		}
-		return true
-	}, nil)
-	_, we := settle(answered, todo, werrs)
-	for i := range todo {
-		if !todo[i] {
-			we[i] = nil
-		} else if we[i] == nil {
-			have++
-		}
-	}
-	if have < rl.quorum {
-		return rl.quorumErr("fence write-back", have, we)
-	}
-	return nil
-}
-
-// undo releases what a failed attempt took, on every node that granted it or whose reply was lost
-// (best effort). Nodes that had not answered yet are undone by stragglers when they do.
-func (rl *redlock) undo(k *keys, r *acquireReq, res []acquireResult, errs []error) {
-	rl.fan(context.Background(), r.ttl, 0, func(ctx context.Context, i int, n *node) bool {
-		if (errs[i] == nil && res[i].ok) || (errs[i] != errNodeTimeout && mayHaveRun(errs[i])) {
-			_, _ = n.releaseWith(ctx, k, r.token, r.hold, false, n.id)
-		}
-		return true
-	}, nil)
-}
-
-func (rl *redlock) release(ctx context.Context, k *keys, token, hold any, fair bool, lockTTL time.Duration) (int64, error) {
-	payload := rl.nodes[0].id.(string) + "/" + token.(string)
-	holds := make([]int64, len(rl.nodes))
-	errs := make([]error, len(rl.nodes))
-	// Release returns once a quorum released (or the node timeout passed); the slower nodes'
-	// releases go on in the background for up to 2s (bounded by the TTL, after which there is
-	// nothing left to release), so that the lock does not linger on them.
-	linger := max(rl.nodeTimeout(lockTTL), min(lockTTL, 2*time.Second))
-	answered := rl.fan(ctx, lockTTL, rl.quorum, func(_ context.Context, i int, n *node) bool {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), linger)
-		defer cancel()
-		holds[i], errs[i] = n.releaseWith(rctx, k, token, hold, false, payload)
-		return errs[i] == nil && holds[i] >= 0
-	}, nil) // tally reads copies: stragglers may still write these
-	return rl.tally("release", holds, errs, answered)
-}
-
 func (rl *redlock) releaseSet(ctx context.Context, k *keys, token, hold any, key string, value []byte, ttl, lockTTL time.Duration) (int64, error) {
 	holds := make([]int64, len(rl.nodes))
 	errs := make([]error, len(rl.nodes))
@@ -265,7 +111,12 @@ func (rl *redlock) releaseSet(ctx context.Context, k *keys, token, hold any, key
 		return true
 	}, nil)
 	shortIn, _ := settle(answered, short, errs)
-	left, err := rl.tally("release", holds, errs, answered)
+	holds, errs = settle(answered, holds, errs)
+	got := make([]nodeRelease, len(holds))
+	for i := range got {
+		got[i] = nodeRelease{holds: holds[i], err: errs[i]}
+	}
+	left, err := rl.tally("release", got)
 	if err == nil && left >= 0 {
 		err = errors.Join(shortIn...)
 	}
@@ -275,18 +126,17 @@ func (rl *redlock) releaseSet(ctx context.Context, k *keys, token, hold any, key
 // tally turns per-node release answers into one. Released if some node released and, with the
 // nodes that say the token does not hold the lock there, a quorum is free of us; -1 if a quorum
 // says the token does not hold it; else a *QuorumError.
-func (rl *redlock) tally(op string, holds []int64, errs []error, answered []bool) (int64, error) {
-	holds, errs = settle(answered, holds, errs)
+func (rl *redlock) tally(op string, got []nodeRelease) (int64, error) {
 	var ok, notHeld int
 	var left int64
-	for i := range holds {
+	for _, r := range got {
 		switch {
-		case errs[i] != nil:
-		case holds[i] < 0:
+		case r.err != nil:
+		case r.holds < 0:
 			notHeld++
 		default:
 			ok++
-			left = max(left, holds[i])
+			left = max(left, r.holds)
 		}
 	}
 	switch {
@@ -294,6 +144,10 @@ func (rl *redlock) tally(op string, holds []int64, errs []error, answered []bool
 		return left, nil
 	case notHeld >= rl.quorum:
 		return -1, nil
+	}
+	errs := make([]error, len(got))
+	for i := range got {
+		errs[i] = got[i].err
 	}
 	return 0, rl.quorumErr(op, ok, errs)
 }

@@ -32,6 +32,121 @@ func (rl *redlock) nodeTimeout(ttl time.Duration) time.Duration {
 	return max(ttl/20, 10*time.Millisecond)
 }
 
+// inlineNodes is how many nodes the per-call state of a fan-out holds without allocating.
+const inlineNodes = 5
+
+// fanJob is the per-node work of one fanned-out request. Each node's answer is kept aside by
+// call (in the node's goroutine) and published by keep only if it came while the caller waited,
+// so that the caller reads the answers without copying them and without racing a straggler.
+type fanJob interface {
+	// call runs the request on node i, in a goroutine of its own, and reports whether the node
+	// counts toward the number of nodes the wait may stop at.
+	call(ctx context.Context, i int) bool
+	// keep publishes node i's answer; it runs under the fan's lock while the caller still waits.
+	keep(i int)
+	// late runs in node i's goroutine when the node answered after the caller stopped waiting.
+	late(i int)
+}
+
+// fan is the state one fanned-out request shares between its caller and the nodes' goroutines.
+// It is embedded in the request's own state, so that a call costs one allocation for both.
+type fan struct {
+	mu       sync.Mutex
+	answered []bool // nodes whose answer was kept; not written once the caller stopped waiting
+	left     int    // goroutines still running
+	good     int    // answers that counted toward need
+	need     int
+	gaveUp   bool // the caller stopped waiting
+	signaled bool
+	enough   chan struct{}      // closed when need answers counted, or every node answered
+	cancel   context.CancelFunc // of the nodes' context: called by the last node to answer
+	ans      [inlineNodes]bool
+}
+
+// start runs job on every node, each on a worker of w with ctx, and returns at once. need > 0
+// closes enough as soon as need calls reported true.
+func (f *fan) start(w *workers, nodes int, ctx context.Context, cancel context.CancelFunc, need int, job fanJob) {
+	if nodes <= inlineNodes {
+		f.answered = f.ans[:nodes]
+	} else {
+		f.answered = make([]bool, nodes)
+	}
+	if need <= 0 || need > nodes {
+		need = nodes + 1 // never reached: wait for every node
+	}
+	f.left, f.need, f.cancel = nodes, need, cancel
+	f.enough = make(chan struct{})
+	for i := range nodes {
+		w.run(task{f: f, ctx: ctx, i: i, job: job})
+	}
+}
+
+func (f *fan) node(ctx context.Context, i int, job fanJob) {
+	ok := job.call(ctx, i)
+	f.mu.Lock()
+	tooLate := f.gaveUp
+	if !tooLate {
+		job.keep(i)
+		f.answered[i] = true
+		if ok {
+			f.good++
+		}
+	}
+	f.left--
+	last := f.left == 0
+	if !f.signaled && ((!tooLate && f.good == f.need) || last) {
+		f.signaled = true
+		close(f.enough)
+	}
+	f.mu.Unlock()
+	if last && f.cancel != nil {
+		f.cancel() // every node answered: the context has no more use
+	}
+	if tooLate {
+		job.late(i)
+	}
+}
+
+// stop ends the caller's wait: from now on answers are late, and answered (returned) is the
+// caller's to read.
+func (f *fan) stop() []bool {
+	f.mu.Lock()
+	f.gaveUp = true
+	f.mu.Unlock()
+	return f.answered
+}
+
+// wait waits for f's signal, the timer (nil: none) or ctx, and reports whether the signal came.
+func (rl *redlock) wait(ctx context.Context, f *fan, t *time.Timer) bool {
+	var timeout <-chan time.Time
+	if t != nil {
+		timeout = t.C
+	}
+	select {
+	case <-f.enough:
+		return true
+	case <-timeout:
+	case <-ctx.Done():
+	}
+	return false
+}
+
+// timer returns a stopped timer from the Client's pool, set to fire after d.
+func (rl *redlock) timer(d time.Duration) *time.Timer {
+	if t, ok := rl.timers.Get().(*time.Timer); ok {
+		t.Reset(d)
+		return t
+	}
+	return time.NewTimer(d)
+}
+
+// putTimer stops t and returns it to the pool. (Since Go 1.23 a stopped or reset timer delivers
+// no stale value.)
+func (rl *redlock) putTimer(t *time.Timer) {
+	t.Stop()
+	rl.timers.Put(t)
+}
+
 // fan runs fn on every node in parallel, each with the per-node timeout, and returns which nodes
 // answered within it. It does not wait longer even if a go-redis client ignores context deadlines
 // on its sockets (ContextTimeoutEnabled false): fn's result for a node that answers later is not
@@ -45,109 +160,102 @@ func (rl *redlock) fan(ctx context.Context, ttl time.Duration, need int, fn func
 }
 
 func (rl *redlock) fanFor(ctx context.Context, t time.Duration, need int, fn func(ctx context.Context, i int, n *node) bool, late func(i int)) []bool {
-	var (
-		mu       sync.Mutex
-		answered = make([]bool, len(rl.nodes))
-		left     = len(rl.nodes)
-		good     int
-		gaveUp   bool
-		enough   = make(chan struct{})
-	)
-	if need <= 0 || need > left {
-		need = left + 1 // never reached: wait for every node
-	}
-	// One deadline for every node: go-redis honours it on sockets with ContextTimeoutEnabled; the
-	// wait below honours it regardless. It is cancelled when the wait times out (stragglers are
-	// abandoned: their requests may as well stop), or else by the last node to answer.
+	j := &funcJob{rl: rl, fn: fn, lateFn: late}
+	return rl.fanWithin(ctx, t, need, &j.fan, j)
+}
+
+// fanWithin runs job on every node with one context, ctx bounded by t, and waits until f says
+// enough or that context ends. The context is cancelled when the wait times out (stragglers are
+// abandoned: their requests may as well stop), or else by the last node to answer. One deadline
+// for every node: go-redis honours it on sockets with ContextTimeoutEnabled; the wait honours it
+// regardless.
+func (rl *redlock) fanWithin(ctx context.Context, t time.Duration, need int, f *fan, job fanJob) []bool {
 	nctx, cancel := context.WithTimeout(ctx, t)
-	timedOut := false
-	defer func() {
-		if timedOut {
-			cancel()
-		}
-	}()
-	for i, n := range rl.nodes {
-		go func() {
-			ok := fn(nctx, i, n)
-			mu.Lock()
-			tooLate := gaveUp
-			if !tooLate {
-				answered[i] = true
-				if ok {
-					good++
-				}
-			}
-			left--
-			if (!tooLate && good == need) || left == 0 {
-				select {
-				case <-enough:
-				default:
-					close(enough)
-				}
-			}
-			if left == 0 {
-				cancel()
-			}
-			mu.Unlock()
-			if tooLate && late != nil {
-				late(i)
-			}
-		}()
+	f.start(rl.work, len(rl.nodes), nctx, cancel, need, job)
+	if !rl.wait(nctx, f, nil) {
+		cancel()
 	}
+	return f.stop()
+}
+
+// funcJob adapts a function to fanJob (the operations off the lock+unlock path); fn writes its
+// answers where its caller reads them through settle.
+type funcJob struct {
+	fan
+	rl     *redlock
+	fn     func(ctx context.Context, i int, n *node) bool
+	lateFn func(i int)
+}
+
+func (j *funcJob) call(ctx context.Context, i int) bool { return j.fn(ctx, i, j.rl.nodes[i]) }
+func (j *funcJob) keep(int)                             {}
+func (j *funcJob) late(i int) {
+	if j.lateFn != nil {
+		j.lateFn(i)
+	}
+}
+
+// workers run the node requests of fan-outs. A request goes to an idle worker, or to a new one
+// when none is idle; a worker exits once idle for one to two workerIdle periods, or idle after
+// stop. Reusing
+// goroutines spares each request a goroutine start and the growth of a fresh goroutine's stack to
+// the depth of a go-redis call.
+type workers struct {
+	tasks chan task // unbuffered: a send succeeds when a worker waits
+	done  chan struct{}
+	once  sync.Once
+}
+
+// workerIdle is the period after which a worker that had no request in it exits.
+const workerIdle = time.Second
+
+// task is one node's request of a fan-out.
+type task struct {
+	f   *fan
+	ctx context.Context
+	i   int
+	job fanJob
+}
+
+func newWorkers() *workers {
+	return &workers{tasks: make(chan task), done: make(chan struct{})}
+}
+
+// run hands t to an idle worker, or starts one; it never blocks.
+func (w *workers) run(t task) {
 	select {
-	case <-enough:
-	case <-nctx.Done():
-		timedOut = true
-	}
-	mu.Lock()
-	gaveUp = true
-	out := append([]bool(nil), answered...)
-	mu.Unlock()
-	return out
-}
-
-// stragglers decides what happens to grants that arrive after an acquisition stopped waiting for
-// them: kept when the acquisition succeeded (the lock then lives on more nodes than the quorum,
-// which is what lets it survive the loss of a node; kept(i) makes such a node agree with the
-// acquisition's fence), given back when it failed.
-type stragglers struct {
-	mu      sync.Mutex
-	decided bool
-	keep    bool
-	pending []int
-	undo    func(i int)
-	kept    func(i int) // nil: nothing to do
-	fenceTo func(fence int64) func(i int)
-}
-
-func (s *stragglers) late(i int) {
-	s.mu.Lock()
-	if !s.decided {
-		s.pending = append(s.pending, i)
-		s.mu.Unlock()
-		return
-	}
-	keep, kept := s.keep, s.kept
-	s.mu.Unlock()
-	if !keep {
-		s.undo(i)
-	} else if kept != nil {
-		kept(i)
+	case w.tasks <- t:
+	default:
+		go w.work(t)
 	}
 }
 
-func (s *stragglers) decide(keep bool, kept func(i int)) {
-	s.mu.Lock()
-	s.decided, s.keep, s.kept = true, keep, kept
-	pending := s.pending
-	s.pending = nil
-	s.mu.Unlock()
-	for _, i := range pending {
-		// Bounded by the node timeout; the acquisition need not wait.
-		if !keep {
-			go s.undo(i)
-		} else if kept != nil {
-			go kept(i)
+func (w *workers) work(t task) {
+	// The idle timer is not reset per request (that would cost a timer update per node and
+	// request): a worker exits when a whole period passed without work, after one to two idle
+	// periods.
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	worked := false
+	for {
+		if t.f != nil {
+			t.f.node(t.ctx, t.i, t.job)
+			t, worked = task{}, true // keep nothing of the request alive while idle
+		}
+		select {
+		case t = <-w.tasks:
+		case <-idle.C:
+			if !worked {
+				return
+			}
+			worked = false
+			idle.Reset(workerIdle)
+		case <-w.done:
+			return
 		}
 	}
 }
+
+// stop makes idle workers exit, and busy ones once their request is done (Client.Close). Requests
+// made afterwards still run, each on a goroutine that exits after it.
+func (w *workers) stop() { w.once.Do(func() { close(w.done) }) }

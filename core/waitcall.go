@@ -13,7 +13,7 @@ import (
 type waitCall struct {
 	c     *Client
 	l     *Lock
-	ao    *acquireOptions
+	ao    acquireOptions
 	wait  bool // Acquire (wait) or TryAcquire (one attempt)
 	start time.Time
 

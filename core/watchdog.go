@@ -347,7 +347,7 @@ func (w *watchdog) renew(batch []*entry, items []renewItem) {
 	}
 	w.mu.Unlock()
 	for _, r := range reports {
-		w.c.hook.Renewed(r.l.ctx, HoldInfo{Lock: r.l, TTL: r.it.ttl, Start: sent, Duration: took,
+		w.c.hook.Renewed(r.l.Context(), HoldInfo{Lock: r.l, TTL: r.it.ttl, Start: sent, Duration: took,
 			Renewed: r.it.ok, Err: r.it.err})
 	}
 	for _, ls := range lost {

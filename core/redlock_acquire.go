@@ -1,0 +1,286 @@
+package core
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// rlAcquire is one Redlock acquisition attempt: its request, the nodes' answers, and what becomes
+// of the grants that arrive after it stopped waiting for them. One allocation holds all of it.
+type rlAcquire struct {
+	fan
+	rl  *redlock
+	k   *keys
+	r   acquireReq  // the request, with the fence floor of this attempt
+	own []nodeGrant // each node's answer, written by its goroutine
+	got []nodeGrant // the answers that came while the attempt waited; errNodeTimeout for the others
+	buf [2 * inlineNodes]nodeGrant
+
+	// Late grants are kept when the acquisition succeeded (the lock then lives on more nodes than
+	// the quorum, which is what lets it survive the loss of a node; such a node is made to agree
+	// with the acquisition's fence), and given back when it failed.
+	smu      sync.Mutex
+	decided  bool
+	keepLate bool
+	fence    int64
+	pending  []int // late nodes answered before the outcome was decided
+}
+
+type nodeGrant struct {
+	res acquireResult
+	err error
+}
+
+func (a *rlAcquire) call(ctx context.Context, i int) bool {
+	g := &a.own[i]
+	g.res, g.err = a.rl.nodes[i].acquire(ctx, a.k, &a.r)
+	return g.err == nil && g.res.ok
+}
+
+func (a *rlAcquire) keep(i int) { a.got[i] = a.own[i] }
+
+func (a *rlAcquire) late(i int) {
+	a.smu.Lock()
+	if !a.decided {
+		a.pending = append(a.pending, i)
+		a.smu.Unlock()
+		return
+	}
+	keep := a.keepLate
+	a.smu.Unlock()
+	a.settleLate(i, keep)
+}
+
+// decide settles the late grants once the outcome is known, fence being the acquisition's.
+func (a *rlAcquire) decide(keep bool, fence int64) {
+	a.smu.Lock()
+	a.decided, a.keepLate, a.fence = true, keep, fence
+	pending := a.pending
+	a.pending = nil
+	a.smu.Unlock()
+	for _, i := range pending {
+		go a.settleLate(i, keep) // bounded by the node timeout; the acquisition need not wait
+	}
+}
+
+// settleLate raises a late grant's fence to the acquisition's (keep), or gives back a late grant,
+// or a lost reply, of a failed acquisition.
+func (a *rlAcquire) settleLate(i int, keep bool) {
+	g, n := &a.own[i], a.rl.nodes[i]
+	granted := g.err == nil && g.res.ok
+	switch {
+	case keep && granted && g.res.fence != a.fence:
+		ctx, cancel := context.WithTimeout(context.Background(), a.rl.nodeTimeout(a.r.ttl))
+		_ = n.raiseFence(ctx, a.k, a.r.token, a.r.ttl, a.fence)
+		cancel()
+	case !keep && (granted || mayHaveRun(g.err)):
+		ctx, cancel := context.WithTimeout(context.Background(), a.rl.nodeTimeout(a.r.ttl))
+		_, _ = n.releaseWith(ctx, a.k, a.r.token, a.r.hold, false, n.id)
+		cancel()
+	}
+}
+
+func (rl *redlock) acquire(ctx context.Context, k *keys, r *acquireReq) (acquireResult, error) {
+	if r.fair {
+		return acquireResult{}, invalid("fair mode is not supported over Redlock")
+	}
+	start := time.Now()
+	a := &rlAcquire{rl: rl, k: k, r: *r}
+	// One fence floor for every node, from this client's clock: nodes whose counters agree answer
+	// the same fence, and the write-back is only needed when they diverged.
+	a.r.floor = start.UnixMilli() * 1000
+	if n := len(rl.nodes); n <= inlineNodes {
+		a.own, a.got = a.buf[:n], a.buf[n:2*n]
+	} else {
+		s := make([]nodeGrant, 2*n)
+		a.own, a.got = s[:n], s[n:]
+	}
+	// A quorum of grants settles an acquisition, unless a guard is checked: any node may hold the
+	// guard key, so every node must answer.
+	need := rl.quorum
+	if r.guard != nil {
+		need = 0
+	}
+	answered := rl.fanWithin(ctx, rl.nodeTimeout(r.ttl), need, &a.fan, a)
+	for i := range a.got {
+		if !answered[i] {
+			a.got[i] = nodeGrant{err: errNodeTimeout}
+		}
+	}
+	res, err := rl.acquireQuorum(ctx, k, &a.r, a.got, start)
+	a.decide(err == nil && res.ok, res.fence)
+	return res, err
+}
+
+// acquireQuorum turns the nodes' answers to an acquisition into one; it writes the fence back or
+// undoes the grants as needed.
+func (rl *redlock) acquireQuorum(ctx context.Context, k *keys, r *acquireReq, got []nodeGrant, start time.Time) (acquireResult, error) {
+	var ok, failed int
+	var out acquireResult
+	for _, g := range got {
+		switch {
+		case g.err != nil:
+			failed++
+		case g.res.guarded:
+			out.guarded, out.value = true, g.res.value
+		case g.res.ok:
+			ok++
+			out.fence = max(out.fence, g.res.fence)
+			out.holds = max(out.holds, g.res.holds)
+		case g.res.busy && (!out.busy || g.res.retryAfter < out.retryAfter):
+			out.busy, out.retryAfter = true, g.res.retryAfter
+		}
+	}
+	validity := r.ttl - time.Since(start) - rl.opt.drift(r.ttl)
+	if ok >= rl.quorum && !out.guarded && validity > 0 {
+		if err := rl.writeBack(ctx, k, r, got, out.fence); err != nil {
+			rl.undo(k, r, got)
+			return acquireResult{}, err
+		}
+		out.ok = true
+		return out, nil
+	}
+	rl.undo(k, r, got)
+	switch {
+	case out.guarded:
+		return acquireResult{guarded: true, value: out.value}, nil
+	case failed > len(rl.nodes)-rl.quorum:
+		errs := make([]error, len(got))
+		for i := range got {
+			errs[i] = got[i].err
+		}
+		return acquireResult{}, rl.quorumErr("acquire", ok, errs)
+	case ok >= rl.quorum: // validity used up by slow nodes: try again later
+		return acquireResult{busy: true, retryAfter: r.ttl / 10}, nil
+	}
+	return acquireResult{busy: out.busy, retryAfter: out.retryAfter}, nil
+}
+
+// writeBack makes sure a quorum's fence counters are at least fence before the lock is handed out,
+// so that any later quorum sees it. Nodes already there are not written to.
+func (rl *redlock) writeBack(ctx context.Context, k *keys, r *acquireReq, got []nodeGrant, fence int64) error {
+	have := 0
+	var lag []int
+	for i, g := range got {
+		if g.err == nil && g.res.ok {
+			if g.res.fence >= fence {
+				have++
+			} else {
+				lag = append(lag, i)
+			}
+		}
+	}
+	if have >= rl.quorum {
+		return nil
+	}
+	werrs := make([]error, len(rl.nodes))
+	todo := make([]bool, len(rl.nodes))
+	for _, j := range lag {
+		todo[j] = true
+	}
+	answered := rl.fan(ctx, r.ttl, 0, func(ctx context.Context, i int, n *node) bool {
+		if todo[i] {
+			werrs[i] = n.raiseFence(ctx, k, r.token, r.ttl, fence)
+		}
+		return true
+	}, nil)
+	_, we := settle(answered, todo, werrs)
+	for i := range todo {
+		if !todo[i] {
+			we[i] = nil
+		} else if we[i] == nil {
+			have++
+		}
+	}
+	if have < rl.quorum {
+		return rl.quorumErr("fence write-back", have, we)
+	}
+	return nil
+}
+
+// undo releases what a failed attempt took, on every node that granted it or whose reply was lost
+// (best effort). Nodes that had not answered yet are undone by settleLate when they do.
+func (rl *redlock) undo(k *keys, r *acquireReq, got []nodeGrant) {
+	taken := false
+	for _, g := range got {
+		if g.undo() {
+			taken = true
+		}
+	}
+	if !taken {
+		return // nothing taken (the common case of a busy lock): no round trip, no goroutine
+	}
+	rl.fan(context.Background(), r.ttl, 0, func(ctx context.Context, i int, n *node) bool {
+		if got[i].undo() {
+			_, _ = n.releaseWith(ctx, k, r.token, r.hold, false, n.id)
+		}
+		return true
+	}, nil)
+}
+
+// undo reports whether the node may hold a grant that a failed attempt must give back.
+func (g *nodeGrant) undo() bool {
+	return (g.err == nil && g.res.ok) || (g.err != errNodeTimeout && mayHaveRun(g.err))
+}
+
+// rlRelease is one Redlock release: the request and the nodes' answers, in one allocation.
+type rlRelease struct {
+	fan
+	rl                   *redlock
+	k                    *keys
+	token, hold, payload any
+	own, got             []nodeRelease // as in rlAcquire
+	buf                  [2 * inlineNodes]nodeRelease
+}
+
+type nodeRelease struct {
+	holds int64
+	err   error
+}
+
+func (x *rlRelease) call(ctx context.Context, i int) bool {
+	r := &x.own[i]
+	r.holds, r.err = x.rl.nodes[i].releaseWith(ctx, x.k, x.token, x.hold, false, x.payload)
+	return r.err == nil && r.holds >= 0
+}
+
+func (x *rlRelease) keep(i int) { x.got[i] = x.own[i] }
+func (x *rlRelease) late(int)   {}
+
+func (rl *redlock) release(ctx context.Context, k *keys, token, hold any, fair bool, lockTTL time.Duration) (int64, error) {
+	x := &rlRelease{rl: rl, k: k, token: token, hold: hold, payload: rl.nodes[0].id.(string) + "/" + token.(string)}
+	if n := len(rl.nodes); n <= inlineNodes {
+		x.own, x.got = x.buf[:n], x.buf[n:2*n]
+	} else {
+		s := make([]nodeRelease, 2*n)
+		x.own, x.got = s[:n], s[n:]
+	}
+	// Release returns once a quorum released (or the node timeout passed, or ctx ended); the
+	// slower nodes' releases go on in the background for up to 2s (bounded by the TTL, after which
+	// there is nothing left to release), so that the lock does not linger on them.
+	linger := max(rl.nodeTimeout(lockTTL), min(lockTTL, 2*time.Second))
+	rctx, cancel := context.WithTimeout(uncancelled(ctx), linger)
+	x.start(rl.work, len(rl.nodes), rctx, cancel, rl.quorum, x)
+	t := rl.timer(rl.nodeTimeout(lockTTL))
+	rl.wait(ctx, &x.fan, t)
+	rl.putTimer(t)
+	answered := x.stop()
+	for i := range x.got {
+		if !answered[i] {
+			x.got[i] = nodeRelease{err: errNodeTimeout}
+		}
+	}
+	return rl.tally("release", x.got)
+}
+
+// uncancelled is context.WithoutCancel(ctx), or ctx itself when nothing can cancel it (no Done
+// channel: context.Background and the contexts derived from it by values only).
+func uncancelled(ctx context.Context) context.Context {
+	if ctx.Done() == nil {
+		if _, ok := ctx.Deadline(); !ok {
+			return ctx
+		}
+	}
+	return context.WithoutCancel(ctx)
+}
