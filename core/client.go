@@ -197,7 +197,7 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 		l.hold = c.id + "/" + strconv.FormatInt(c.holds.Add(1), 10) // unique among the owner's holds
 	}
 	l.tok = l.token
-	l.req = acquireReq{token: l.tok, hold: l.hold, ttl: ttl}
+	l.req = acquireReq{token: l.tok, hold: l.hold, ttl: ttl, ttlArg: ms(ttl)}
 	if ao.guard != "" {
 		l.req.guard = []string{l.k.arr[0], l.k.arr[1], ao.guard}
 	}

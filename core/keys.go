@@ -16,6 +16,7 @@ type keys struct {
 	rel     [2]string // a permit's: permits, its release receipt (see initSem)
 	sem     *semKeys  // a semaphore's (Permits; see initSem), nil for a lock
 	fence   int64     // the fence of the acquisition held (see held)
+	fenceA  any       // fence, boxed once
 }
 
 func (k *keys) lock() string { return k.arr[0] }
@@ -40,7 +41,7 @@ func (k *keys) init(prefix, name string) {
 // permit's release receipt is named after it (see initSem), so a replayed release finds its own
 // receipt whatever other permits were released in between.
 func (k *keys) held(fence int64) {
-	k.fence = fence
+	k.fence, k.fenceA = fence, fence
 	if k.sem != nil {
 		k.arr[4] += ":" + strconv.FormatInt(fence, 10)
 		k.rel[1] = k.arr[4]
@@ -48,7 +49,12 @@ func (k *keys) held(fence int64) {
 }
 
 // fenceArg is the held acquisition's fence as a script argument.
-func (k *keys) fenceArg() any { return k.fence }
+func (k *keys) fenceArg() any {
+	if k.fenceA == nil {
+		return k.fence
+	}
+	return k.fenceA
+}
 
 // newToken returns 128 random bits, hex encoded.
 func newToken() string {

@@ -90,6 +90,7 @@ func (rl *redlock) acquire(ctx context.Context, k *keys, r *acquireReq) (acquire
 	// One fence floor for every node, from this client's clock: nodes whose counters agree answer
 	// the same fence, and the write-back is only needed when they diverged.
 	a.r.floor = start.UnixMilli() * 1000
+	a.r.floorArg = a.r.floor
 	if n := len(rl.nodes); n <= inlineNodes {
 		a.own, a.got = a.buf[:n], a.buf[n:2*n]
 	} else {

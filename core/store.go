@@ -37,12 +37,14 @@ type scripts struct {
 	acquire, acquireFair, acquireGuarded, release, releaseFair, releaseSet, renew, pttl, dequeue, raiseFence *redis.Script
 	inspect, forceRelease                                                                                    *redis.Script
 	sem                                                                                                      semScripts
+
+	acquireSha, releaseSha any // their hashes, boxed once (see run)
 }
 
 func loadScripts() scripts {
 	// Each script carries only the functions it needs; the hot paths (acquire_fast.lua,
 	// release_fast.lua) come first and return before any is defined.
-	return scripts{
+	s := scripts{
 		acquire:        mustScript("acquire_fast.lua", "lock_lib.lua", "acquire.lua"),
 		acquireFair:    mustScript("lib.lua", "lock_lib.lua", "acquire_fair.lua"),
 		acquireGuarded: mustScript("lock_lib.lua", "acquire_guarded.lua"),
@@ -57,6 +59,33 @@ func loadScripts() scripts {
 		forceRelease:   mustScript("lib.lua", "lock_lib.lua", "force_release.lua"),
 		sem:            loadSemScripts(),
 	}
+	s.acquireSha, s.releaseSha = s.acquire.Hash(), s.release.Hash()
+	return s
+}
+
+// run is script.Run (EVALSHA, and if Redis lacks the script SCRIPT LOAD and EVALSHA again) for
+// the hot paths, with sha the script's hash boxed once and one argument slice: Script.Run boxes the
+// command name, the hash and the keys on every call, into a second copy of the arguments.
+func (n *node) run(ctx context.Context, script *redis.Script, sha any, keys []string, args ...any) *redis.Cmd {
+	a := make([]any, 3, 3+len(keys)+len(args))
+	a[0], a[1], a[2] = "evalsha", sha, len(keys)
+	for _, k := range keys {
+		a = append(a, k)
+	}
+	a = append(a, args...)
+	cmd := redis.NewCmd(ctx, a...)
+	cmd.SetFirstKeyPos(3)
+	_ = n.rdb.Process(ctx, cmd)
+	if isNoScript(cmd.Err()) {
+		if err := script.Load(ctx, n.rdb).Err(); err != nil {
+			cmd.SetErr(err)
+			return cmd
+		}
+		cmd = redis.NewCmd(ctx, a...)
+		cmd.SetFirstKeyPos(3)
+		_ = n.rdb.Process(ctx, cmd)
+	}
+	return cmd
 }
 
 type acquireResult struct {
@@ -79,6 +108,8 @@ type acquireReq struct {
 	waiterTTL time.Duration // fair only: 0 tries without queueing
 	guard     []string      // lock, fence, guard key; nil without a guard
 	floor     int64         // fence floor in µs chosen by the client (Redlock); 0: the server's clock
+	ttlArg    any           // ms(ttl), boxed once (nil: boxed per call)
+	floorArg  any           // floor, boxed once (nil: boxed per call)
 	limit     int           // a semaphore's permits (Permits); 0 for a lock
 	waiting   waitMark      // what the acquire script records about the caller's waiting
 }
@@ -171,7 +202,13 @@ func (n *node) addr(i int) string {
 func (n *node) acquire(ctx context.Context, k *keys, r *acquireReq) (acquireResult, error) {
 	script, keys, args := n.acquireCall(k, r)
 	if n.replicas == 0 {
-		v, err := script.Run(ctx, n.rdb, keys, args...).Result()
+		var v any
+		var err error
+		if script == n.s.acquire {
+			v, err = n.run(ctx, script, n.s.acquireSha, keys, args...).Result()
+		} else {
+			v, err = script.Run(ctx, n.rdb, keys, args...).Result()
+		}
 		if err != nil {
 			return acquireResult{}, err
 		}
@@ -200,11 +237,17 @@ func (n *node) acquireCall(k *keys, r *acquireReq) (*redis.Script, []string, []a
 	if r.fair {
 		return n.s.acquireFair, k.fair(), []any{r.token, ms(r.ttl), ms(r.waiterTTL), r.hold, n.label}
 	}
-	var floor any = ""
+	var floor, ttl any = "", r.ttlArg
 	if r.floor > 0 {
-		floor = r.floor
+		floor = r.floorArg
+		if floor == nil {
+			floor = r.floor
+		}
 	}
-	args := []any{r.token, ms(r.ttl), r.hold, n.label, floor, r.waiting.arg()}
+	if ttl == nil {
+		ttl = ms(r.ttl)
+	}
+	args := []any{r.token, ttl, r.hold, n.label, floor, r.waiting.arg()}
 	if r.guard != nil {
 		return n.s.acquireGuarded, r.guard, args
 	}
@@ -300,7 +343,7 @@ func (n *node) releaseWith(ctx context.Context, k *keys, token, hold any, fair b
 	if fair {
 		return n.s.releaseFair.Run(ctx, n.rdb, k.fair(), token, n.pubCmd, hold, k.fenceArg()).Int64()
 	}
-	return n.s.release.Run(ctx, n.rdb, k.arr[:1], token, n.pubCmd, payload, hold, k.fenceArg()).Int64()
+	return n.run(ctx, n.s.release, n.s.releaseSha, k.arr[:1], token, n.pubCmd, payload, hold, k.fenceArg()).Int64()
 }
 
 // raiseFence sets the fence counter, and the fence recorded in token's lock, to at least fence
