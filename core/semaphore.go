@@ -37,24 +37,27 @@ func (l *Lock) Limit() int {
 }
 
 // semKeys are the extra Redis names of a semaphore; keys.arr then holds the permits ZSET, the fence
-// counter, the fair queue, its deadlines and the release receipt (see initSem).
+// counter, the waiters' queue, its deadlines and the release receipt (see initSem).
 type semKeys struct {
-	limit          int
-	limits, fences string
-	renew          [3]string // permits, limits, fences: what a renewal touches
-	acquire        [6]string // permits, limits, fences, fence counter, queue, deadlines
+	limit                   int
+	limits, fences, waiters string
+	renew                   [3]string // permits, limits, fences: what a renewal touches
+	acquire                 [7]string // permits, limits, fences, fence counter, queue, deadlines, waiters
 }
 
 // initSem sets k to the keys of the semaphore name (all with the {name} hash tag):
 // prefix{name}:permits (ZSET token -> lease expiry), :permits:limits (ZSET token -> limit),
-// :permits:fences (HASH token -> fence), :permits:queue (+ :deadlines), :permits:receipt, and
-// the name's fence counter prefix{name}:fence. The release channel is prefix{name}:permits:released.
-// All are substrings of one string: one allocation, as for a lock's keys.
+// :permits:fences (HASH token -> fence), :permits:queue (LIST of waiters' tokens, + :deadlines
+// and :waiters, HASHes token -> deadline and token -> what a release needs to grant the waiter a
+// permit), :permits:receipt, and the name's fence counter prefix{name}:fence. The release channel
+// is prefix{name}:permits:released. All are substrings of one string: one allocation, as for a
+// lock's keys.
 func (k *keys) initSem(prefix, name string, limit int) {
 	tag := prefix + "{" + name + "}"
 	p := tag + ":permits"
 	n := len(p)
-	s := p + ":queue:deadlines" + tag + ":fence" + p + ":released" + p + ":receipt" + p + ":limits" + p + ":fences"
+	s := p + ":queue:deadlines" + tag + ":fence" + p + ":released" + p + ":receipt" + p + ":limits" + p + ":fences" +
+		p + ":queue:waiters"
 	at := func(i int, suffix string) (string, int) { return s[i : i+n+len(suffix)], i + n + len(suffix) }
 	i := n + len(":queue:deadlines")
 	fence := s[i : i+len(tag)+len(":fence")]
@@ -62,14 +65,15 @@ func (k *keys) initSem(prefix, name string, limit int) {
 	channel, i := at(i, ":released")
 	receipt, i := at(i, ":receipt")
 	limits, i := at(i, ":limits")
-	fences, _ := at(i, ":fences")
+	fences, i := at(i, ":fences")
+	waiters, _ := at(i, ":queue:waiters")
 	k.name = name
 	k.channel = channel
 	k.arr = [5]string{s[:n], fence, s[:n+len(":queue")], s[:n+len(":queue:deadlines")], receipt}
 	k.rel = [2]string{k.arr[0], k.arr[4]}
-	k.sem = &semKeys{limit: limit, limits: limits, fences: fences,
+	k.sem = &semKeys{limit: limit, limits: limits, fences: fences, waiters: waiters,
 		renew:   [3]string{k.arr[0], limits, fences},
-		acquire: [6]string{k.arr[0], limits, fences, fence, k.arr[2], k.arr[3]}}
+		acquire: [7]string{k.arr[0], limits, fences, fence, k.arr[2], k.arr[3], waiters}}
 }
 
 // renewKeys returns the keys a renewal (or Extend) of the lock or permit touches.
