@@ -12,10 +12,15 @@ const maxPermits = 100000
 // ErrInvalid. A semaphore and the lock of the same name are independent: holding one does not
 // exclude the other.
 //
-// Waiters are woken by releases, as lock waiters are: a freed permit wakes one waiter in each
-// Client that has waiters (Fair: only the waiter whose turn it is, in FIFO order across
-// processes). The lease of a holder that crashed is reclaimed by the first
-// acquisition after it expired. If callers pass different limits for one name, a permit is granted
+// Waiters queue in Redis, in FIFO order across processes, and a release hands its permit to the
+// first live waiter directly: the release creates the waiter's lease and fence, and its message
+// wakes that waiter, which holds at once, without another round trip (one waiter per freed permit,
+// no herd). A caller that is not Fair still takes a permit that is free when it asks (one freed by
+// an expired lease), even if others are queued; a Fair caller queues behind them. Queued waiters
+// poll at least every third of the fair waiter timeout (WithFairWaiterTimeout) to stay queued; a
+// waiter that gives up leaves the queue and hands on a permit granted to it meanwhile; a permit
+// granted to a waiter that died is a lease like any other and frees up after its TTL. The lease of
+// a holder that crashed is reclaimed by the first acquisition or release after it expired. If callers pass different limits for one name, a permit is granted
 // only while fewer holders than the caller's own limit and than every current holder's limit hold
 // one: no holder ever shares the semaphore with more holders than its own limit allows. Lowering
 // n takes effect at once; raising it takes effect as the holders with the lower limit leave.

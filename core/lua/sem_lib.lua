@@ -27,12 +27,12 @@ end
 local function sem_drop(permits, limits, fences, tokens)
   redis.call('ZREM', permits, unpack(tokens))
   redis.call('ZREM', limits, unpack(tokens))
-  redis.call('HDEL', fences, unpack(tokens))
-  local meta = {}
-  for i, tok in ipairs(tokens) do
-    meta[i] = tok .. '\0'
+  local fields = {}
+  for _, tok in ipairs(tokens) do
+    fields[#fields + 1] = tok
+    fields[#fields + 1] = tok .. '\0'
   end
-  redis.call('HDEL', fences, unpack(meta))
+  redis.call('HDEL', fences, unpack(fields))
 end
 
 -- sem_reclaim drops the leases that expired by now (their holders crashed or lost them).
@@ -137,7 +137,11 @@ local function sem_handoff(permits, limits, fences, counter, queue, deadlines, w
     end
     local epoch, ttl, limit, label = string.match(redis.call('HGET', waiters, head) or '',
       '^(%d+) (%d+) (%d+) (.*)$')
-    if not epoch or sem_room(permits, limits, limit) <= 0 then
+    local room = 0
+    if epoch then
+      room = sem_room(permits, limits, limit)
+    end
+    if room <= 0 then
       return n
     end
     redis.call('LPOP', queue)
@@ -146,5 +150,10 @@ local function sem_handoff(permits, limits, fences, counter, queue, deadlines, w
     local f = sem_grant(permits, limits, fences, counter, head, ttl, limit, now, label)
     redis.call(pub, channel, 'g:' .. redis.sha1hex(head) .. ':' .. string.format('%.0f', f) .. ':' .. epoch)
     n = n + 1
+    -- The grant took one permit and its limit joined the holders': whatever the next waiter's
+    -- limit, its room is below this one's.
+    if room <= 1 then
+      return n
+    end
   end
 end
