@@ -124,6 +124,21 @@ local function sem_unqueue(queue, deadlines, waiters, token)
   redis.call('HDEL', waiters, token)
 end
 
+-- sem_next_waiter is lib.lua's next_waiter with the caller's clock: it drops the waiters at the
+-- head of the queue whose deadline passed by now and returns the first live one (nil if none).
+local function sem_next_waiter(queue, deadlines, now)
+  local nxt = redis.call('LINDEX', queue, 0)
+  while nxt do
+    if tonumber(redis.call('HGET', deadlines, nxt) or '0') >= now then
+      return nxt
+    end
+    redis.call('LPOP', queue)
+    redis.call('HDEL', deadlines, nxt)
+    nxt = redis.call('LINDEX', queue, 0)
+  end
+  return nil
+end
+
 -- sem_handoff grants the free permits to the live waiters at the head of the queue, in order, each
 -- as its own acquisition would have (lease, limit, fence), and tells each in a message on channel:
 -- "g:" SHA1(token) ":" fence ":" epoch. It stops at a waiter that has no room (the limits) or
@@ -131,7 +146,7 @@ end
 local function sem_handoff(permits, limits, fences, counter, queue, deadlines, waiters, pub, channel, now)
   local n = 0
   while true do
-    local head = next_waiter(queue, deadlines)
+    local head = sem_next_waiter(queue, deadlines, now)
     if not head then
       return n
     end
