@@ -5,7 +5,6 @@ import (
 	"os"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -203,15 +202,6 @@ func runPermits(b *testing.B, srv *redistest.Server, clients []*core.Client, per
 	b.ReportMetric(100*rate*held.Seconds()/4, "%ideal-slept")
 	b.ReportMetric(float64(mean(rels).Microseconds()), "release-µs")
 	b.ReportMetric(float64(pct(rels, 50).Microseconds()), "release-p50-µs")
-	if os.Getenv("SEMDEBUG") != "" {
-		info := srv.Client(b).Info(context.Background(), "commandstats").Val()
-		for _, line := range strings.Split(info, "\n") {
-			if strings.Contains(line, "evalsha") || strings.Contains(line, "publish") {
-				b.Log(line)
-			}
-		}
-		b.Logf("hold p50 %v p90 %v; wait p50 %v", pct(holds, 50), pct(holds, 90), pct(waits, 50))
-	}
 	return rate
 }
 
