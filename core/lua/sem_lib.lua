@@ -16,10 +16,12 @@ local function sem_now()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- sem_keep makes key live at least ms more: never shortens it (other leases rely on it).
+-- sem_keep makes key live at least ms more: never shortens it (other leases rely on it). It
+-- gives the key twice that, so that the calls that follow within ms find it long enough and
+-- write nothing (a key outlives what it holds by at most twice its lease).
 local function sem_keep(key, ms)
   if redis.call('PTTL', key) < ms then
-    redis.call('PEXPIRE', key, ms)
+    redis.call('PEXPIRE', key, ms * 2)
   end
 end
 
