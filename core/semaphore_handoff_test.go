@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -171,4 +172,74 @@ func TestPermits_handoff_staleGrantIgnored(t *testing.T) {
 		t.Fatalf("after a stale grant: %v, want ErrNotAcquired (the waiter timed out)", err)
 	}
 	eventually(t, 2*time.Second, "waiter dequeued", func() bool { return rdb.LLen(ctx, "lockkit:{stale}:permits:queue").Val() == 0 })
+}
+
+// A permit taken by handoff is a lease like any other: its holder counts it from its last attempt
+// (sent before the grant), so when its renewals fail, its context is cancelled before Redis could
+// hand the permit to anyone else.
+func TestPermits_handoff_renewalsFail_cancelledBeforeHandedOn(t *testing.T) {
+	srv, rdb, holder := setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cut := &failRenewals{}
+	a := srv.Client(t)
+	a.AddHook(cut)
+	var byAttempt atomic.Int64
+	ca := newClient(t, a, core.WithRetryBackoff(5*time.Second, 10*time.Second), core.WithHook(core.Hook{
+		Attempt: func(_ context.Context, w core.WaitInfo) {
+			if w.Acquired {
+				byAttempt.Add(1)
+			}
+		}}))
+	cb := newClient(t, rdb)
+	const ttl = 300 * time.Millisecond
+	h, err := holder.Acquire(ctx, "cut2", 10*time.Second, core.Permits(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *core.Lock, 1)
+	go func() {
+		p, err := ca.Acquire(ctx, "cut2", ttl, core.Permits(1))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- p
+	}()
+	eventually(t, 5*time.Second, "waiter parked", func() bool { return core.WaitersParked(ca) == 1 })
+	time.Sleep(100 * time.Millisecond) // the waiter's last attempt is 100ms old when it is granted
+	cut.on.Store(true)                 // (renewals are pipelined; acquire attempts are not)
+	_ = h.Release(ctx)
+	p := <-got
+	if p == nil {
+		t.FailNow()
+	}
+	if n := byAttempt.Load(); n != 0 {
+		t.Fatalf("%d attempts acquired: the permit was not taken by handoff", n)
+	}
+	var lostAt atomic.Int64
+	context.AfterFunc(p.Context(), func() { lostAt.Store(time.Now().UnixNano()) })
+	var next *core.Lock
+	for next == nil {
+		next, err = cb.TryAcquire(ctx, "cut2", ttl, core.Permits(1))
+		if err != nil && !errors.Is(err, core.ErrNotAcquired) {
+			t.Fatal(err)
+		}
+		if ctx.Err() != nil {
+			t.Fatal("never acquired")
+		}
+		if next == nil {
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	handed := time.Now().UnixNano()
+	defer next.Release(ctx)
+	lost := lostAt.Load()
+	if lost == 0 || lost >= handed {
+		t.Fatalf("holder's context ended at %d, permit handed on at %d: not before", lost, handed)
+	}
+	var le *core.LostError
+	if cause := context.Cause(p.Context()); !errors.As(cause, &le) || le.Reason != "expired" {
+		t.Fatalf("cause %v, want LostError expired", cause)
+	}
+	t.Logf("context cancelled %v before the permit was handed on", time.Duration(handed-lost))
 }
