@@ -243,3 +243,38 @@ func TestPermits_handoff_renewalsFail_cancelledBeforeHandedOn(t *testing.T) {
 	}
 	t.Logf("context cancelled %v before the permit was handed on", time.Duration(handed-lost))
 }
+
+// A waiter whose queue deadline passed (it stopped polling) is skipped by a release and forgotten,
+// grant details included; the live waiter behind it gets the permit.
+func TestPermits_handoff_expiredWaiterSkipped(t *testing.T) {
+	_, rdb, holder := setup(t)
+	c := newClient(t, rdb)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h, err := holder.Acquire(ctx, "skip", 10*time.Second, core.Permits(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const gone = "expired-waiter-token"
+	rdb.RPush(ctx, "lockkit:{skip}:permits:queue", gone)
+	rdb.HSet(ctx, "lockkit:{skip}:permits:queue:deadlines", gone, time.Now().UnixMilli()-1000)
+	rdb.HSet(ctx, "lockkit:{skip}:permits:queue:waiters", gone, "1 10000 1 host 1 gone")
+	got := make(chan *core.Lock, 1)
+	go func() {
+		p, err := c.Acquire(ctx, "skip", 10*time.Second, core.Permits(1))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- p
+	}()
+	eventually(t, 5*time.Second, "waiter queued", func() bool { return rdb.LLen(ctx, "lockkit:{skip}:permits:queue").Val() == 2 })
+	_ = h.Release(ctx)
+	p := <-got
+	defer p.Release(ctx)
+	if rdb.ZScore(ctx, "lockkit:{skip}:permits", gone).Err() == nil {
+		t.Fatal("the expired waiter was granted a permit")
+	}
+	if rdb.HExists(ctx, "lockkit:{skip}:permits:queue:waiters", gone).Val() {
+		t.Fatal("the expired waiter's grant details outlived it")
+	}
+}

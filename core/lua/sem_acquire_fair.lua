@@ -15,7 +15,7 @@ if f then
   return f
 end
 sem_reclaim(KEYS[1], KEYS[2], KEYS[3], now)
-local head = next_waiter(KEYS[5], KEYS[6])
+local head = sem_next_waiter(KEYS[5], KEYS[6], KEYS[7], now)
 local free = sem_room(KEYS[1], KEYS[2], ARGV[3])
 if free > 0 then
   local pos = nil

@@ -18,7 +18,7 @@ if s then
     return 0
   end
   if sem_handoff(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], ARGV[2], channel, now) == 0 then
-    local nxt = next_waiter(KEYS[5], KEYS[6])
+    local nxt = sem_next_waiter(KEYS[5], KEYS[6], KEYS[7], now)
     redis.call(ARGV[2], channel, nxt and redis.sha1hex(nxt) or ARGV[4])
   end
   return 1
@@ -28,10 +28,11 @@ if not pos then
 end
 local free = sem_room(KEYS[1], KEYS[2], ARGV[3])
 if pos < free then
-  if sem_handoff(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], ARGV[2], channel, sem_now()) > 0 then
+  local now = sem_now()
+  if sem_handoff(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], ARGV[2], channel, now) > 0 then
     return 0
   end
-  local nxt = next_waiter(KEYS[5], KEYS[6])
+  local nxt = sem_next_waiter(KEYS[5], KEYS[6], KEYS[7], now)
   if nxt and free > 1 then
     nxt = redis.call('LINDEX', KEYS[5], free - 1) or nxt
   end

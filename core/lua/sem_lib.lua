@@ -126,9 +126,10 @@ local function sem_unqueue(queue, deadlines, waiters, token)
   redis.call('HDEL', waiters, token)
 end
 
--- sem_next_waiter is lib.lua's next_waiter with the caller's clock: it drops the waiters at the
--- head of the queue whose deadline passed by now and returns the first live one (nil if none).
-local function sem_next_waiter(queue, deadlines, now)
+-- sem_next_waiter is lib.lua's next_waiter with the caller's clock, which also forgets the grant
+-- details of the waiters it drops: it drops the waiters at the head of the queue whose deadline
+-- passed by now and returns the first live one (nil if none).
+local function sem_next_waiter(queue, deadlines, waiters, now)
   local nxt = redis.call('LINDEX', queue, 0)
   while nxt do
     if tonumber(redis.call('HGET', deadlines, nxt) or '0') >= now then
@@ -136,6 +137,7 @@ local function sem_next_waiter(queue, deadlines, now)
     end
     redis.call('LPOP', queue)
     redis.call('HDEL', deadlines, nxt)
+    redis.call('HDEL', waiters, nxt)
     nxt = redis.call('LINDEX', queue, 0)
   end
   return nil
@@ -148,7 +150,7 @@ end
 local function sem_handoff(permits, limits, fences, counter, queue, deadlines, waiters, pub, channel, now)
   local n = 0
   while true do
-    local head = sem_next_waiter(queue, deadlines, now)
+    local head = sem_next_waiter(queue, deadlines, waiters, now)
     if not head then
       return n
     end

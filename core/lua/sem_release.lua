@@ -32,7 +32,7 @@ local msg = ARGV[3]
 if ARGV[4] == '1' then
   -- The waiters at positions 0 .. free-1 may take the free permits; earlier releases named the
   -- others already (a named waiter may not have taken its permit yet): name the last of them.
-  local nxt = next_waiter(KEYS[5], KEYS[6])
+  local nxt = sem_next_waiter(KEYS[5], KEYS[6], KEYS[7], now)
   if nxt then
     local free = sem_room(KEYS[1], KEYS[2], own or '1')
     if free > 1 then
