@@ -12,10 +12,15 @@ const maxPermits = 100000
 // ErrInvalid. A semaphore and the lock of the same name are independent: holding one does not
 // exclude the other.
 //
-// Waiters are woken by releases, as lock waiters are: a freed permit wakes one waiter in each
-// Client that has waiters (Fair: only the waiter whose turn it is, in FIFO order across
-// processes). The lease of a holder that crashed is reclaimed by the first
-// acquisition after it expired. If callers pass different limits for one name, a permit is granted
+// Waiters queue in Redis, in FIFO order across processes, and a release hands its permit to the
+// first live waiter directly: the release creates the waiter's lease and fence, and its message
+// wakes that waiter, which holds at once, without another round trip (one waiter per freed permit,
+// no herd). A caller that is not Fair still takes a permit that is free when it asks (one freed by
+// an expired lease), even if others are queued; a Fair caller queues behind them. Queued waiters
+// poll at least every third of the fair waiter timeout (WithFairWaiterTimeout) to stay queued; a
+// waiter that gives up leaves the queue and hands on a permit granted to it meanwhile; a permit
+// granted to a waiter that died is a lease like any other and frees up after its TTL. The lease of
+// a holder that crashed is reclaimed by the first acquisition or release after it expired. If callers pass different limits for one name, a permit is granted
 // only while fewer holders than the caller's own limit and than every current holder's limit hold
 // one: no holder ever shares the semaphore with more holders than its own limit allows. Lowering
 // n takes effect at once; raising it takes effect as the holders with the lower limit leave.
@@ -37,24 +42,27 @@ func (l *Lock) Limit() int {
 }
 
 // semKeys are the extra Redis names of a semaphore; keys.arr then holds the permits ZSET, the fence
-// counter, the fair queue, its deadlines and the release receipt (see initSem).
+// counter, the waiters' queue, its deadlines and the release receipt (see initSem).
 type semKeys struct {
-	limit          int
-	limits, fences string
-	renew          [3]string // permits, limits, fences: what a renewal touches
-	acquire        [6]string // permits, limits, fences, fence counter, queue, deadlines
+	limit                   int
+	limits, fences, waiters string
+	renew                   [3]string // permits, limits, fences: what a renewal touches
+	acquire                 [7]string // permits, limits, fences, fence counter, queue, deadlines, waiters
 }
 
 // initSem sets k to the keys of the semaphore name (all with the {name} hash tag):
 // prefix{name}:permits (ZSET token -> lease expiry), :permits:limits (ZSET token -> limit),
-// :permits:fences (HASH token -> fence), :permits:queue (+ :deadlines), :permits:receipt, and
-// the name's fence counter prefix{name}:fence. The release channel is prefix{name}:permits:released.
-// All are substrings of one string: one allocation, as for a lock's keys.
+// :permits:fences (HASH token -> fence), :permits:queue (LIST of waiters' tokens, + :deadlines
+// and :waiters, HASHes token -> deadline and token -> what a release needs to grant the waiter a
+// permit), :permits:receipt, and the name's fence counter prefix{name}:fence. The release channel
+// is prefix{name}:permits:released. All are substrings of one string: one allocation, as for a
+// lock's keys.
 func (k *keys) initSem(prefix, name string, limit int) {
 	tag := prefix + "{" + name + "}"
 	p := tag + ":permits"
 	n := len(p)
-	s := p + ":queue:deadlines" + tag + ":fence" + p + ":released" + p + ":receipt" + p + ":limits" + p + ":fences"
+	s := p + ":queue:deadlines" + tag + ":fence" + p + ":released" + p + ":receipt" + p + ":limits" + p + ":fences" +
+		p + ":queue:waiters"
 	at := func(i int, suffix string) (string, int) { return s[i : i+n+len(suffix)], i + n + len(suffix) }
 	i := n + len(":queue:deadlines")
 	fence := s[i : i+len(tag)+len(":fence")]
@@ -62,14 +70,15 @@ func (k *keys) initSem(prefix, name string, limit int) {
 	channel, i := at(i, ":released")
 	receipt, i := at(i, ":receipt")
 	limits, i := at(i, ":limits")
-	fences, _ := at(i, ":fences")
+	fences, i := at(i, ":fences")
+	waiters, _ := at(i, ":queue:waiters")
 	k.name = name
 	k.channel = channel
 	k.arr = [5]string{s[:n], fence, s[:n+len(":queue")], s[:n+len(":queue:deadlines")], receipt}
 	k.rel = [2]string{k.arr[0], k.arr[4]}
-	k.sem = &semKeys{limit: limit, limits: limits, fences: fences,
+	k.sem = &semKeys{limit: limit, limits: limits, fences: fences, waiters: waiters,
 		renew:   [3]string{k.arr[0], limits, fences},
-		acquire: [6]string{k.arr[0], limits, fences, fence, k.arr[2], k.arr[3]}}
+		acquire: [7]string{k.arr[0], limits, fences, fence, k.arr[2], k.arr[3], waiters}}
 }
 
 // renewKeys returns the keys a renewal (or Extend) of the lock or permit touches.

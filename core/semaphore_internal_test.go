@@ -14,15 +14,17 @@ func TestKeys_initSem(t *testing.T) {
 		"channel":   "lk:{a/b}:permits:released",
 		"limits":    "lk:{a/b}:permits:limits",
 		"fences":    "lk:{a/b}:permits:fences",
+		"waiters":   "lk:{a/b}:permits:queue:waiters",
 	}
 	got := map[string]string{"permits": k.arr[0], "fence": k.arr[1], "queue": k.arr[2], "deadlines": k.arr[3],
-		"receipt": k.arr[4], "channel": k.channel, "limits": k.sem.limits, "fences": k.sem.fences}
+		"receipt": k.arr[4], "channel": k.channel, "limits": k.sem.limits, "fences": k.sem.fences,
+		"waiters": k.sem.waiters}
 	for what, w := range want {
 		if got[what] != w {
 			t.Errorf("%s = %q, want %q", what, got[what], w)
 		}
 	}
-	if k.sem.acquire != [6]string{want["permits"], want["limits"], want["fences"], want["fence"], want["queue"], want["deadlines"]} ||
+	if k.sem.acquire != [7]string{want["permits"], want["limits"], want["fences"], want["fence"], want["queue"], want["deadlines"], want["waiters"]} ||
 		k.sem.renew != [3]string{want["permits"], want["limits"], want["fences"]} || k.rel[0] != want["permits"] || k.rel[1] != want["receipt"] || k.name != "a/b" {
 		t.Errorf("key lists %v %v %v", k.sem.acquire, k.sem.renew, k.rel)
 	}

@@ -12,17 +12,18 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// A release wakes one parked waiter per freed permit (no herd), through the release channel: the
-// fallback poll is 5s+ here, so only the message can explain a quick wake-up.
+// A release hands its permit to one parked waiter (no herd), through the release channel: the
+// fallback poll is a second or more here, so only the message can explain a quick acquisition; and
+// the waiter holds without another attempt (direct handoff: the release granted it the permit).
 func TestPermits_releaseWakesOneWaiter(t *testing.T) {
 	_, rdb, holder := setup(t)
-	var woken, wokenOK atomic.Int64
+	var wokenFailed, acquiredByAttempt atomic.Int64
 	hook := core.Hook{Attempt: func(_ context.Context, w core.WaitInfo) {
-		if w.Woken {
-			woken.Add(1)
-			if w.Acquired {
-				wokenOK.Add(1)
-			}
+		if w.Woken && !w.Acquired {
+			wokenFailed.Add(1)
+		}
+		if w.Acquired {
+			acquiredByAttempt.Add(1)
 		}
 	}}
 	waiters := newClient(t, rdb, core.WithRetryBackoff(10*time.Second, 10*time.Second), core.WithHook(hook))
@@ -64,16 +65,17 @@ func TestPermits_releaseWakesOneWaiter(t *testing.T) {
 	if d := time.Since(released); d > time.Second {
 		t.Fatalf("acquired %v after the release: not woken by it", d)
 	}
-	// Each release hands its permit to the next waiter; every woken attempt succeeds (a herd
-	// would show as woken attempts that find no permit).
+	// Each release hands its permit to the next waiter: no woken attempt finds the permits taken
+	// (a herd would), and the waiters take their permits without an attempt. (A waiter's poll may
+	// cross a grant made for it and answer it: at most one here.)
 	_ = held[1].Release(ctx)
 	_ = p.Release(ctx)
 	for range n - 1 {
 		_ = (<-got).Release(ctx)
 	}
 	wg.Wait()
-	if woken.Load() != n || wokenOK.Load() != n {
-		t.Fatalf("%d woken attempts, %d of them acquired; want %d and %d (one waiter per freed permit)", woken.Load(), wokenOK.Load(), n, n)
+	if wokenFailed.Load() != 0 || acquiredByAttempt.Load() > 1 {
+		t.Fatalf("%d woken attempts failed, %d permits taken by an attempt; want 0 and 0 (handed on by the releases)", wokenFailed.Load(), acquiredByAttempt.Load())
 	}
 }
 

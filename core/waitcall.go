@@ -46,8 +46,13 @@ func (wc *waitCall) run(ctx context.Context) (err error) {
 		defer dt.Stop()
 		wc.deadline = dt.C
 	}
+	if wc.l.k.sem != nil {
+		if err := wc.semStart(); err != nil {
+			return err
+		}
+	}
 	for {
-		if wc.w == nil && wc.wait && !wc.ao.fair && wc.c.room.busy(wc.l.k.channel) {
+		if wc.w == nil && wc.wait && !wc.ao.fair && wc.l.k.sem == nil && wc.c.room.busy(wc.l.k.channel) {
 			// Local waiters are queued: take a place behind them instead of barging in. (In fair
 			// mode the attempt itself joins the Redis-side queue and cannot barge.)
 			if err := wc.join(); err != nil {
@@ -74,6 +79,9 @@ func (wc *waitCall) run(ctx context.Context) (err error) {
 		if err := wc.park(ctx); err != nil {
 			return err
 		}
+		if done, err := wc.claim(ctx); done {
+			return err
+		}
 	}
 }
 
@@ -88,6 +96,9 @@ func (wc *waitCall) attempt(ctx context.Context) (done bool, err error) {
 		l.req.waiting = markWaiting
 	default:
 		l.req.waiting = markWaited
+	}
+	if k.sem != nil {
+		l.req.hold = wc.attempts + 1 // the attempt's number: a permit's epoch (semaphore_handoff.go)
 	}
 	wc.sent = time.Now()
 	r, aerr := c.st.acquire(ctx, k, &l.req)
@@ -130,7 +141,7 @@ func (wc *waitCall) attempt(ctx context.Context) (done bool, err error) {
 
 // join queues the call behind the Client's other waiters for the lock.
 func (wc *waitCall) join() error {
-	if wc.w = wc.c.room.join(wc.l.k.channel, wc.l.token, wc.ao.fair); wc.w == nil {
+	if wc.w = wc.c.room.join(wc.l.k.channel, wc.l.token, wc.ao.fair || wc.l.k.sem != nil); wc.w == nil {
 		return ErrClosed
 	}
 	return nil
@@ -163,11 +174,11 @@ func (wc *waitCall) park(ctx context.Context) error {
 		// The holder's TTL runs out first (PTTL 0: within a millisecond): be there when it does.
 		d = wc.res.retryAfter + time.Millisecond
 	}
-	if !head && !wc.ao.fair {
+	if !head && !wc.ao.fair && wc.l.k.sem == nil {
 		// Only the first local waiter polls as a fallback; the others are woken in turn and poll
-		// rarely, so that many parked waiters cost Redis almost nothing. (Every fair waiter polls
-		// within a third of its queue timeout: the poll keeps its place in the Redis-side queue,
-		// which would drop it otherwise.)
+		// rarely, so that many parked waiters cost Redis almost nothing. (Every fair waiter and
+		// every permit waiter polls within a third of its queue timeout: the poll keeps its place
+		// in the Redis-side queue, which would drop it otherwise.)
 		d = max(d, 10*wc.maxBack)
 	}
 	d = d/2 + rand.N(d/2+1)
@@ -202,9 +213,12 @@ func (wc *waitCall) finish(ctx context.Context, err error) {
 		wc.timer.Stop()
 	}
 	if wc.w != nil {
+		if wc.l.k.sem != nil {
+			wc.c.room.takeGrant(wc.w) // (a grant not taken is handed on by the dequeue below)
+		}
 		wc.c.room.leave(wc.w, err == nil)
 	}
-	if err != nil && wc.ao.fair && wc.wait && wc.attempts > 0 {
+	if err != nil && (wc.ao.fair || wc.l.k.sem != nil) && wc.wait && wc.attempts > 0 {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		_ = wc.c.st.dequeue(dctx, &wc.l.k, wc.l.tok)
 		cancel()

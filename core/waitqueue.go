@@ -37,14 +37,16 @@ type waitQueue struct {
 	confirmed bool
 	members   int // waiters that joined and did not leave, queued or not
 	idleSince time.Time
-	lostAt    time.Time // when a woken waiter last lost the lock to another process
+	lostAt    time.Time          // when a woken waiter last lost the lock to another process
+	named     map[string]*waiter // members with a digest, queued or not (permit grants find them)
 }
 
 type waiter struct {
 	q       *waitQueue
-	digest  string // fair mode: SHA-1 (hex) of the waiter's token, as release messages name it
+	digest  string // fair mode and permits: SHA-1 (hex) of the waiter's token, as messages name it
 	wake    chan struct{}
 	inQueue bool
+	grant   semGrant // a permit a release granted it (semaphore_handoff.go)
 }
 
 // clientIDPrefix marks non-fair release messages: their payload is the releasing client's id
@@ -104,6 +106,7 @@ func (r *waitQueues) join(ch, token string, fair bool) *waiter {
 	}
 	q.waiters = append(q.waiters, w)
 	q.members++
+	q.name(w)
 	return w
 }
 
@@ -135,6 +138,7 @@ func (r *waitQueues) leave(w *waiter, acquired bool) {
 	if w.inQueue {
 		q.remove(w)
 	}
+	q.unname(w)
 	select {
 	case <-w.wake:
 		q.wakeOne("")
@@ -208,6 +212,10 @@ func (r *waitQueues) deliver(ch, payload string) {
 	defer r.mu.Unlock()
 	q := r.queues[ch]
 	if q == nil {
+		return
+	}
+	if strings.HasPrefix(payload, grantPrefix) {
+		q.granted(payload)
 		return
 	}
 	if !strings.HasPrefix(payload, clientIDPrefix) {
