@@ -35,7 +35,8 @@ type LockInfo struct {
 	// Limit is the semaphore's limit while permits are held: the lowest limit their holders passed
 	// (no more permits than that are granted); 0 when none is held.
 	Limit int
-	// PermitsQueued is the number of live fair waiters for a permit, as Queued for the lock.
+	// PermitsQueued is the number of live waiters queued in Redis for a permit (every permit
+	// waiter queues there, fair or not; see Permits).
 	PermitsQueued int
 }
 
