@@ -124,8 +124,13 @@ func checkPermits(r run) (violations, inconclusive []verdict) {
 	return o.finish()
 }
 
+// A permit can be granted to any attempt of its call: a release hands a freed permit to the
+// waiter queued by an earlier attempt (direct handoff), and the waiter may have sent more attempts
+// before it learns of the grant. So the only sound "asked for" bound of a permit is its call's
+// start (Call), not its last attempt's send (Sent) as for locks.
+
 // overLimit: permit B was granted while holds A1..Ak of the name had each been granted before B's
-// attempt was sent (Ai returned before B's Sent) and stayed live after B returned, with k at
+// call began (Ai returned before B's Call) and stayed live after B returned, with k at
 // least the lowest limit among B and A1..Ak: more holders at once than one of them allowed. The
 // margin is the k-th longest time an Ai stayed live after B returned; within this process's timer
 // lateness it is inconclusive.
@@ -133,7 +138,7 @@ func (o *oracle) overLimit(hs []*hold) {
 	for _, b := range hs {
 		var live []*hold
 		for _, a := range hs {
-			if a.Tok != b.Tok && a.Ret < b.Sent && a.Live > b.Ret {
+			if a.Tok != b.Tok && a.Ret < b.Call && a.Live > b.Ret {
 				live = append(live, a)
 			}
 		}
@@ -162,7 +167,7 @@ func (o *oracle) overLimit(hs []*hold) {
 	}
 }
 
-// permitFences: a permit granted before another was asked for has a lower fence, and no two
+// permitFences: a permit granted before another's call began has a lower fence, and no two
 // permits of a name share a fence.
 func (o *oracle) permitFences(hs []*hold) {
 	byFence := map[int64]*hold{}
@@ -173,7 +178,7 @@ func (o *oracle) permitFences(hs []*hold) {
 		byFence[b.Fence] = b
 		var worst *hold
 		for _, a := range hs {
-			if a.Ret < b.Sent && a.Fence >= b.Fence && (worst == nil || a.Fence > worst.Fence) {
+			if a.Ret < b.Call && a.Fence >= b.Fence && (worst == nil || a.Fence > worst.Fence) {
 				worst = a
 			}
 		}
