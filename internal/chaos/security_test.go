@@ -20,8 +20,8 @@ import (
 // and CLUSTER (go-redis reads the topology with CLUSTER SLOTS/SHARDS).
 var aclCommands = []string{
 	"evalsha", "eval", "script|load", // scripts
-	"exists", "hexists", "hget", "hset", "hsetnx", "hincrby", "hdel", "del", "pexpire", "pttl", "get", "set", "incr", "time", // in scripts
-	"lindex", "lpop", "rpush", "lrem", // in the fair-mode scripts
+	"get", "set", "pexpire", "pttl", "time", // in the lock scripts
+	"hget", "hset", "hdel", "lindex", "lpop", "rpush", "lrem", // in the fair-mode scripts
 	"publish",                          // in the release scripts
 	"subscribe", "unsubscribe", "ping", // the release subscription
 	"wait", // WithReplicaAck
