@@ -12,7 +12,7 @@ import (
 // that finds nothing tries again a little later. Best effort, bounded by the lock's TTL (at most
 // 5s); Close waits for it.
 func (c *Client) giveBack(l *Lock) {
-	k, tok, hold, fair, ttl := l.k, l.tok, l.hold, l.fair, l.ttl
+	k, tok, hold, fair, ttl := l.k.givenBack(l.token), l.tok, l.hold, l.fair, l.ttl
 	attempt := func(ctx context.Context) bool {
 		n, err := c.st.release(ctx, &k, tok, hold, fair, ttl)
 		return err == nil && n >= 0

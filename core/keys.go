@@ -48,6 +48,18 @@ func (k *keys) held(fence int64) {
 	}
 }
 
+// givenBack returns the keys a give-back of token's acquisition releases with (see giveBack): the
+// fence is unknown then, so a permit's release receipt is named after the token instead. Under
+// the permits' bare receipt name, the receipt another give-back of the name left could answer
+// "released" for a permit that has not reached Redis yet, and the give-back would stop trying.
+func (k keys) givenBack(token string) keys {
+	if k.sem != nil && k.fence == 0 {
+		k.arr[4] += ":t:" + token
+		k.rel[1] = k.arr[4]
+	}
+	return k
+}
+
 // fenceArg is the held acquisition's fence as a script argument.
 func (k *keys) fenceArg() any {
 	if k.fenceA == nil {

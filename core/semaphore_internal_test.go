@@ -33,3 +33,21 @@ func TestKeys_initSem(t *testing.T) {
 		t.Errorf("receipt after held: %q %q", k.arr[4], k.rel[1])
 	}
 }
+
+// A give-back's receipt is its own: never the bare name another give-back of the name used.
+func TestKeys_givenBack_receiptPerToken(t *testing.T) {
+	var k keys
+	k.initSem("lk:", "pool", 2)
+	a, b := k.givenBack("tok-a"), k.givenBack("tok-b")
+	if a.arr[4] == k.arr[4] || a.arr[4] == b.arr[4] || a.rel[1] != a.arr[4] {
+		t.Fatalf("give-back receipts %q %q (bare %q)", a.arr[4], b.arr[4], k.arr[4])
+	}
+	if k.arr[4] != "lk:{pool}:permits:receipt" {
+		t.Fatalf("givenBack changed the original keys: %q", k.arr[4])
+	}
+	var l keys
+	l.init("lk:", "lock")
+	if l.givenBack("tok-a") != l {
+		t.Fatal("a lock's give-back keys differ (its release passes the fence instead)")
+	}
+}
