@@ -29,7 +29,7 @@ if not v or v:byte(1) == 0 then
     end
     if prev >= us then us, f = prev + 1, nil end
     f = f or string.format('%.0f', us)
-    if not v then base = f end -- a new chain starts here (see BASE in lock_lib.lua)
+    if not v then base = string.format('%.0f', us - 10000000) end -- a new chain (see BASE in lock_lib.lua)
     redis.call('SET', KEYS[1], ARGV[1] .. '\0' .. f .. '\0' .. ARGV[3] .. (ARGV[6] == '2' and '\0001\0' or '\0000\0') ..
       base .. '\0' .. acq .. '\0' .. ARGV[4], 'PX', ARGV[2])
     return us

@@ -11,9 +11,13 @@
 --             in-context re-entry adds one)
 --   W         1 when a waiter asked to be told of the release (0: the release publishes nothing)
 --   BASE      the fence from which on every acquisition of the key was released by its owner
---             before the next was taken: an acquisition that finds the key missing (new, expired,
---             lost) starts a chain with its own fence; one that takes a free lock carries BASE on;
---             ForceRelease breaks the chain (BASE = the fence it took away + 1)
+--             before the next was taken, as far as the key knows: an acquisition that takes a
+--             free lock carries BASE on; ForceRelease breaks the chain (BASE = the fence it took
+--             away + 1). An acquisition that finds the key missing (new, or a held lock that
+--             expired) starts a chain at its own fence - 10 s: the key no longer knows the
+--             acquisitions before it, and a release of one of them within its replay window
+--             (go-redis retries for a few seconds) must still be recognized; its owner sent it
+--             within the lock's validity, so the lock did not expire under its work
 --   ACQUIRED  when it was taken: the server's clock, "SECONDS.MICROSECONDS" (milliseconds when
 --             taken over Redlock, by the client's clock)
 --   LABEL     "HOST PID LABEL" of the holder (Inspect)
@@ -102,7 +106,7 @@ end
 local function lk_take(key, s, token, hold, ttl, floorArg, label, waiting)
   local f, acq = lk_fence(s and s.f, floorArg)
   local n = {tok = token, f = f, holds = hold, w = (waiting == '2') and '1' or '0',
-    rel = s and s.rel or string.format('%.0f', f), acq = acq, label = label or '', extra = ''}
+    rel = s and s.rel or string.format('%.0f', f - 10000000), acq = acq, label = label or '', extra = ''}
   redis.call('SET', key, lk_enc(n), 'PX', ttl)
   return f
 end
