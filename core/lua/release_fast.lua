@@ -6,7 +6,7 @@
 -- (Keys and arguments: see release.lua; the value's layout: see lock_lib.lua.)
 local v = redis.call('GET', KEYS[1])
 local pre = ARGV[1] .. '\0' .. ARGV[5] .. '\0' .. ARGV[4] .. '\0'
-if v and v:sub(1, #pre) == pre then
+if v and v:find(pre, 1, true) == 1 then
   local n = #pre -- then W, NUL, BASE, NUL
   local q = v:find('\0', n + 3, true)
   redis.call('SET', KEYS[1], '\0' .. ARGV[5] .. '\0' .. v:sub(n + 3, q - 1), 'PX', 10000)
