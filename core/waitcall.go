@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"strconv"
 	"time"
 )
 
@@ -97,8 +98,15 @@ func (wc *waitCall) attempt(ctx context.Context) (done bool, err error) {
 	default:
 		l.req.waiting = markWaited
 	}
-	if k.sem != nil {
+	switch _, rl := c.st.(*redlock); {
+	case k.sem != nil:
 		l.req.hold = wc.attempts + 1 // the attempt's number: a permit's epoch (semaphore_handoff.go)
+	case rl && wc.attempts > 0:
+		// Each Redlock attempt after the first takes its own hold id: a failed attempt's give-back
+		// (undo) may reach a node after a later attempt of this call was granted there (the node
+		// kept the failed attempt's grant, which the later one re-entered), and must drop only its
+		// own hold, not the later grant.
+		l.req.hold = l.hold.(string) + "~" + strconv.Itoa(wc.attempts)
 	}
 	wc.sent = time.Now()
 	r, aerr := c.st.acquire(ctx, k, &l.req)
@@ -122,6 +130,9 @@ func (wc *waitCall) attempt(ctx context.Context) (done bool, err error) {
 		return true, unavailable("acquire", aerr)
 	case r.ok:
 		wc.res = r
+		if k.sem == nil {
+			l.hold = l.req.hold // the hold this attempt took (see above)
+		}
 		return true, c.outlived(ctx, l, wc.sent)
 	case r.guarded:
 		wc.res = r
