@@ -52,11 +52,8 @@ type HolderInfo struct {
 	// same as LockInfo's).
 	Fence int64
 	TTL   time.Duration
-	// Acquired is when the owner took the lock and HeldFor how long ago that was, by the Redis
-	// server's clock now: Acquired is by the server's clock when the acquisition found the lock's
-	// key missing, otherwise (and always over Redlock) by the acquiring client's clock, so that
-	// taking a free lock reads no clock in Redis; a client clock that is off by d shifts both by d.
-	// Zero when unknown (taken by an older lockkit version).
+	// Acquired is when the owner took the lock, by the Redis server's clock, and HeldFor how long
+	// ago that was, by the same clock. Zero when unknown (taken by an older lockkit version).
 	Acquired time.Time
 	HeldFor  time.Duration
 	// Host and PID name the holder's process; Label is its Client's WithLabel.

@@ -125,14 +125,12 @@ func (l *Lock) Token() string {
 // the name. Pass it to the resource the lock protects and have the resource reject writes carrying
 // a smaller fence than one it has seen. Re-entering keeps the fence.
 //
-// The lock's key keeps the name's last fence while the lock is held and for 10 s after its
-// release; a fresh acquisition takes that fence + 1. When the key is gone (new, expired, lost in a
-// restart without persistence or a failover before replication) the fence starts from the Redis
-// server's clock in microseconds. No fence is above that clock when it is handed out (a chain
-// starts at it and gains 1 per acquisition, and Redis takes more than a microsecond per
-// acquisition and release), so fences keep increasing across such a loss, as long as the server
-// clocks do not step back (see docs/guarantees.md). Expect large numbers (about 1.8e15 in 2026),
-// well within int64 and float64 precision.
+// A fence is the name's counter + 1, but never less than the Redis server's clock in milliseconds
+// × 1000, so fences keep increasing even when Redis loses the counter (a restart without
+// persistence, a failover before the counter was replicated), as long as the server clocks do not
+// step back and the loss comes at least a millisecond after the last acquisition (a restart or a
+// failover always takes longer). Expect large numbers (about 1.8e15 in 2026), well within int64
+// and float64 precision.
 func (l *Lock) Fence() int64 {
 	if l == nil {
 		return 0

@@ -247,7 +247,7 @@ func (n *node) acquireCall(k *keys, r *acquireReq) (*redis.Script, []string, []a
 	if ttl == nil {
 		ttl = ms(r.ttl)
 	}
-	args := []any{r.token, ttl, r.hold, n.label, floor, r.waiting.arg(), time.Now().UnixMilli()}
+	args := []any{r.token, ttl, r.hold, n.label, floor, r.waiting.arg()}
 	if r.guard != nil {
 		return n.s.acquireGuarded, r.guard, args
 	}

@@ -1,12 +1,10 @@
--- Acquire a lock, re-enter it, or report how long it stays taken. One round trip; GET + SET when
--- it is free (GET + TIME + SET when its key is missing). (acquire_fast.lua, which read the value
--- into v, and lock_lib.lua first.)
+-- Acquire a lock, re-enter it, or report how long it stays taken. One round trip; GET + TIME + SET
+-- when it is free. (acquire_fast.lua, which read the value into v, and lock_lib.lua first.)
 -- KEYS[1] lock
 -- ARGV[1] owner token, ARGV[2] TTL in milliseconds, ARGV[3] hold id, ARGV[4] holder label,
 -- ARGV[5] fence floor ('' for none), ARGV[6] waiting: '' or 0 (TryAcquire), 1 (a waiting call:
 -- flag a taken lock so that its release publishes), 2 (a call that waited: keep the flag when it
--- takes the lock, for the waiters behind it), ARGV[7] the client's clock in ms (ACQUIRED when the
--- key lives and no floor is given)
+-- takes the lock, for the waiters behind it)
 -- Returns: fence (integer > 0) on a fresh acquisition,
 --          {fence, holds} when the owner re-entered (or a replay found this hold recorded),
 --          -1 - pttl (integer < 0) when another owner holds the lock.

@@ -1,6 +1,6 @@
 -- The lock's value, shared by the lock scripts. A lock is ONE string key, so that taking it is
--- GET + SET (GET + TIME + SET when its key is missing) and releasing it GET + SET: six or seven
--- commands per uncontended lock and unlock, scripts included. Its value is NUL-separated fields:
+-- GET + TIME + SET and releasing it GET + SET: seven commands per uncontended lock and unlock,
+-- scripts included. Its value is NUL-separated fields:
 --
 --   held:  TOKEN  FENCE  HOLDS  W  BASE  ACQUIRED  LABEL  [NUL EXTRA]
 --   free:  ''     FENCE  BASE
@@ -18,9 +18,8 @@
 --             acquisitions before it, and a release of one of them within its replay window
 --             (go-redis retries for a few seconds) must still be recognized; its owner sent it
 --             within the lock's validity, so the lock did not expire under its work
---   ACQUIRED  when it was taken: the server's clock, "SECONDS.MICROSECONDS", when the
---             acquisition read it (its key was missing, or a fair or guarded acquisition);
---             otherwise milliseconds by the acquiring client's clock (always over Redlock)
+--   ACQUIRED  when it was taken: the server's clock, "SECONDS.MICROSECONDS" (milliseconds when
+--             taken over Redlock, by the client's clock)
 --   LABEL     "HOST PID LABEL" of the holder (Inspect)
 --   EXTRA     what the election records with its leader's lock (the leader's value)
 --
@@ -86,11 +85,6 @@ end
 -- with TIME, or the floor the client passes (Redlock: its clock in ms × 1000, one floor for every
 -- node, so that the nodes agree); a node with no fence for the name reads its own clock too, so a
 -- client clock that runs behind cannot take fences back. It also returns the ACQUIRED field.
--- The hot path (acquire_fast.lua) skips the clock when the key has the name's fence: prev + 1 is
--- enough there. On a single node every fence is at most the server's clock in microseconds when
--- it is issued: a chain starts at that clock, and each next fence adds 1 where Redis took more
--- than a microsecond (an acquisition and a release script at least) since the previous one. So a
--- fence read from the clock after the key is gone is above every fence issued before.
 local function lk_fence(prev, floorArg)
   local floor = tonumber(floorArg or '')
   local acq

@@ -66,7 +66,7 @@ func TestRig_countsTopLevelAndInScriptCommands(t *testing.T) {
 		{redsyncDefaults(1), 2 * ops, 2 * ops, func(n int64) bool { return n == 2*ops }},
 		// EVALSHA obtain (SET inside) + EVALSHA release (GET + DEL)
 		{redislockDefaults(), 2 * ops, 2 * ops, func(n int64) bool { return n == 3*ops }},
-		// two EVALSHAs; the scripts do the lock's work (today acquire GET + SET, release GET + SET)
+		// two EVALSHAs; the scripts do the lock's work (today acquire GET + TIME + SET, release GET + SET)
 		{lockkitConfig(), 2 * ops, 2 * ops, func(n int64) bool { return n >= 3*ops }},
 	}
 	for _, c := range cases {
