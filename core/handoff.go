@@ -132,14 +132,15 @@ func (wc *waitCall) handoffStart() error {
 // claim takes the lock or permit a release granted to the call while it waited (direct handoff):
 // it reports done with the call's result, or not done (a stale grant, or none: the call goes on
 // with an attempt). The lease is counted from when the call's last attempt was sent, before the
-// grant was made; if that is more than half the TTL ago, the call confirms with an attempt instead
-// (which answers the grant with a full TTL).
+// grant was made; if that is more than half the TTL ago, or the Client waits for replicas to
+// acknowledge each acquisition (WithReplicaAck: the releasing script's write was not waited for),
+// the call confirms with an attempt instead (which answers the grant with a full TTL).
 func (wc *waitCall) claim(ctx context.Context) (bool, error) {
 	if wc.w == nil || !wc.handoff() {
 		return false, nil
 	}
 	g := wc.c.room.takeGrant(wc.w)
-	if !g.ok || g.epoch != wc.epoch || time.Since(wc.sent) > wc.l.ttl/2 {
+	if !g.ok || g.epoch != wc.epoch || time.Since(wc.sent) > wc.l.ttl/2 || wc.c.opt.replicas > 0 {
 		return false, nil
 	}
 	wc.res = acquireResult{ok: true, fence: g.fence, holds: 1}
