@@ -19,8 +19,7 @@ if s and s.tok == ARGV[1] then
   end
   return lk_reenter(KEYS[1], s, ARGV[4], ARGV[2])
 end
-local t = redis.call('TIME')
-local us = t[1] * 1000000 + t[2]
+local us, now = fq_now()
 local timeout = tonumber(ARGV[3])
 local m = fq_member(ARGV[2], ARGV[3], ARGV[1], ARGV[4], ARGV[5])
 local wait
@@ -38,7 +37,7 @@ if s and s.tok ~= '' then
 else
   -- Free (a release that found no live waiter, an expiry, ForceRelease): the first live waiter
   -- takes it.
-  local w = fq_pop(KEYS[3], KEYS[4], math.floor(us / 1000))
+  local w = fq_pop(KEYS[3], KEYS[4], now)
   if not w or w.m == m then
     return lk_take(KEYS[1], s, ARGV[1], ARGV[4], ARGV[2], us, ARGV[5], '0')
   end

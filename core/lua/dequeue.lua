@@ -19,9 +19,8 @@ if mine and s.holds ~= ARGV[3] then
   lk_drop(KEYS[1], s, ARGV[1], ARGV[3], '0') -- co-owners (WithOwner) hold it still
   return 1
 end
-local t = redis.call('TIME')
-local us = t[1] * 1000000 + t[2]
-local w = fq_pop(KEYS[3], KEYS[4], math.floor(us / 1000))
+local us, now = fq_now()
+local w = fq_pop(KEYS[3], KEYS[4], now)
 if w then
   fq_give(KEYS[1], s, w, us, ARGV[2])
 elseif mine then

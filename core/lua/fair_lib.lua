@@ -19,6 +19,13 @@
 -- ZPOPMIN SET PUBLISH and GET TIME ZADD PTTL PTTL: the deadlines hash is touched only by the
 -- waiters that waited long enough to refresh.
 
+-- fq_now returns the server's clock in µs and in ms.
+local function fq_now()
+  local t = redis.call('TIME')
+  local us = t[1] * 1000000 + t[2]
+  return us, math.floor(us / 1000)
+end
+
 -- fq_member is the queue member of a waiter.
 local function fq_member(ttl, timeout, token, hold, label)
   return ttl .. '\0' .. timeout .. '\0' .. token .. '\0' .. hold .. '\0' .. (label or '')

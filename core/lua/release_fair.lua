@@ -11,9 +11,8 @@
 -- Returns: -1 when the token does not hold the lock (nothing touched), else the holds left.
 local s = lk_get(KEYS[1])
 if s and s.tok == ARGV[1] and s.holds == ARGV[3] then
-  local t = redis.call('TIME')
-  local us = t[1] * 1000000 + t[2]
-  local w = fq_pop(KEYS[3], KEYS[4], math.floor(us / 1000))
+  local us, now = fq_now()
+  local w = fq_pop(KEYS[3], KEYS[4], now)
   if w then
     fq_give(KEYS[1], s, w, us, ARGV[2])
     return 0
