@@ -2,8 +2,9 @@
 -- every permit of its semaphore, and wakes waiters: the lock's first live fair waiter (named by the
 -- SHA-1 of its token: its next attempt takes the free lock; fair_lib.lua) or else one waiter of
 -- each client, and one permit waiter per freed permit (at most 1000). The lock becomes free but
--- keeps its fence, and breaks its chain of owner releases (BASE, see lock_lib.lua), so the holder's next renewal reports
--- the loss and its own release answers "not held". (lib.lua, lock_lib.lua and fair_lib.lua first.)
+-- keeps its fence, and breaks its chain of owner releases (BASE, see lock_lib.lua), so the
+-- holder's next renewal reports the loss and its own release answers "not held". (lib.lua,
+-- lock_lib.lua and fair_lib.lua first.)
 -- KEYS[1] lock, KEYS[2] fair queue (ZSET), KEYS[3] fair-queue deadlines, KEYS[4] permits,
 -- KEYS[5] permit limits, KEYS[6] permit fences, KEYS[7] the semaphore's fair queue, KEYS[8] its
 -- deadlines
