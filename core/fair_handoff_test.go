@@ -63,8 +63,11 @@ func TestFair_handoff_grantReceived(t *testing.T) {
 		}
 		got <- l
 	}()
-	eventually(t, 5*time.Second, "waiter queued", func() bool { return len(fairQueue(t, rdb, "g")) == 1 })
-	eventually(t, 5*time.Second, "waiter parked", func() bool { return core.WaitersParked(c) == 1 })
+	// Its first attempt queued it; once subscribed it tried again (a grant may have come in between)
+	// and parked, polling only after 5s.
+	eventually(t, 5*time.Second, "waiter queued and parked", func() bool {
+		return len(fairQueue(t, rdb, "g")) == 1 && n.attempts.Load() == 2
+	})
 	before := n.attempts.Load()
 	if err := h.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -139,7 +142,8 @@ func TestFair_handoff_waiterGivesUpGrantHandedOn(t *testing.T) {
 	slow := redis.NewClient(srv.StartDelayProxy(t, 300*time.Millisecond).Options())
 	t.Cleanup(func() { slow.Close() })
 	// W1 hears everything 300ms late (its grant message too); W2 polls every 5s or more.
-	w1c := newClient(t, slow, core.WithRetryBackoff(5*time.Second, 10*time.Second))
+	var n1 counting
+	w1c := newClient(t, slow, core.WithRetryBackoff(5*time.Second, 10*time.Second), n1.hook())
 	w2c := newClient(t, rdb, core.WithRetryBackoff(5*time.Second, 10*time.Second), core.WithFairWaiterTimeout(30*time.Second))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -157,8 +161,8 @@ func TestFair_handoff_waiterGivesUpGrantHandedOn(t *testing.T) {
 	}
 	ctx1, cancel1 := context.WithCancel(ctx)
 	w1 := wait(w1c, ctx1)
-	eventually(t, 5*time.Second, "W1 queued and parked", func() bool {
-		return len(fairQueue(t, rdb, "gone")) == 1 && core.WaitersParked(w1c) == 1
+	eventually(t, 5*time.Second, "W1 queued, subscribed and parked", func() bool {
+		return len(fairQueue(t, rdb, "gone")) == 1 && n1.attempts.Load() == 2
 	})
 	w2 := wait(w2c, ctx)
 	eventually(t, 5*time.Second, "W2 queued and parked", func() bool {
