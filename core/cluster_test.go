@@ -76,6 +76,51 @@ func TestCluster_locksOnEveryMaster_wokenBySPUBLISH(t *testing.T) {
 	}
 }
 
+// Fair mode's direct handoff on a cluster: the release's grant (SPUBLISH) reaches the waiter,
+// which holds without another attempt, on every master.
+func TestCluster_fairHandoff_grantBySPUBLISH(t *testing.T) {
+	cl := redistest.StartCluster(t)
+	holder := newClient(t, cl.Client(t))
+	var n counting
+	waiter := newClient(t, cl.Client(t), core.WithRetryBackoff(5*time.Second, 10*time.Second),
+		core.WithFairWaiterTimeout(30*time.Second), n.hook())
+	ctx := context.Background()
+	for name, master := range namesOnEveryMaster(t, cl) {
+		l, err := holder.Acquire(ctx, name, 30*time.Second, core.Fair())
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := n.attempts.Load()
+		got := make(chan error, 1)
+		go func() {
+			w, err := waiter.Acquire(ctx, name, 5*time.Second, core.Fair())
+			if err == nil {
+				err = w.Release(ctx)
+			}
+			got <- err
+		}()
+		awaitShardSubscriber(t, cl, master, name, got)
+		// Its first attempt queued it; once subscribed it tried again (a grant may have come in
+		// between) and parked, polling only after 5s.
+		eventually(t, 5*time.Second, "waiter queued and parked", func() bool { return n.attempts.Load() == start+2 })
+		before := n.attempts.Load()
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-got:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(4 * time.Second):
+			t.Fatalf("waiter on %s not handed the lock", master.Addr())
+		}
+		if a := n.attempts.Load() - before; a != 0 {
+			t.Fatalf("%d attempts after the release on %s: the grant did not reach the waiter", a, master.Addr())
+		}
+	}
+}
+
 // awaitShardSubscriber waits until the waiter has subscribed to name's release channel in master's
 // shard: on master, or on a replica of it, which SPUBLISH reaches through replication (a waiter
 // whose client has not yet seen a failover the load caused subscribes on the old master, now a

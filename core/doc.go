@@ -29,8 +29,8 @@
 //	lockkit:{NAME}:fence           fencing counter, expires 10s (or the TTL) after the last acquisition
 //	lockkit:{NAME}:receipt:FENCE   marks that acquisition released, for 5s (replayed releases)
 //	lockkit:{NAME}:released        release channel (SPUBLISH on a cluster)
-//	lockkit:{NAME}:queue           fair-mode waiter queue (list) and
-//	lockkit:{NAME}:queue:deadlines its waiters' deadlines (hash)
+//	lockkit:{NAME}:queue           fair-mode waiter queue (sorted set) and
+//	lockkit:{NAME}:queue:deadlines the deadlines its waiters refreshed (hash)
 //	lockkit:{NAME}:permits         semaphore (Permits): token -> lease expiry (zset), with
 //	                               :permits:limits, :permits:fences, :permits:released, ...
 //

@@ -259,6 +259,6 @@ func (rl *redlock) extend(ctx context.Context, k *keys, token any, ttl time.Dura
 	return items[0].ok, items[0].err
 }
 
-func (rl *redlock) dequeue(context.Context, *keys, any) error { return nil }
+func (rl *redlock) dequeue(context.Context, *keys, *acquireReq) error { return nil }
 
 func (rl *redlock) router() router { return rl.rt }

@@ -46,17 +46,17 @@ func loadScripts() scripts {
 	// release_fast.lua) come first and return before any is defined.
 	s := scripts{
 		acquire:        mustScript("acquire_fast.lua", "lock_lib.lua", "acquire.lua"),
-		acquireFair:    mustScript("lib.lua", "lock_lib.lua", "acquire_fair.lua"),
+		acquireFair:    mustScript("lib.lua", "lock_lib.lua", "fair_lib.lua", "acquire_fair.lua"),
 		acquireGuarded: mustScript("lock_lib.lua", "acquire_guarded.lua"),
 		release:        mustScript("release_fast.lua", "lock_lib.lua", "release.lua"),
-		releaseFair:    mustScript("lib.lua", "lock_lib.lua", "release_fair.lua"),
+		releaseFair:    mustScript("lib.lua", "lock_lib.lua", "fair_lib.lua", "release_fair.lua"),
 		releaseSet:     mustScript("lock_lib.lua", "release_set.lua"),
 		renew:          mustScript("renew.lua"),
 		pttl:           mustScript("pttl.lua"),
-		dequeue:        mustScript("lock_lib.lua", "dequeue.lua"),
+		dequeue:        mustScript("lib.lua", "lock_lib.lua", "fair_lib.lua", "dequeue.lua"),
 		raiseFence:     mustScript("lock_lib.lua", "raise_fence.lua"),
-		inspect:        mustScript("inspect.lua"),
-		forceRelease:   mustScript("lib.lua", "lock_lib.lua", "force_release.lua"),
+		inspect:        mustScript("lib.lua", "lock_lib.lua", "fair_lib.lua", "inspect.lua"),
+		forceRelease:   mustScript("lib.lua", "lock_lib.lua", "fair_lib.lua", "force_release.lua"),
 		sem:            loadSemScripts(),
 	}
 	s.acquireSha, s.releaseSha = s.acquire.Hash(), s.release.Hash()
@@ -94,7 +94,7 @@ type acquireResult struct {
 	holds      int64
 	retryAfter time.Duration
 	busy       bool   // another owner holds the lock, for retryAfter more (0: it is about to expire)
-	behind     bool   // fair: the attempt joined the queue behind another waiter
+	epoch      int64  // fair: the caller is queued in Redis, since EPOCH (see fair_lib.lua)
 	guarded    bool   // the guard key exists; nothing was taken
 	value      string // the guard key's value
 }
@@ -159,7 +159,9 @@ type store interface {
 	// pttl returns the remaining TTL, or ok=false when token does not hold the lock.
 	pttl(ctx context.Context, k *keys, token any, lockTTL time.Duration) (time.Duration, bool, error)
 	extend(ctx context.Context, k *keys, token any, ttl time.Duration) (bool, error)
-	dequeue(ctx context.Context, k *keys, token any) error
+	// dequeue takes the waiter of r out of the Redis-side queue (fair mode, permits), handing on a
+	// lock or permit a release granted it meanwhile.
+	dequeue(ctx context.Context, k *keys, r *acquireReq) error
 	// inspect reads the lock without changing anything (Client.Inspect); forceRelease deletes it
 	// and publishes msg, or wakes the fair queue's head (Client.ForceRelease).
 	inspect(ctx context.Context, k *keys) (LockInfo, error)
@@ -235,7 +237,7 @@ func (n *node) acquireCall(k *keys, r *acquireReq) (*redis.Script, []string, []a
 		return n.semAcquireCall(k, r)
 	}
 	if r.fair {
-		return n.s.acquireFair, k.fair(), []any{r.token, ms(r.ttl), ms(r.waiterTTL), r.hold, n.label}
+		return n.s.acquireFair, k.fair(), []any{r.token, ms(r.ttl), ms(r.waiterTTL), r.hold, n.label, n.pubCmd}
 	}
 	var floor, ttl any = "", r.ttlArg
 	if r.floor > 0 {
@@ -262,9 +264,10 @@ func parseAcquire(v any) (acquireResult, error) {
 		}
 		return acquireResult{busy: true, retryAfter: time.Duration(-1-x) * time.Millisecond}, nil
 	case []any:
-		if len(x) == 2 && x[1] == "behind" {
+		if len(x) == 3 && x[1] == "queued" {
 			w, _ := x[0].(int64)
-			return acquireResult{busy: true, behind: true, retryAfter: time.Duration(-1-w) * time.Millisecond}, nil
+			e, _ := x[2].(int64)
+			return acquireResult{busy: true, epoch: e, retryAfter: time.Duration(-1-w) * time.Millisecond}, nil
 		}
 		if len(x) == 2 && x[0] == "guarded" {
 			val, _ := x[1].(string)
@@ -461,11 +464,11 @@ func (n *node) extend(ctx context.Context, k *keys, token any, ttl time.Duration
 	return v == 1, err
 }
 
-func (n *node) dequeue(ctx context.Context, k *keys, token any) error {
+func (n *node) dequeue(ctx context.Context, k *keys, r *acquireReq) error {
 	if k.sem != nil {
-		return n.semDequeue(ctx, k, token)
+		return n.semDequeue(ctx, k, r.token)
 	}
-	return n.s.dequeue.Run(ctx, n.rdb, k.fair(), token, n.pubCmd).Err()
+	return n.s.dequeue.Run(ctx, n.rdb, k.fair(), r.token, n.pubCmd, r.hold, ms(r.ttl), ms(r.waiterTTL), n.label).Err()
 }
 
 func (n *node) router() router {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lockkit/lockkit/core"
 	"github.com/lockkit/lockkit/internal/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 // With a fallback backoff of 5-10 s, a waiter that acquires quickly after the release can only
@@ -150,7 +151,7 @@ func TestWait_fairAcrossClients(t *testing.T) {
 			locks <- w
 		}()
 		eventually(t, 5*time.Second, "waiter queued in redis", func() bool {
-			return rdb.LLen(ctx, "lockkit:{k}:queue").Val() == int64(i+1)
+			return rdb.ZCard(ctx, "lockkit:{k}:queue").Val() == int64(i+1)
 		})
 	}
 	_ = l.Release(ctx)
@@ -164,7 +165,7 @@ func TestWait_fairAcrossClients(t *testing.T) {
 			t.Fatalf("served in order %v, want queue order", order)
 		}
 	}
-	if n := rdb.LLen(ctx, "lockkit:{k}:queue").Val(); n != 0 {
+	if n := rdb.ZCard(ctx, "lockkit:{k}:queue").Val(); n != 0 {
 		t.Fatalf("queue left with %d entries", n)
 	}
 }
@@ -183,12 +184,11 @@ func TestWait_fairWaiterLeavesQueue(t *testing.T) {
 	if !errors.Is(err, core.ErrNotAcquired) {
 		t.Fatal(err)
 	}
-	if n := rdb.LLen(ctx, "lockkit:{k}:queue").Val(); n != 0 {
+	if n := rdb.ZCard(ctx, "lockkit:{k}:queue").Val(); n != 0 {
 		t.Fatalf("a waiter that gave up is still queued (%d)", n)
 	}
 	// A dead waiter: queued by hand with a deadline in the past is skipped.
-	rdb.RPush(ctx, "lockkit:{k}:queue", "dead")
-	rdb.HSet(ctx, "lockkit:{k}:queue:deadlines", "dead", 1)
+	queueDeadWaiter(t, rdb, "lockkit:{k}:queue", "dead")
 	_ = l.Release(ctx)
 	l2, err := c.TryAcquire(ctx, "k", time.Second, core.Fair())
 	if err != nil {
@@ -306,5 +306,15 @@ func TestWait_headGivesUp_nextPolls(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the next waiter did not take over polling (its own fallback is 20s)")
+	}
+}
+
+// queueDeadWaiter queues, by hand, a fair waiter whose deadline passed long ago (see fair_lib.lua).
+func queueDeadWaiter(t testing.TB, rdb *redis.Client, queue, token string) {
+	t.Helper()
+	epoch := time.Now().Add(-time.Minute).UnixMicro()
+	member := "1000\x00100\x00" + token + "\x000\x00host 1 dead"
+	if err := rdb.ZAdd(context.Background(), queue, redis.Z{Score: float64(2 * epoch), Member: member}).Err(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -28,16 +28,11 @@ type waitCall struct {
 	res      acquireResult // the last attempt's answer
 	sent     time.Time     // when the last attempt was sent
 	attempts int
+	epoch    int64 // the epoch a grant to the call carries (handoff.go)
 }
 
 func (wc *waitCall) run(ctx context.Context) (err error) {
-	if wc.ao.fair {
-		wc.maxBack = min(wc.maxBack, wc.c.opt.waiterTTL/3)
-		wc.l.req.fair = true
-		if wc.wait {
-			wc.l.req.waiterTTL = wc.c.opt.waiterTTL
-		}
-	}
+	wc.l.req.fair = wc.ao.fair
 	defer func() { wc.finish(ctx, err) }()
 	if err := ctx.Err(); err != nil {
 		return wc.notAcquired(err)
@@ -47,8 +42,8 @@ func (wc *waitCall) run(ctx context.Context) (err error) {
 		defer dt.Stop()
 		wc.deadline = dt.C
 	}
-	if wc.l.k.sem != nil {
-		if err := wc.semStart(); err != nil {
+	if wc.handoff() {
+		if err := wc.handoffStart(); err != nil {
 			return err
 		}
 	}
@@ -68,13 +63,11 @@ func (wc *waitCall) run(ctx context.Context) (err error) {
 				if err := wc.join(); err != nil {
 					return err
 				}
-				if !wc.res.behind {
-					// Subscribed (or given up waiting for it): try again at once, as a release may
-					// have come between the attempt and the subscription. (A fair waiter queued
-					// behind another need not: such a release names the waiter ahead.)
-					wc.ready(ctx)
-					continue
-				}
+				// Subscribed (or given up waiting for it): try again at once, as a release may have
+				// come between the attempt and the subscription (and granted the lock to a queued
+				// waiter, see handoff.go).
+				wc.ready(ctx)
+				continue
 			}
 		}
 		if err := wc.park(ctx); err != nil {
@@ -100,7 +93,7 @@ func (wc *waitCall) attempt(ctx context.Context) (done bool, err error) {
 	}
 	switch _, rl := c.st.(*redlock); {
 	case k.sem != nil:
-		l.req.hold = wc.attempts + 1 // the attempt's number: a permit's epoch (semaphore_handoff.go)
+		l.req.hold = wc.attempts + 1 // the attempt's number: a permit's epoch (handoff.go)
 	case rl && wc.attempts > 0:
 		// Each Redlock attempt after the first takes its own hold id: a failed attempt's give-back
 		// (undo) may reach a node after a later attempt of this call was granted there (the node
@@ -111,6 +104,10 @@ func (wc *waitCall) attempt(ctx context.Context) (done bool, err error) {
 	wc.sent = time.Now()
 	r, aerr := c.st.acquire(ctx, k, &l.req)
 	wc.attempts++
+	wc.epoch = r.epoch
+	if k.sem != nil {
+		wc.epoch = int64(wc.attempts)
+	}
 	if h := c.hook; h != nil && h.Attempt != nil {
 		h.Attempt(ctx, WaitInfo{Name: k.name, Key: k.lock(), TTL: l.ttl, Limit: l.Limit(), Attempts: wc.attempts, Woken: wc.woken,
 			Acquired: r.ok, RetryAfter: r.retryAfter, Err: aerr})
@@ -181,6 +178,11 @@ func (wc *waitCall) ready(ctx context.Context) {
 func (wc *waitCall) park(ctx context.Context) error {
 	head := wc.c.room.requeue(wc.w)
 	d := wc.backoff
+	if wc.res.epoch != 0 {
+		// Queued in Redis for a fair lock: a release hands the lock over with a grant message
+		// (handoff.go); polls only keep the waiter's place and catch the holder's expiry.
+		d = wc.maxBack
+	}
 	if wc.res.busy && wc.res.retryAfter+time.Millisecond < d {
 		// The holder's TTL runs out first (PTTL 0: within a millisecond): be there when it does.
 		d = wc.res.retryAfter + time.Millisecond
@@ -224,14 +226,14 @@ func (wc *waitCall) finish(ctx context.Context, err error) {
 		wc.timer.Stop()
 	}
 	if wc.w != nil {
-		if wc.l.k.sem != nil {
+		if wc.handoff() {
 			wc.c.room.takeGrant(wc.w) // (a grant not taken is handed on by the dequeue below)
 		}
 		wc.c.room.leave(wc.w, err == nil)
 	}
-	if err != nil && (wc.ao.fair || wc.l.k.sem != nil) && wc.wait && wc.attempts > 0 {
+	if err != nil && wc.handoff() && wc.wait && wc.attempts > 0 {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		_ = wc.c.st.dequeue(dctx, &wc.l.k, wc.l.tok)
+		_ = wc.c.st.dequeue(dctx, &wc.l.k, &wc.l.req)
 		cancel()
 	}
 }

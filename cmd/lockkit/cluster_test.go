@@ -81,6 +81,6 @@ func TestCLI_leastPrivilegeACL(t *testing.T) {
 
 // appACL is the lockkit user of docs/security.md; opsACL is the lockkit command's.
 const (
-	appACL = "user lockkit on >lockkit-secret resetkeys ~lockkit:* resetchannels &lockkit:* -@all +evalsha +eval +script|load +get +set +pexpire +pttl +time +hget +hset +hdel +lindex +lpop +rpush +lrem +publish +subscribe +unsubscribe +ping +wait"
-	opsACL = "user lockkit-ops on >ops-secret resetkeys ~lockkit:* resetchannels &lockkit:* -@all +evalsha +eval +script|load +time +hvals +hgetall +pttl +get +scan +type +strlen +del +set +lindex +lpop +hget +hdel +publish +subscribe +unsubscribe +ping +pubsub|numsub +zrangebyscore +zscore +hmget +zcount +lrange"
+	appACL = "user lockkit on >lockkit-secret resetkeys ~lockkit:* resetchannels &lockkit:* -@all +evalsha +eval +script|load +get +set +pexpire +pttl +time +hget +hset +hdel +zadd +zscore +zpopmin +zrem +publish +subscribe +unsubscribe +ping +wait"
+	opsACL = "user lockkit-ops on >ops-secret resetkeys ~lockkit:* resetchannels &lockkit:* -@all +evalsha +eval +script|load +time +hvals +hgetall +pttl +get +scan +type +strlen +del +set +lindex +lpop +hget +hdel +publish +subscribe +unsubscribe +ping +pubsub|numsub +zrangebyscore +zscore +hmget +zcount +lrange +zrange +zrem"
 )

@@ -1,63 +1,54 @@
--- Fair acquire: like acquire.lua, but a fresh acquisition is granted only to the head of a FIFO queue
--- of waiter tokens. Waiters that stop refreshing their deadline are dropped from the head.
--- KEYS[1] lock, KEYS[2] (unused), KEYS[3] queue (list of tokens), KEYS[4] deadlines (hash token -> ms)
+-- Fair acquire: like acquire.lua, but waiting callers queue in Redis, first come first served
+-- (fair_lib.lua): a free lock goes to the first live waiter of the queue, and a release hands the
+-- lock to it directly (direct handoff: the waiter learns from a grant message that it holds).
+-- A caller that finds the lock held queues up, or refreshes its place if it is queued already.
+-- KEYS[1] lock, KEYS[2] (unused), KEYS[3] queue (ZSET), KEYS[4] deadlines (HASH)
 -- ARGV[1] owner token, ARGV[2] TTL in ms, ARGV[3] waiter timeout in ms (0: try without joining the
--- queue), ARGV[4] hold id, ARGV[5] holder label
--- (lib.lua and lock_lib.lua first.)
--- Returns as acquire.lua; when the lock is free but another waiter is first, -1 - (time that waiter
--- may still take); {-1 - wait, 'behind'} when the caller just joined the queue behind another waiter.
+-- queue), ARGV[4] hold id, ARGV[5] holder label, ARGV[6] publish command (PUBLISH or SPUBLISH)
+-- (lib.lua, lock_lib.lua and fair_lib.lua first.)
+-- Returns as acquire.lua. A lock the caller's token holds with this hold already answers
+-- {fence, holds} as a replay does: a release handed it to this waiter, whose grant message has not
+-- arrived (or was lost); its TTL is lengthened to a full TTL from now, so that the caller may count
+-- its lease from this attempt. A queued caller gets {-1 - wait, 'queued', EPOCH} (EPOCH names its
+-- queueing in grants); wait is the holder's PTTL.
 local s = lk_get(KEYS[1])
 if s and s.tok == ARGV[1] then
+  if lk_has(s.holds, ARGV[4]) then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2], 'GT')
+    return {s.f, lk_count(s.holds)}
+  end
   return lk_reenter(KEYS[1], s, ARGV[4], ARGV[2])
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local free = not s or s.tok == ''
+local us, now = fq_now()
 local timeout = tonumber(ARGV[3])
--- enqueue puts the caller at the tail (or refreshes its deadline) and returns what acquire
--- answers: {-1 - wait, 'behind'} when it joined behind another waiter (a release meanwhile names
--- that one: the caller need not try again once subscribed), else -1 - wait.
-local function enqueue(wait)
-  if wait < 0 then wait = 0 end
-  local behind = false
-  if redis.call('HSET', KEYS[4], ARGV[1], now + timeout) == 1 then
-    behind = redis.call('RPUSH', KEYS[3], ARGV[1]) > 1
-  end
-  -- The queue outlives its waiters: lengthen its TTL, never shorten it (other waiters may have
-  -- longer timeouts). (PEXPIRE GT leaves a key without a TTL as it is: a key just created has none.)
-  for i = 3, 4 do
-    if redis.call('PEXPIRE', KEYS[i], timeout * 2, 'GT') == 0 then
-      redis.call('PEXPIRE', KEYS[i], timeout * 2, 'NX')
-    end
-  end
-  if behind then
-    return {-1 - wait, 'behind'}
-  end
-  return -1 - wait
-end
-if not free then
-  -- Taken: queue up; the queue's head matters only when the lock is free.
+local m = fq_member(ARGV[2], ARGV[3], ARGV[1], ARGV[4], ARGV[5])
+local wait
+if s and s.tok ~= '' then
   if timeout <= 0 then
     return lk_busy(KEYS[1], s, '')
   end
-  return enqueue(redis.call('PTTL', KEYS[1]))
-end
-local head = redis.call('LINDEX', KEYS[3], 0)
-while head and head ~= ARGV[1] do
-  local dl = tonumber(redis.call('HGET', KEYS[4], head) or '0')
-  if dl >= now then break end
-  redis.call('LPOP', KEYS[3])
-  redis.call('HDEL', KEYS[4], head)
-  head = redis.call('LINDEX', KEYS[3], 0)
-end
-if not head or head == ARGV[1] then
-  if head then
-    redis.call('LPOP', KEYS[3])
-    redis.call('HDEL', KEYS[4], head)
+  if s.w ~= '1' then
+    -- A holder that took the lock without Fair releases without handing on: have its release
+    -- publish, so that a waiter tries at once.
+    s.w = '1'
+    lk_keep(KEYS[1], s)
   end
-  return lk_take(KEYS[1], s, ARGV[1], ARGV[4], ARGV[2], now * 1000, ARGV[5], '0')
+  wait = redis.call('PTTL', KEYS[1])
+else
+  -- Free (a release that found no live waiter, an expiry, ForceRelease): the first live waiter
+  -- takes it.
+  local w = fq_pop(KEYS[3], KEYS[4], now)
+  if not w or w.m == m then
+    return lk_take(KEYS[1], s, ARGV[1], ARGV[4], ARGV[2], us, ARGV[5], '0')
+  end
+  fq_give(KEYS[1], s, w, us, ARGV[6])
+  if w.tok == ARGV[1] then
+    -- That waiter was another hold of the caller's token (WithOwner): the lock is the token's now.
+    return lk_reenter(KEYS[1], lk_get(KEYS[1]), ARGV[4], ARGV[2])
+  end
+  wait = tonumber(w.ttl)
+  if timeout <= 0 then
+    return -1 - wait
+  end
 end
-if timeout <= 0 then
-  return -1
-end
-return enqueue(tonumber(redis.call('HGET', KEYS[4], head) or '0') - now)
+return fq_wait(KEYS[3], KEYS[4], m, us, timeout, wait)

@@ -1,9 +1,11 @@
 -- An operator's forced release (Client.ForceRelease): deletes the name's lock whoever holds it and
--- every permit of its semaphore, and wakes waiters as releases do: the lock's next waiter, and one
--- permit waiter per freed permit (at most 1000). The lock becomes free but keeps its fence, and
--- breaks its chain of owner releases (BASE, see lock_lib.lua), so the holder's next renewal reports
--- the loss and its own release answers "not held". (lib.lua and lock_lib.lua first.)
--- KEYS[1] lock, KEYS[2] fair queue, KEYS[3] fair-queue deadlines, KEYS[4] permits,
+-- every permit of its semaphore, and wakes waiters: the lock's first live fair waiter (named by the
+-- SHA-1 of its token: its next attempt takes the free lock; fair_lib.lua) or else one waiter of
+-- each client, and one permit waiter per freed permit (at most 1000). The lock becomes free but
+-- keeps its fence, and breaks its chain of owner releases (BASE, see lock_lib.lua), so the
+-- holder's next renewal reports the loss and its own release answers "not held". (lib.lua,
+-- lock_lib.lua and fair_lib.lua first.)
+-- KEYS[1] lock, KEYS[2] fair queue (ZSET), KEYS[3] fair-queue deadlines, KEYS[4] permits,
 -- KEYS[5] permit limits, KEYS[6] permit fences, KEYS[7] the semaphore's fair queue, KEYS[8] its
 -- deadlines
 -- ARGV[1] publish command (PUBLISH or SPUBLISH), ARGV[2] message for non-fair waiters
@@ -15,8 +17,8 @@ local s = lk_get(KEYS[1])
 if s and s.tok ~= '' then
   redis.call('SET', KEYS[1], lk_enc(lk_free(s.f, string.format('%.0f', s.f + 1))), 'PX', FREE_TTL)
   n = 1
-  local nxt = next_waiter(KEYS[2], KEYS[3])
-  redis.call(ARGV[1], KEYS[1] .. ':released', nxt and redis.sha1hex(nxt) or ARGV[2])
+  local w = fq_head(KEYS[2], KEYS[3], now)
+  redis.call(ARGV[1], KEYS[1] .. ':released', w and redis.sha1hex(w.tok) or ARGV[2])
 end
 local freed = redis.call('ZCOUNT', KEYS[4], '(' .. now, '+inf')
 redis.call('DEL', KEYS[4], KEYS[5], KEYS[6])

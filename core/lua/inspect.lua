@@ -1,9 +1,10 @@
 -- Read-only: what Client.Inspect reports about a name's lock and semaphore, in one round trip. It
 -- writes nothing and changes no TTL.
--- KEYS[1] lock, KEYS[2] the semaphore's fence counter, KEYS[3] fair-queue deadlines (hash token -> ms),
+-- (lib.lua, lock_lib.lua and fair_lib.lua first.)
+-- KEYS[1] lock, KEYS[2] the semaphore's fence counter, KEYS[3] the lock's fair queue (ZSET),
 -- KEYS[4] permits (ZSET token -> lease expiry), KEYS[5] permit limits (ZSET token -> limit),
 -- KEYS[6] permit fences (HASH token -> fence, token NUL -> holder label), KEYS[7] the semaphore's
--- fair-queue deadlines
+-- fair-queue deadlines (hash token -> ms), KEYS[8] the lock's fair-queue deadlines
 -- Returns {the lock's value ('' if none; see lock_lib.lua), its PTTL, the fence counter ('' if none), live fair waiters,
 -- the server's clock in ms, the live permits as a flat list of token, lease expiry, limit, fence,
 -- label (5 entries each, earliest expiry first), live fair permit waiters}.
@@ -13,6 +14,16 @@ local function live(deadlines)
   local n = 0
   for _, dl in ipairs(redis.call('HVALS', deadlines)) do
     if tonumber(dl) >= now then n = n + 1 end
+  end
+  return n
+end
+-- live_fair counts the live waiters of the lock's fair queue.
+local function live_fair(queue, deadlines)
+  local n = 0
+  local all = redis.call('ZRANGE', queue, 0, -1, 'WITHSCORES')
+  for i = 1, #all, 2 do
+    local w = fq_parse(all[i], all[i + 1])
+    if w and fq_deadline(deadlines, w) >= now then n = n + 1 end
   end
   return n
 end
@@ -28,4 +39,4 @@ for i = 1, #leases, 2 do
   permits[#permits + 1] = meta[2] or ''
 end
 return {redis.call('GET', KEYS[1]) or '', redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2]) or '',
-  live(KEYS[3]), now, permits, live(KEYS[7])}
+  live_fair(KEYS[3], KEYS[8]), now, permits, live(KEYS[7])}

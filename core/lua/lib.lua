@@ -1,6 +1,6 @@
 -- Shared functions, prepended to the scripts when they are loaded (Redis scripts cannot include
--- one another): the semaphore's fence counter and the fair queues. (The lock's value is in
--- lock_lib.lua.)
+-- one another): the semaphore's fence counter and fair queue, keys' TTLs. (The lock's value is in
+-- lock_lib.lua, its fair queue in fair_lib.lua.)
 
 -- fence returns the next fencing token of a semaphore's permit: the counter + 1, but never below a clock (milliseconds ×
 -- 1000), so that fences keep increasing even if the counter is lost (restart without persistence,
@@ -39,8 +39,8 @@ local function counter_ttl(ttl)
   return t
 end
 
--- next_waiter drops the waiters at the head of a fair queue whose deadline passed and returns the
--- first live one (nil if none).
+-- next_waiter drops the waiters at the head of a semaphore's fair queue whose deadline passed and
+-- returns the first live one (nil if none).
 local function next_waiter(queue, deadlines)
   local nxt = redis.call('LINDEX', queue, 0)
   if nxt then
@@ -57,3 +57,11 @@ local function next_waiter(queue, deadlines)
   return nxt
 end
 
+-- keep makes key live at least ms more: never shortens it (what it holds may rely on it). It
+-- gives the key twice that, so that the calls that follow within ms find it long enough and
+-- write nothing (a key outlives what it holds by at most twice its lease).
+local function keep(key, ms)
+  if redis.call('PTTL', key) < ms then
+    redis.call('PEXPIRE', key, ms * 2)
+  end
+end

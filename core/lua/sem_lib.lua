@@ -1,5 +1,5 @@
 -- Shared functions of the semaphore scripts, loaded after lib.lua (fence, counter_ttl,
--- next_waiter). A semaphore is three keys with the name's hash tag:
+-- next_waiter, keep). A semaphore is three keys with the name's hash tag:
 --   permits (ZSET token -> lease expiry, server clock in ms): one member per held permit;
 --   limits  (ZSET token -> the limit its acquirer passed);
 --   fences  (HASH token -> the permit's fence, token NUL -> ACQUIRED_MS HOST PID LABEL for Inspect);
@@ -14,15 +14,6 @@
 local function sem_now()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-
--- sem_keep makes key live at least ms more: never shortens it (other leases rely on it). It
--- gives the key twice that, so that the calls that follow within ms find it long enough and
--- write nothing (a key outlives what it holds by at most twice its lease).
-local function sem_keep(key, ms)
-  if redis.call('PTTL', key) < ms then
-    redis.call('PEXPIRE', key, ms * 2)
-  end
 end
 
 -- sem_drop forgets the given tokens' permits.
@@ -70,9 +61,9 @@ local function sem_replay(permits, limits, fences, token, ttl, now)
     local ms = tonumber(ttl)
     if tonumber(s) < now + ms then
       redis.call('ZADD', permits, 'XX', now + ms, token)
-      sem_keep(permits, ms)
-      sem_keep(limits, ms)
-      sem_keep(fences, ms)
+      keep(permits, ms)
+      keep(limits, ms)
+      keep(fences, ms)
     end
     return tonumber(redis.call('HGET', fences, token))
   end
@@ -88,9 +79,9 @@ local function sem_grant(permits, limits, fences, counter, token, ttl, limit, no
   redis.call('ZADD', limits, limit, token)
   redis.call('HSET', fences, token, string.format('%.0f', f),
     token .. '\0', string.format('%.0f', now) .. ' ' .. (label or ''))
-  sem_keep(permits, ms)
-  sem_keep(limits, ms)
-  sem_keep(fences, ms)
+  keep(permits, ms)
+  keep(limits, ms)
+  keep(fences, ms)
   return f
 end
 
@@ -114,9 +105,9 @@ local function sem_register(queue, deadlines, waiters, token, now, timeout, epoc
   redis.call('HSET', deadlines, token, now + timeout)
   redis.call('HSET', waiters, token, epoch .. ' ' .. ttl .. ' ' .. limit .. ' ' .. (label or ''))
   -- The queue outlives its waiters: lengthen its TTL, never shorten it.
-  sem_keep(queue, timeout * 2)
-  sem_keep(deadlines, timeout * 2)
-  sem_keep(waiters, timeout * 2)
+  keep(queue, timeout * 2)
+  keep(deadlines, timeout * 2)
+  keep(waiters, timeout * 2)
 end
 
 -- sem_unqueue takes token out of the waiters' queue.

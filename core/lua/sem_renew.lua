@@ -15,6 +15,6 @@ else
   until_ms = tonumber(s)
 end
 for i = 1, 3 do
-  sem_keep(KEYS[i], until_ms - now)
+  keep(KEYS[i], until_ms - now)
 end
 return 1

@@ -241,6 +241,9 @@ func report(t *testing.T, row *chaos.Row, h *history, r run, bad, soft []verdict
 		if x.LostAt > 0 {
 			kinds["lost"]++
 		}
+		if x.Fair {
+			kinds["fair"]++ // (also counted under its kind)
+		}
 	}
 	faults := map[string]int{}
 	for _, f := range r.faults {

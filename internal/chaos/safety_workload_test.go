@@ -327,11 +327,17 @@ func (w *worker) owner() {
 	_ = l.Release(rctx)
 }
 
-// do runs Do with work that mostly ends well within the TTL.
+// do runs Do, a quarter of the time in fair mode where the variant allows it, with work that
+// mostly ends well within the TTL.
 func (w *worker) do() {
 	c, gen := w.slot.get()
 	name, ttl := w.names[w.rnd.IntN(len(w.names))], w.ttls[w.rnd.IntN(len(w.ttls))]
-	w.doWith(c, &hold{Client: w.slot.idx, Gen: gen, Name: name, Kind: "do", TTL: ttl})
+	hd := &hold{Client: w.slot.idx, Gen: gen, Name: name, Kind: "do", TTL: ttl, Fair: w.fair && w.rnd.IntN(4) == 0 && !w.skip["fair"]}
+	var opts []core.AcquireOption
+	if hd.Fair {
+		opts = append(opts, core.Fair()) // (its release, whose reply may be lost, hands the lock on)
+	}
+	w.doWith(c, hd, opts...)
 }
 
 // doWith runs c.Do on hd's name and TTL (with opts after WithWait: Permits for a permit).

@@ -21,7 +21,7 @@ import (
 var aclCommands = []string{
 	"evalsha", "eval", "script|load", // scripts
 	"get", "set", "pexpire", "pttl", "time", // in the lock scripts
-	"hget", "hset", "hdel", "lindex", "lpop", "rpush", "lrem", // in the fair-mode scripts
+	"zadd", "zscore", "zpopmin", "zrem", "hget", "hset", "hdel", // in the fair-mode scripts
 	"publish",                          // in the release scripts
 	"subscribe", "unsubscribe", "ping", // the release subscription
 	"wait", // WithReplicaAck
