@@ -141,9 +141,10 @@ func TestFair_handoff_waiterGivesUpGrantHandedOn(t *testing.T) {
 	srv, rdb, holder := setup(t)
 	slow := redis.NewClient(srv.StartDelayProxy(t, 300*time.Millisecond).Options())
 	t.Cleanup(func() { slow.Close() })
-	// W1 hears everything 300ms late (its grant message too); W2 polls every 5s or more.
+	// W1 hears everything 300ms late (its grant message too); both poll every 5s or more (a poll of
+	// W1's in flight when the lock is handed to it would take it, legitimately, before it gives up).
 	var n1 counting
-	w1c := newClient(t, slow, core.WithRetryBackoff(5*time.Second, 10*time.Second), n1.hook())
+	w1c := newClient(t, slow, core.WithRetryBackoff(5*time.Second, 10*time.Second), core.WithFairWaiterTimeout(30*time.Second), n1.hook())
 	w2c := newClient(t, rdb, core.WithRetryBackoff(5*time.Second, 10*time.Second), core.WithFairWaiterTimeout(30*time.Second))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

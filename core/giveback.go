@@ -65,7 +65,8 @@ func (c *Client) waitBackground(ctx context.Context) {
 // the script at any moment since it was sent, so how long such a lock is still ours is unknown: a
 // slow network or a paused Redis must not hand out a lock whose safety margin is spent.
 func (c *Client) outlived(ctx context.Context, l *Lock, sent time.Time) error {
-	took, validity := time.Since(sent), l.ttl-c.opt.drift(l.ttl)
+	lease := l.firstLease()
+	took, validity := time.Since(sent), lease-c.opt.drift(lease)
 	if took < validity {
 		return nil
 	}

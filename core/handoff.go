@@ -132,16 +132,26 @@ func (wc *waitCall) handoffStart() error {
 // claim takes the lock or permit a release granted to the call while it waited (direct handoff):
 // it reports done with the call's result, or not done (a stale grant, or none: the call goes on
 // with an attempt). The lease is counted from when the call's last attempt was sent, before the
-// grant was made; if that is more than half the TTL ago, or the Client waits for replicas to
-// acknowledge each acquisition (WithReplicaAck: the releasing script's write was not waited for),
-// the call confirms with an attempt instead (which answers the grant with a full TTL).
+// grant was made. A fair grant's lease is the TTL but at most the queue timeout
+// (WithFairWaiterTimeout, see fq_give in fair_lib.lua), so that a waiter that died while queued
+// does not keep the lock for a long TTL; the watchdog lengthens it to the TTL within a third of
+// it. If the last attempt was sent more than half the lease ago, or the Client waits for replicas
+// to acknowledge each acquisition (WithReplicaAck: the releasing script's write was not waited
+// for), the call confirms with an attempt instead (which answers the grant with a full TTL).
 func (wc *waitCall) claim(ctx context.Context) (bool, error) {
 	if wc.w == nil || !wc.handoff() {
 		return false, nil
 	}
 	g := wc.c.room.takeGrant(wc.w)
-	if !g.ok || g.epoch != wc.epoch || time.Since(wc.sent) > wc.l.ttl/2 || wc.c.opt.replicas > 0 {
+	lease := wc.l.ttl
+	if wc.l.k.sem == nil {
+		lease = min(lease, wc.l.req.waiterTTL)
+	}
+	if !g.ok || g.epoch != wc.epoch || time.Since(wc.sent) > lease/2 || wc.c.opt.replicas > 0 {
 		return false, nil
+	}
+	if lease < wc.l.ttl {
+		wc.l.lease = lease
 	}
 	wc.res = acquireResult{ok: true, fence: g.fence, holds: 1}
 	return true, wc.c.outlived(ctx, wc.l, wc.sent)

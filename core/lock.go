@@ -29,6 +29,7 @@ type Lock struct {
 	tok      any // token, boxed once for the scripts
 	hold     any // this hold's id among the owner's holds (see lib.lua)
 	ttl      time.Duration
+	lease    time.Duration // a fair grant's first lease when shorter than ttl (claim); 0: ttl
 	fence    int64
 	holds    int64
 	fair     bool
@@ -56,6 +57,14 @@ type Lock struct {
 	// mutex, on the hold that ends the Client's hold of the lock.
 	endHeld int
 	endLast bool
+}
+
+// firstLease is how long the acquisition left the lock to live in Redis from when it was sent.
+func (l *Lock) firstLease() time.Duration {
+	if l.lease > 0 {
+		return l.lease
+	}
+	return l.ttl
 }
 
 type heldKey struct{}

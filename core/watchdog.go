@@ -71,13 +71,15 @@ func (w *watchdog) add(l *Lock, sent time.Time, held int) bool {
 	if l.ttl > e.ttl {
 		e.ttl = l.ttl
 	}
-	// The script left the lock with at least l.ttl to live (a re-entry never shortens it).
-	if v := sent.Add(l.ttl - w.c.opt.drift(l.ttl)); v.After(e.valid) {
+	// The script left the lock with at least l.ttl to live (a re-entry never shortens it), or a
+	// fair grant's shorter first lease (see claim).
+	lease := l.firstLease()
+	if v := sent.Add(lease - w.c.opt.drift(lease)); v.After(e.valid) {
 		e.valid = v
 	}
 	// A re-entry never postpones the entry's renewal: its own TTL may be far shorter than the
 	// validity the entry must keep up.
-	if next := sent.Add(w.interval(e.ttl)); fresh || next.Before(e.next) {
+	if next := sent.Add(w.interval(min(e.ttl, lease))); fresh || next.Before(e.next) {
 		e.next = next
 	}
 	w.schedule(e)

@@ -93,15 +93,19 @@ end
 -- fq_give hands the lock to waiter w (direct handoff) and tells it. s is the lock's value: held by
 -- the owner whose last hold is being given up, or free; nil when the key is missing. The new value
 -- is what lk_take would write for w — the next fence (never below the clock: us, the server's
--- clock in µs), w's hold, TTL and label — and the chain of owner releases (BASE) goes on (a new
--- one starts on a missing key). The message names w by the SHA-1 of its token (never the token)
+-- clock in µs), w's hold and label — and the chain of owner releases (BASE) goes on (a new one
+-- starts on a missing key). The lease is w's TTL, but at most its queue TIMEOUT: a waiter that
+-- died while queued keeps the lock no longer than it would have kept its place in the queue, and
+-- a live one's watchdog lengthens the lease to its TTL within a third of that (core/handoff.go). The message names w by the SHA-1 of its token (never the token)
 -- and its queueing by EPOCH, so that a waiter can tell a grant of its current queueing from an
 -- old one. Returns the fence.
 local function fq_give(key, s, w, us, pub)
   local f, acq = lk_fence(s and s.f, us)
   local n = {tok = w.tok, f = f, holds = w.hold, w = s and s.w or '0',
     rel = s and s.rel or string.format('%.0f', f - 10000000), acq = acq, label = w.label, extra = ''}
-  redis.call('SET', key, lk_enc(n), 'PX', w.ttl)
+  local px = tonumber(w.ttl)
+  if w.timeout < px then px = w.timeout end
+  redis.call('SET', key, lk_enc(n), 'PX', px)
   redis.call(pub, key .. ':released',
     'g:' .. redis.sha1hex(w.tok) .. ':' .. string.format('%.0f', f) .. ':' .. string.format('%.0f', w.epoch))
   return f
