@@ -32,6 +32,20 @@ func fairQueue(t testing.TB, rdb *redis.Client, name string) []string {
 	return toks
 }
 
+// acquireFair runs c.Acquire(ctx, name, ttl, core.Fair()) in the background; the channel gets the
+// lock (nil on an error, which fails the test).
+func acquireFair(t *testing.T, ctx context.Context, c *core.Client, name string, ttl time.Duration) <-chan *core.Lock {
+	got := make(chan *core.Lock, 1)
+	go func() {
+		l, err := c.Acquire(ctx, name, ttl, core.Fair())
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	return got
+}
+
 // counting is a Hook that counts acquire attempts and acquisitions.
 type counting struct{ attempts, acquired atomic.Int64 }
 
@@ -55,14 +69,7 @@ func TestFair_handoff_grantReceived(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan *core.Lock, 1)
-	go func() {
-		l, err := c.Acquire(ctx, "g", 5*time.Second, core.Fair())
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
+	got := acquireFair(t, ctx, c, "g", 5*time.Second)
 	// Its first attempt queued it; once subscribed it tried again (a grant may have come in between)
 	// and parked, polling only after 5s.
 	eventually(t, 5*time.Second, "waiter queued and parked", func() bool {
@@ -109,14 +116,7 @@ func TestFair_handoff_grantMessageLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan *core.Lock, 1)
-	go func() {
-		l, err := c.Acquire(ctx, "lost", 5*time.Second, core.Fair())
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
+	got := acquireFair(t, ctx, c, "lost", 5*time.Second)
 	eventually(t, 5*time.Second, "waiter queued", func() bool { return len(fairQueue(t, rdb, "lost")) == 1 })
 	if subscribers(t, rdb, "lost") != 0 {
 		t.Fatal("the waiter subscribed before its attempt's reply came: the test proves nothing")
@@ -223,14 +223,7 @@ func TestFair_handoff_deadWaiterGrantExpires(t *testing.T) {
 	member := "500\x005000\x00dead-waiter-token\x000\x00host 1 dead"
 	rdb.ZAdd(ctx, "lockkit:{dead}:queue", redis.Z{Score: float64(2 * time.Now().UnixMicro()), Member: member})
 	rdb.PExpire(ctx, "lockkit:{dead}:queue", 10*time.Second)
-	got := make(chan *core.Lock, 1)
-	go func() {
-		l, err := c.Acquire(ctx, "dead", 10*time.Second, core.Fair())
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
+	got := acquireFair(t, ctx, c, "dead", 10*time.Second)
 	eventually(t, 5*time.Second, "waiter queued", func() bool { return len(fairQueue(t, rdb, "dead")) == 2 })
 	for _, k := range rdb.Keys(ctx, "lockkit:{dead}*").Val() {
 		if d := rdb.PTTL(ctx, k).Val(); d <= 0 {
