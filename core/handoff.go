@@ -139,8 +139,8 @@ func (wc *waitCall) handoffStart() error {
 // to acknowledge each acquisition (WithReplicaAck: the releasing script's write was not waited
 // for), the call confirms with an attempt instead (which answers the grant with a full TTL).
 func (wc *waitCall) claim(ctx context.Context) (bool, error) {
-	if wc.w == nil || !wc.handoff() {
-		return false, nil
+	if wc.w == nil || !wc.handoff() || ctx.Err() != nil {
+		return false, nil // (cancelled: the call ends, and finish hands a grant on)
 	}
 	g := wc.c.room.takeGrant(wc.w)
 	lease := wc.l.ttl

@@ -55,6 +55,11 @@ func (wc *waitCall) run(ctx context.Context) (err error) {
 				return err
 			}
 		} else {
+			if err := ctx.Err(); err != nil && wc.attempts > 0 {
+				// Cancelled while subscribing or woken: no new attempt (it could take the lock for a
+				// call that gave up); finish leaves the queue and hands on a lock granted meanwhile.
+				return wc.notAcquired(err)
+			}
 			done, err := wc.attempt(ctx)
 			if done {
 				return err
