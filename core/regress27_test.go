@@ -5,11 +5,13 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/lockkit/lockkit/core"
 	"github.com/lockkit/lockkit/internal/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 // Issue #27, defect 1: a re-entry (through the lock's context, or WithOwner from another Client)
@@ -224,4 +226,66 @@ func waitInSync(t *testing.T, master, replica *redistest.Server) {
 		minfo, _ := master.Do(t, "INFO", "replication").(string)
 		return strings.Contains(info, "master_link_status:up") && strings.Contains(minfo, "state=online")
 	})
+}
+
+// Issue #27 (settled): a renewal that reaches Redis after its holder declared the lock expired
+// re-extended the key, and nothing gave it back: the lock stayed held by nobody for a full TTL.
+// The holds of a lock declared expired are given back.
+func TestExpired_renewalThatArrivedIsGivenBack(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	late := &lateRenewals{}
+	rdb.AddHook(late)
+	holder := newClient(t, rdb)
+	other := newClient(t, srv.Client(t))
+	ctx := context.Background()
+	const ttl = 600 * time.Millisecond
+	l, err := holder.Acquire(ctx, "e", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// From now on every renewal runs in Redis (and lengthens the key), but its reply never comes
+	// before the hold's validity deadline.
+	late.on.Store(true)
+	<-l.Context().Done()
+	if !errors.Is(context.Cause(l.Context()), core.ErrLost) {
+		t.Fatalf("cause %v, want a loss", context.Cause(l.Context()))
+	}
+	lost := time.Now()
+	if late.ran.Load() == 0 {
+		t.Fatal("no renewal ran in Redis: the test proves nothing")
+	}
+	for {
+		m, err := other.TryAcquire(ctx, "e", time.Second)
+		if err == nil {
+			t.Logf("taken by another owner %v after the holder was told it expired", time.Since(lost).Round(time.Millisecond))
+			_ = m.Release(ctx)
+			return
+		}
+		if time.Since(lost) > ttl/2 {
+			t.Fatalf("the lock declared expired is still held in Redis %v later: %v", time.Since(lost).Round(time.Millisecond), err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// lateRenewals, once on, lets each pipeline (the watchdog's renewals) run in Redis and then holds
+// its reply back until the caller's context ends: a reply that comes too late.
+type lateRenewals struct {
+	on  atomic.Bool
+	ran atomic.Int64
+}
+
+func (h *lateRenewals) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *lateRenewals) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *lateRenewals) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		if !h.on.Load() || err != nil {
+			return err
+		}
+		h.ran.Add(1)
+		<-ctx.Done()
+		return ctx.Err()
+	}
 }
