@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/core/internal/script"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -29,7 +30,6 @@ func BenchmarkScriptServerCPU(b *testing.B) {
 	rdb := redis.NewClient(o)
 	b.Cleanup(func() { rdb.Close() })
 	ctx := context.Background()
-	s := loadScripts()
 	rawDel := redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
 	empty := redis.NewScript(`return 1`)
 	takeOnly := redis.NewScript(`redis.call('GET', KEYS[1]) redis.call('TIME') redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1`)
@@ -47,11 +47,13 @@ func BenchmarkScriptServerCPU(b *testing.B) {
 			return rawDel.Run(ctx, rdb, []string{key}, token).Err()
 		}},
 		{"lockkit", func(key, token string) error {
-			f, err := s.acquire.Run(ctx, rdb, []string{key}, token, 30000, "0", label, "", "0").Int64()
+			f, err := (&script.Acquire{Lock: key, Token: token, TTL: 30000, Hold: "0", Label: label, Floor: "",
+				Waiting: "0"}).Call().Run(ctx, rdb).Int64()
 			if err != nil || f <= 0 {
 				return fmt.Errorf("acquire: %d %v", f, err)
 			}
-			n, err := s.release.Run(ctx, rdb, []string{key}, token, "PUBLISH", "c:bench", "0", f).Int64()
+			n, err := (&script.Release{Lock: key, Token: token, Pub: "PUBLISH", Msg: "c:bench", Hold: "0", Fence: f}).
+				Call().Run(ctx, rdb).Int64()
 			if err != nil || n != 0 {
 				return fmt.Errorf("release: %d %v", n, err)
 			}

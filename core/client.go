@@ -43,10 +43,8 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := loadScripts()
 	id := clientIDPrefix + newToken()[:16]
-	n := newNode(rdb, &s, id)
-	n.replicas, n.replicaWait, n.label = o.replicas, o.replicaWait, holderLabel(o.label)
+	n := newNode(rdb, id, &o)
 	n.fenced = true
 	return newClient(n, o, id, 0), nil
 }
@@ -129,22 +127,12 @@ func (c *Client) Close(ctx context.Context) error {
 	c.waitBackground(ctx)
 	var first error
 	for _, set := range c.wd.close() {
-		for _, l := range set.locks {
-			l.cancel(ErrClosed)
-			n, err := c.st.release(ctx, &l.k, l.tok, l.hold, l.fair, l.ttl)
-			if err != nil {
-				err = unavailable("release", err)
-				if first == nil {
-					first = err
-				}
-			}
-			l.setState(stateClosed)
-			l.reportReleased(max(n, 0), err)
+		closed := func(*Lock) error { return ErrClosed }
+		if err := endAll(ctx, set.locks, stateClosed, closed, giveNow); err != nil && first == nil {
+			first = err
 		}
 	}
-	if rl, ok := c.st.(*redlock); ok {
-		rl.work.stop()
-	}
+	c.st.close()
 	return first
 }
 
@@ -171,7 +159,7 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 	if ao.guard != "" && (ao.fair || !sameSlot(ao.guard, name) || len(ao.guard) > 2*maxNameLen) {
 		return nil, invalid("guard key (%d bytes) must have the lock's hash tag {name} as its first and cannot be used with Fair", len(ao.guard))
 	}
-	if _, ok := c.st.(*redlock); ok && ao.fair {
+	if ao.fair && !c.st.caps().fair {
 		return nil, invalid("fair mode is not supported over Redlock")
 	}
 	if c.closed.Load() {
@@ -189,7 +177,7 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 	}
 	l.k.init(c.opt.prefix, name)
 	l.token = ao.owner + ao.token
-	l.outer = heldIn(ctx, c, l.k.lock())
+	l.outer = heldIn(ctx, c, l.k.main)
 	if l.outer != nil && l.token != "" && l.outer.token != l.token {
 		l.outer = nil // another owner's acquisition: not nested in the context's hold
 	}
@@ -206,15 +194,13 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 	}
 	l.tok = l.token
 	l.req = acquireReq{token: l.tok, hold: l.hold, ttl: ttl, ttlArg: ms(ttl)}
-	switch _, rl := c.st.(*redlock); {
-	case l.outer != nil && !rl:
+	switch {
+	case l.outer != nil && c.st.caps().reentryFence:
 		l.req.entry = l.outer.fence // the acquisition the context holds, and no other
 	case l.outer != nil || ao.owner != "":
 		l.req.entry = "0" // any acquisition of the token (Redlock's nodes may record different fences)
 	}
-	if ao.guard != "" {
-		l.req.guard = []string{l.k.arr[0], l.k.arr[1], ao.guard}
-	}
+	l.req.guard = ao.guard
 	return c.take(ctx, l, wait, ao, name)
 }
 
@@ -226,13 +212,13 @@ func (c *Client) take(ctx context.Context, l *Lock, wait bool, ao acquireOptions
 	hctx := ctx
 	h := c.hook
 	if h != nil && h.WaitStart != nil {
-		if x := h.WaitStart(ctx, WaitInfo{Name: name, Key: l.k.lock(), TTL: ttl, Limit: l.Limit()}); x != nil {
+		if x := h.WaitStart(ctx, WaitInfo{Name: name, Key: l.k.main, TTL: ttl, Limit: l.Limit()}); x != nil {
 			hctx = x
 		}
 	}
 	res, sent, attempts, err := c.wait(hctx, l, wait, ao, start)
 	if h != nil && h.WaitDone != nil {
-		h.WaitDone(hctx, WaitInfo{Name: name, Key: l.k.lock(), TTL: ttl, Limit: l.Limit(), Attempts: attempts,
+		h.WaitDone(hctx, WaitInfo{Name: name, Key: l.k.main, TTL: ttl, Limit: l.Limit(), Attempts: attempts,
 			Duration: time.Since(start), Outcome: Outcome(err), Err: err})
 	}
 	if err != nil {
@@ -248,7 +234,7 @@ func (c *Client) take(ctx context.Context, l *Lock, wait bool, ao acquireOptions
 	l.k.held(res.fence)
 	parent, held := hctx, 0
 	if h != nil && h.Acquired != nil {
-		if !c.wd.holding(l.k.lock(), l.tok) {
+		if !c.wd.holding(l.k.main, l.tok) {
 			held = 1
 		}
 		if x := h.Acquired(hctx, HoldInfo{Lock: l, TTL: ttl, Held: held}); x != nil {
@@ -259,11 +245,8 @@ func (c *Client) take(ctx context.Context, l *Lock, wait bool, ao acquireOptions
 	l.vctx = valueCtx{Context: parent, l: l}
 	l.mu.Unlock()
 	if !c.wd.add(l, sent, held) {
-		l.cancel(ErrClosed)
-		n, err := c.st.release(context.WithoutCancel(ctx), &l.k, l.tok, l.hold, l.fair, l.ttl)
-		l.setState(stateClosed)
 		l.endHeld, l.endLast = -held, held > 0 // (the watchdog never saw l)
-		l.reportReleased(max(n, 0), err)
+		_, _ = l.end(context.WithoutCancel(ctx), stateClosed, ErrClosed, giveNow, nil)
 		return nil, ErrClosed
 	}
 	return l, nil
@@ -276,34 +259,16 @@ func (c *Client) wait(ctx context.Context, l *Lock, wait bool, ao acquireOptions
 	return wc.res, wc.sent, wc.attempts, err
 }
 
-// lost cancels the locks of an entry the watchdog gave up.
+// lost ends the holds of an entry the watchdog gave up. A hold declared expired is given back in
+// the background: a renewal still on its way may have re-extended it.
 func (c *Client) lost(ls lostSet) {
-	h := c.hook
-	if h == nil || h.Lost == nil {
-		h = nil
+	if len(ls.locks) == 0 {
+		return
 	}
-	var lost []*Lock
-	for _, l := range ls.locks {
-		cause := &LostError{Name: l.k.name, Reason: ls.why, Err: ls.err}
-		if l.setLost(cause) {
-			lost = append(lost, l)
-		}
-	}
-	for _, l := range lost {
-		cause := l.lostCause()
-		if h != nil && l.endReported() {
-			in := HoldInfo{Lock: l, Duration: time.Since(l.acquired), Err: cause}
-			in.Held, in.Last = c.wd.endOf(l)
-			h.Lost(l.Context(), in)
-		}
-		l.cancel(cause)
-	}
+	give := giveNone
 	if ls.why == "expired" {
-		// Declared expired while a renewal may still be on its way: one that reaches Redis in
-		// time re-extends the lock, which nobody would hold for a full TTL. Give the holds back
-		// (owner-checked: a lock that passed on is not touched).
-		for _, l := range lost {
-			c.giveBack(l)
-		}
+		give = giveBackground
 	}
+	cause := func(l *Lock) error { return &LostError{Name: l.k.name, Reason: ls.why, Err: ls.err} }
+	_ = endAll(context.Background(), ls.locks, stateLost, cause, give)
 }

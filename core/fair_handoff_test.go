@@ -22,14 +22,43 @@ import (
 func fairQueue(t testing.TB, rdb *redis.Client, name string) []string {
 	t.Helper()
 	var toks []string
-	for _, m := range rdb.ZRange(context.Background(), "lockkit:{"+name+"}:queue", 0, -1).Val() {
-		f := strings.Split(m, "\x00")
-		if len(f) != 5 {
-			t.Fatalf("queue member %q: want TTL, timeout, token, hold, label", m)
-		}
-		toks = append(toks, f[2])
+	for _, w := range queued(t, rdb, "lockkit:{"+name+"}:queue") {
+		toks = append(toks, w.tok)
 	}
 	return toks
+}
+
+// queuedWaiter is a member of a Redis-side queue (queue.lua): a fair lock's or a semaphore's.
+type queuedWaiter struct {
+	tok, x, member string
+	epoch          int64 // µs
+}
+
+// queued returns the waiters of the queue key, first first.
+func queued(t testing.TB, rdb *redis.Client, key string) []queuedWaiter {
+	t.Helper()
+	var out []queuedWaiter
+	for _, z := range rdb.ZRangeWithScores(context.Background(), key, 0, -1).Val() {
+		m := z.Member.(string)
+		f := strings.Split(m, "\x00")
+		if len(f) != 5 {
+			t.Fatalf("queue member %q: want TTL, timeout, token, X, label", m)
+		}
+		out = append(out, queuedWaiter{tok: f[2], x: f[3], member: m, epoch: int64(z.Score) / 2})
+	}
+	return out
+}
+
+// enqueue puts a waiter in the queue key as an attempt queues one (queue.lua): it queued at
+// epoch, may wait timeout, and asks for ttl; x is a lock waiter's hold or a permit waiter's limit.
+func enqueue(t testing.TB, rdb *redis.Client, key, token, x string, ttl, timeout time.Duration, epoch time.Time) string {
+	t.Helper()
+	m := strconv.FormatInt(ttl.Milliseconds(), 10) + "\x00" + strconv.FormatInt(timeout.Milliseconds(), 10) + "\x00" +
+		token + "\x00" + x + "\x00host 1 test"
+	if err := rdb.ZAdd(context.Background(), key, redis.Z{Score: float64(2 * epoch.UnixMicro()), Member: m}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 // acquireFair runs c.Acquire(ctx, name, ttl, core.Fair()) in the background; the channel gets the
@@ -297,8 +326,8 @@ func (r *replayRelease) ProcessPipelineHook(next redis.ProcessPipelineHook) redi
 func (r *replayRelease) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		// release_fair.lua: EVALSHA sha 4 KEYS... token PUBLISH hold fence
-		if a := cmd.Args(); err == nil && len(a) == 11 && a[2] == any(4) && a[8] == any("PUBLISH") {
+		// release_fair.lua: EVALSHA sha 3 lock queue deadlines token PUBLISH hold fence
+		if a := cmd.Args(); err == nil && len(a) == 10 && a[2] == any(3) && a[7] == any("PUBLISH") {
 			r.replayed.Add(1)
 			return next(ctx, redis.NewCmd(ctx, a...))
 		}

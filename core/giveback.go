@@ -14,7 +14,7 @@ import (
 func (c *Client) giveBack(l *Lock) {
 	k, tok, hold, fair, ttl := l.k.givenBack(l.token), l.tok, l.hold, l.fair, l.ttl
 	attempt := func(ctx context.Context) bool {
-		n, err := c.st.release(ctx, &k, tok, hold, fair, ttl)
+		n, err := c.sendRelease(ctx, &k, tok, hold, fair, nil, ttl)
 		return err == nil && n >= 0
 	}
 	c.bgMu.Lock()
@@ -72,7 +72,7 @@ func (c *Client) outlived(ctx context.Context, l *Lock, sent time.Time) error {
 	}
 	// The lock expires at most TTL from now: there is no point in trying for longer.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.ttl)
-	_, err := c.st.release(rctx, &l.k, l.tok, l.hold, l.fair, l.ttl)
+	_, err := c.sendRelease(rctx, &l.k, l.tok, l.hold, l.fair, nil, l.ttl)
 	cancel()
 	back := "the lock was given back"
 	if err != nil {

@@ -31,7 +31,8 @@ type Hook struct {
 	// hold's context.
 	Renewed func(lockCtx context.Context, h HoldInfo)
 	// Lost is called when a held lock is lost, for each of this Client's holds of it, with the
-	// hold's context (not yet cancelled). Last is set on exactly one of them: count losses there.
+	// hold's context, already cancelled (a hold's end always cancels its context first, then
+	// records its state, then reports). Last is set on exactly one of them: count losses there.
 	Lost func(lockCtx context.Context, h HoldInfo)
 	// Released is called when Release or Close ended a hold, with the hold's context.
 	Released func(lockCtx context.Context, h HoldInfo)

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/lockkit/lockkit/core/internal/script"
 )
 
 // LockInfo is what Inspect reads about a name: its lock, and the permits of the semaphore of the
@@ -99,13 +101,14 @@ func (c *Client) Inspect(ctx context.Context, name string) (LockInfo, error) {
 	if err := validFullName(name); err != nil {
 		return LockInfo{}, err
 	}
-	var k keys
+	var k, p keys
 	k.init(c.opt.prefix, name)
-	info, err := c.st.inspect(ctx, &k)
+	p.initSem(c.opt.prefix, name, 0)
+	info, err := c.st.inspect(ctx, &k, &p)
 	if err != nil && !errors.Is(err, ErrUnavailable) {
 		err = unavailable("inspect", err)
 	}
-	info.Name, info.Key = name, k.lock()
+	info.Name, info.Key = name, k.main
 	return info, err
 }
 
@@ -124,9 +127,10 @@ func (c *Client) ForceRelease(ctx context.Context, name string) (bool, error) {
 	if err := validFullName(name); err != nil {
 		return false, err
 	}
-	var k keys
+	var k, p keys
 	k.init(c.opt.prefix, name)
-	ok, err := c.st.forceRelease(ctx, &k, clientIDPrefix+"force/"+newToken()[:12])
+	p.initSem(c.opt.prefix, name, 0)
+	ok, err := c.st.forceRelease(ctx, &k, &p, clientIDPrefix+"force/"+newToken()[:12])
 	if err != nil && !errors.Is(err, ErrUnavailable) {
 		err = unavailable("force release", err)
 	}
@@ -146,26 +150,20 @@ func validFullName(name string) error {
 	return nil
 }
 
-// permitKeys are the keys of the semaphore of k's name that Inspect and ForceRelease read (see
-// initSem): permits, limits, fences, fair queue, its deadlines.
-func permitKeys(k *keys) [5]string {
-	p := k.lock() + ":permits"
-	return [5]string{p, p + ":limits", p + ":fences", p + ":queue", p + ":queue:deadlines"}
-}
-
-func (n *node) inspect(ctx context.Context, k *keys) (LockInfo, error) {
-	p := permitKeys(k)
-	v, err := n.s.inspect.Run(ctx, n.rdb, []string{k.arr[0], k.arr[1], k.arr[2], p[0], p[1], p[2], p[4], k.arr[3]}).Slice()
+func (n *node) inspect(ctx context.Context, l, p *keys) (LockInfo, error) {
+	v, err := (&script.Inspect{Lock: l.main, Queue: l.queue, Deadlines: l.dls, Counter: p.sem.counter,
+		Permits: p.main, Limits: p.sem.limits, Fences: p.sem.fences, PQueue: p.queue, PDeadlines: p.dls}).Call().
+		Run(ctx, n.rdb).Slice()
 	if err != nil {
 		return LockInfo{}, err
 	}
 	return parseInspect(v)
 }
 
-func (n *node) forceRelease(ctx context.Context, k *keys, msg string) (bool, error) {
-	p := permitKeys(k)
-	keys := []string{k.arr[0], k.arr[2], k.arr[3], p[0], p[1], p[2], p[3], p[4]}
-	v, err := n.s.forceRelease.Run(ctx, n.rdb, keys, n.pubCmd, msg).Int64()
+func (n *node) forceRelease(ctx context.Context, l, p *keys, msg string) (bool, error) {
+	v, err := (&script.ForceRelease{Lock: l.main, Queue: l.queue, Deadlines: l.dls, Permits: p.main,
+		Limits: p.sem.limits, Fences: p.sem.fences, PQueue: p.queue, PDeadlines: p.dls, Pub: n.pubCmd, Msg: msg}).
+		Call().Run(ctx, n.rdb).Int64()
 	return v > 0, err
 }
 
@@ -285,11 +283,11 @@ func parseHolder(h *HolderInfo, m string, nowMS int64) {
 // WithNodeTimeout is not set (there is no lock TTL to derive it from).
 const inspectTimeout = time.Second
 
-func (rl *redlock) inspect(ctx context.Context, k *keys) (LockInfo, error) {
+func (rl *redlock) inspect(ctx context.Context, k, p *keys) (LockInfo, error) {
 	infos := make([]LockInfo, len(rl.nodes))
 	errs := make([]error, len(rl.nodes))
 	in := rl.fanFor(ctx, rl.opNodeTimeout(), 0, func(ctx context.Context, i int, n *node) bool {
-		infos[i], errs[i] = n.inspect(ctx, k)
+		infos[i], errs[i] = n.inspect(ctx, k, p)
 		return true
 	}, nil)
 	infos, errs = settle(in, infos, errs)
@@ -349,11 +347,11 @@ func quorumFence(fences map[int64]int, quorum int) int64 {
 	return top
 }
 
-func (rl *redlock) forceRelease(ctx context.Context, k *keys, msg string) (bool, error) {
+func (rl *redlock) forceRelease(ctx context.Context, k, p *keys, msg string) (bool, error) {
 	deleted := make([]bool, len(rl.nodes))
 	errs := make([]error, len(rl.nodes))
 	in := rl.fanFor(ctx, rl.opNodeTimeout(), 0, func(ctx context.Context, i int, n *node) bool {
-		deleted[i], errs[i] = n.forceRelease(ctx, k, msg)
+		deleted[i], errs[i] = n.forceRelease(ctx, k, p, msg)
 		return true
 	}, nil)
 	deleted, errs = settle(in, deleted, errs)

@@ -6,56 +6,85 @@ import (
 	"strconv"
 )
 
-// keys holds the Redis names of one lock. All are substrings of one string, so computing them costs
-// a single allocation, and the key lists passed to scripts are slices of arr, so they cost none.
-// Every key carries the {name} hash tag, so on a cluster they share a slot.
+// keys holds the Redis names of one lock or one semaphore (docs/keys.md is the schema). Every key
+// carries the {name} hash tag, so on a cluster they share a slot. A lock's names are substrings of
+// one string, so computing them costs a single allocation.
 type keys struct {
 	name    string
-	channel string    // prefix{name}:released
-	arr     [5]string // prefix{name}, :fence, :queue, :queue:deadlines, :receipt (all prefix{name}...)
-	rel     [2]string // a permit's: permits, its release receipt (see initSem)
-	sem     *semKeys  // a semaphore's (Permits; see initSem), nil for a lock
-	fence   int64     // the fence of the acquisition held (see held)
-	fenceA  any       // fence, boxed once
+	main    string   // the lock; a semaphore's permits (ZSET token -> lease expiry)
+	channel string   // main + ":released"
+	queue   string   // the Redis-side queue of waiters (fair lock, semaphore): main + ":queue"
+	dls     string   // its waiters' deadlines: main + ":queue:deadlines"
+	sem     *semKeys // a semaphore's other keys (Permits), nil for a lock
+	fence   int64    // the fence of the acquisition held (see held)
+	fenceA  any      // fence, boxed once
 }
 
-func (k *keys) lock() string { return k.arr[0] }
+// semKeys are a semaphore's other names and its limit.
+type semKeys struct {
+	limit                            int
+	limits, fences, counter, receipt string
+}
 
-// fair adds the waiter queue and the waiters' deadlines.
-func (k *keys) fair() []string { return k.arr[:4] }
-
+// init sets k to the keys of the lock name.
 func (k *keys) init(prefix, name string) {
-	lock := prefix + "{" + name + "}"
-	n := len(lock)
-	s := lock + ":fence" + lock + ":released" + lock + ":queue:deadlines" + lock + ":receipt"
-	ch := n + len(":fence")
-	q := ch + n + len(":released")
-	r := q + n + len(":queue:deadlines")
-	k.name = name
-	k.channel = s[ch:q]
-	k.arr = [5]string{s[:n], s[:ch], s[q : q+n+len(":queue")], s[q:r], s[r:]}
+	main := prefix + "{" + name + "}"
+	k.setMain(name, main)
+}
+
+// setMain sets the names derived from main: its release channel, queue and deadlines.
+func (k *keys) setMain(name, main string) {
+	n := len(main)
+	s := main + ":released" + main + ":queue:deadlines"
+	q := n + len(":released")
+	k.name, k.main = name, s[:n]
+	k.channel = s[:q]
+	k.queue = s[q : q+n+len(":queue")]
+	k.dls = s[q:]
+}
+
+// initSem sets k to the keys of the semaphore name: prefix{name}:permits (ZSET token -> lease
+// expiry), :permits:limits (ZSET token -> limit), :permits:fences (HASH token -> fence, token NUL
+// -> holder label), :permits:queue (+ :deadlines, queue.lua), :permits:receipt and the fence
+// counter prefix{name}:fence.
+func (k *keys) initSem(prefix, name string, limit int) {
+	tag := prefix + "{" + name + "}"
+	p := tag + ":permits"
+	k.setMain(name, p)
+	k.sem = &semKeys{limit: limit, limits: p + ":limits", fences: p + ":fences", counter: tag + ":fence",
+		receipt: p + ":receipt"}
+}
+
+// counter is the name's semaphore fence counter (Inspect reads it for a lock too).
+func (k *keys) counter() string {
+	if k.sem != nil {
+		return k.sem.counter
+	}
+	return k.main + ":fence"
 }
 
 // held records the fence of the acquisition the holder took or entered. A lock's release passes it
-// (a replayed release finds it among the lock's release receipts, see lk_drop in lock_lib.lua); a
-// permit's release receipt is named after it (see initSem), so a replayed release finds its own
-// receipt whatever other permits were released in between.
+// (a replayed release finds it in the lock's chain of owner releases, lk_drop in lock.lua); a
+// permit's release receipt is named after it, so a replayed release finds its own receipt whatever
+// other permits were released in between.
 func (k *keys) held(fence int64) {
 	k.fence, k.fenceA = fence, fence
 	if k.sem != nil {
-		k.arr[4] += ":" + strconv.FormatInt(fence, 10)
-		k.rel[1] = k.arr[4]
+		s := *k.sem
+		s.receipt += ":" + strconv.FormatInt(fence, 10)
+		k.sem = &s
 	}
 }
 
 // givenBack returns the keys a give-back of token's acquisition releases with (see giveBack): the
-// fence is unknown then, so a permit's release receipt is named after the token instead. Under
-// the permits' bare receipt name, the receipt another give-back of the name left could answer
+// fence is unknown then, so a permit's release receipt is named after the token instead. Under the
+// permits' bare receipt name, the receipt another give-back of the name left could answer
 // "released" for a permit that has not reached Redis yet, and the give-back would stop trying.
 func (k keys) givenBack(token string) keys {
 	if k.sem != nil && k.fence == 0 {
-		k.arr[4] += ":t:" + token
-		k.rel[1] = k.arr[4]
+		s := *k.sem
+		s.receipt += ":t:" + token
+		k.sem = &s
 	}
 	return k
 }

@@ -7,12 +7,13 @@ import (
 	"time"
 )
 
+// A hold's state: held until it ends (see Lock.end), and then why.
 const (
-	stateHeld = iota
-	stateReleased
-	stateLost
-	stateClosed // released by Client.Close
-	stateEnded  // released by the watchdog: WithMaxHold's limit passed
+	stateHeld     = iota
+	stateReleased // Release, ReleaseSet
+	stateLost     // Redis said the lock is not ours, or renewals missed the validity deadline
+	stateClosed   // released by Client.Close
+	stateEnded    // released by the watchdog: WithMaxHold's limit passed
 )
 
 // Lock is a held lock. Its methods are safe for concurrent use. Work done under the lock should use
@@ -92,7 +93,7 @@ func (unlinked) Err() error            { return nil }
 func heldIn(ctx context.Context, c *Client, key string) *Lock {
 	l, _ := ctx.Value(heldKey{}).(*Lock)
 	for ; l != nil; l = l.outer {
-		if l.c == c && l.k.lock() == key {
+		if l.c == c && l.k.main == key {
 			return l
 		}
 	}
@@ -118,7 +119,7 @@ func (l *Lock) Key() string {
 	if l == nil {
 		return ""
 	}
-	return l.k.lock()
+	return l.k.main
 }
 
 // Token returns the owner token. Hand it to WithOwner to re-enter the lock from elsewhere; keep it
@@ -186,23 +187,6 @@ func (l *Lock) Context() context.Context {
 	return l.ctx
 }
 
-// cancel ends the lock's context with cause, now or, if it is not made yet, when it is.
-func (l *Lock) cancel(cause error) {
-	l.mu.Lock()
-	if l.ended == nil {
-		l.ended = cause
-		if l.ctx == nil && l.vctx.Context != nil && l.vctx.Context.Err() != nil {
-			// The parent ended first: so would the context have.
-			l.ended, l.parentEnded = context.Cause(l.vctx.Context), true
-		}
-	}
-	stop := l.stop
-	l.mu.Unlock()
-	if stop != nil {
-		stop(cause)
-	}
-}
-
 // TTL asks Redis for the lock's remaining time to live, checking that it is still ours. It returns
 // ErrNotHeld when it is not.
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
@@ -248,148 +232,5 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		return errors.Join(ErrNotHeld, l.lostCause())
 	}
 	l.c.wd.extended(l.e, sent, ttl)
-	return nil
-}
-
-// Release gives up this hold. On the owner's last hold the lock is deleted and the next waiter
-// woken. The lock's context is cancelled (cause ErrReleased) before the request is sent, so nothing
-// works under the lock once someone else can hold it. Release is idempotent: after a successful
-// release it returns nil and sends nothing. After the lock was lost it returns an error matching
-// ErrNotHeld (and ErrLost) and sends nothing. If Redis cannot be reached the error matches
-// ErrUnavailable, the lock is no longer renewed, and Release may be called again.
-func (l *Lock) Release(ctx context.Context) error {
-	if l == nil {
-		return ErrNotHeld
-	}
-	return l.release(ctx, func() (int64, error) { return l.c.st.release(ctx, &l.k, l.tok, l.hold, l.fair, l.ttl) })
-}
-
-func (l *Lock) release(ctx context.Context, send func() (int64, error)) error {
-	if err := l.heldErr(); err != nil {
-		if l.released() {
-			return nil
-		}
-		return err
-	}
-	l.cancel(ErrReleased)
-	l.c.wd.detach(l)
-	n, err := send()
-	if err != nil {
-		if short := (*ackError)(nil); errors.As(err, &short) {
-			// Released (and ReleaseSet's value written), but not acknowledged by enough replicas.
-			l.setState(stateReleased)
-		}
-		err = unavailable("release", err)
-	} else if n < 0 {
-		lost := &LostError{Name: l.k.name, Reason: "not_owner"}
-		l.setLost(lost)
-		err = errors.Join(ErrNotHeld, lost)
-		l.c.wd.notOwner(l.e) // this Client's other holds of the lock are gone too
-	} else {
-		l.setState(stateReleased)
-	}
-	l.reportReleased(max(n, 0), err)
-	return err
-}
-
-// ReleaseSet is Release that also sets key to value for ttl, in the same round trip and only if the
-// lock is still ours: a result or completion marker is never written by a holder that lost the
-// lock. key must have the lock's hash tag "{name}" as its first (see WithGuard). Errors as for
-// Release; after a successful ReleaseSet, Release returns nil.
-//
-// With WithReplicaAck, ReleaseSet also waits for the replicas. If too few acknowledge in time, the
-// value was written and the lock released all the same (Release returns nil afterwards), but the
-// error, matching ErrUnavailable, says that the write may not survive a failover.
-func (l *Lock) ReleaseSet(ctx context.Context, key string, value []byte, ttl time.Duration) error {
-	if l == nil {
-		return ErrNotHeld
-	}
-	if l.k.sem != nil {
-		return invalid("ReleaseSet is for locks, not permits (Permits)")
-	}
-	if !sameSlot(key, l.k.name) {
-		return invalid("key (%d bytes) must have the lock's hash tag {name} as its first", len(key))
-	}
-	if ttl < time.Millisecond {
-		return invalid("TTL %v below 1ms", ttl)
-	}
-	if l.closedByClient() {
-		return ErrClosed // the lock was released by Close: the value was not written
-	}
-	return l.release(ctx, func() (int64, error) {
-		return l.c.st.releaseSet(ctx, &l.k, l.tok, l.hold, key, value, ttl, l.ttl)
-	})
-}
-
-// reportReleased runs the Released hook once per Lock.
-func (l *Lock) reportReleased(holds int64, err error) {
-	h := l.c.hook
-	if h == nil || h.Released == nil {
-		return
-	}
-	if l.endReported() {
-		held, last := l.c.wd.endOf(l)
-		h.Released(l.Context(), HoldInfo{Lock: l, Held: held, Last: last, Holds: holds,
-			Duration: time.Since(l.acquired), Err: err})
-	}
-}
-
-// endReported marks the hold's end as reported to the hook; it reports false if it was already.
-func (l *Lock) endReported() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	first := !l.reported
-	l.reported = true
-	return first
-}
-
-func (l *Lock) closedByClient() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.state == stateClosed
-}
-
-func (l *Lock) heldErr() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	switch l.state {
-	case stateReleased, stateClosed:
-		return ErrNotHeld
-	case stateLost, stateEnded:
-		return errors.Join(ErrNotHeld, l.cause)
-	}
-	return nil
-}
-
-func (l *Lock) released() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.state == stateReleased || l.state == stateClosed
-}
-
-func (l *Lock) setState(s int) {
-	l.mu.Lock()
-	l.state = s
-	l.mu.Unlock()
-}
-
-// setLost marks a held lock lost; it reports false if it was not held.
-func (l *Lock) setLost(cause error) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.state != stateHeld {
-		return false
-	}
-	l.state, l.cause = stateLost, cause
-	return true
-}
-
-// lostCause returns why the lock ended without a Release: a *LostError, or a *MaxHoldError.
-func (l *Lock) lostCause() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.state == stateLost || l.state == stateEnded {
-		return l.cause
-	}
 	return nil
 }

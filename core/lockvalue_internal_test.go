@@ -21,10 +21,16 @@ type lockRig struct {
 func newLockRig(t *testing.T) *lockRig {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	s := loadScripts()
-	r := &lockRig{t: t, rdb: rdb, n: newNode(rdb, &s, "c:test")}
+	r := &lockRig{t: t, rdb: rdb, n: newNode(rdb, "c:test", &options{})}
 	r.k.init("lockkit:", "chain")
 	return r
+}
+
+// semKeys are the keys of the semaphore of the rig's name.
+func (r *lockRig) semKeys() *keys {
+	var p keys
+	p.initSem("lockkit:", "chain", 0)
+	return &p
 }
 
 // take acquires the lock for token and returns its fence.
@@ -42,7 +48,7 @@ func (r *lockRig) release(token string, fence int64) int64 {
 	r.t.Helper()
 	k := r.k
 	k.held(fence)
-	n, err := r.n.release(context.Background(), &k, token, "0", false, time.Second)
+	n, err := r.n.release(context.Background(), &k, token, "0", false, nil, time.Second)
 	if err != nil {
 		r.t.Fatalf("release %s: %v", token, err)
 	}
@@ -78,7 +84,7 @@ func TestLockValue_releaseChain(t *testing.T) {
 	// Another holder's lock expires (the key goes) after a's release: a's replay, coming within
 	// go-redis' retry window, is still recognized.
 	fy := r.take("y")
-	r.rdb.Del(ctx, r.k.lock()) // y's lock expired
+	r.rdb.Del(ctx, r.k.main) // y's lock expired
 	fv := r.take("v")
 	if n := r.release("a", fa); n != 0 {
 		t.Fatalf("replayed release after a later lock expired: %d, want 0", n)
@@ -89,7 +95,7 @@ func TestLockValue_releaseChain(t *testing.T) {
 	_ = fy
 	// ForceRelease breaks the chain the same way.
 	fz := r.take("z")
-	if ok, err := r.n.forceRelease(ctx, &r.k, "c:force/x"); err != nil || !ok {
+	if ok, err := r.n.forceRelease(ctx, &r.k, r.semKeys(), "c:force/x"); err != nil || !ok {
 		t.Fatalf("force release: %v %v", ok, err)
 	}
 	if n := r.release("z", fz); n != -1 {
@@ -106,7 +112,7 @@ func TestLockValue_releaseChain(t *testing.T) {
 		t.Fatal("w's release failed")
 	}
 	// A free lock keeps its fence for a while, then goes.
-	if d := r.rdb.PTTL(ctx, r.k.lock()).Val(); d <= 0 || d > 10*time.Second {
+	if d := r.rdb.PTTL(ctx, r.k.main).Val(); d <= 0 || d > 10*time.Second {
 		t.Fatalf("free lock PTTL %v, want (0, 10s]", d)
 	}
 }

@@ -46,31 +46,10 @@ func (w *watchdog) ended(e *entry, now time.Time) lostSet {
 }
 
 // endHolds ends holds whose WithMaxHold deadline passed (the watchdog no longer renews them for
-// them): each context is cancelled with a *MaxHoldError, then the hold is released.
+// them): each context is cancelled with a *MaxHoldError, then the hold is released (Lock.end).
 func (c *Client) endHolds(set lostSet) {
-	locks := set.locks
-	// Mark every one ended before cancelling any: a nested hold's context derives from its outer
-	// hold's, and its holder must not find it still held once its context is done.
-	ended := locks[:0:0]
-	for _, l := range locks {
-		cause := &MaxHoldError{Name: l.k.name, Limit: l.limit}
-		l.mu.Lock()
-		if l.state == stateHeld { // not released or lost meanwhile
-			l.state, l.cause = stateEnded, cause
-			ended = append(ended, l)
-		}
-		l.mu.Unlock()
-	}
-	for _, l := range ended {
-		l.cancel(l.cause)
-	}
-	for _, l := range ended {
-		ctx, cancel := context.WithTimeout(c.bgCtx, min(l.ttl, 5*time.Second))
-		n, err := c.st.release(ctx, &l.k, l.tok, l.hold, l.fair, l.ttl)
-		cancel()
-		if err != nil {
-			err = unavailable("release", err)
-		}
-		l.reportReleased(max(n, 0), err)
-	}
+	ctx, cancel := context.WithTimeout(c.bgCtx, 5*time.Second) // the locks expire within their TTL anyway
+	defer cancel()
+	cause := func(l *Lock) error { return &MaxHoldError{Name: l.k.name, Limit: l.limit} }
+	_ = endAll(ctx, set.locks, stateEnded, cause, giveNow)
 }

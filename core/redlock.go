@@ -41,14 +41,10 @@ func NewRedlock(nodes []redis.UniversalClient, opts ...Option) (*Client, error) 
 	if err != nil {
 		return nil, err
 	}
-	s := loadScripts()
 	id := clientIDPrefix + newToken()[:16]
 	rl := &redlock{quorum: len(nodes)/2 + 1, timeout: o.nodeTimeout, rt: newFanRouter(nodes), opt: &o, work: newWorkers()}
-	label := holderLabel(o.label)
 	for _, n := range nodes {
-		nd := newNode(n, &s, id)
-		nd.replicas, nd.replicaWait, nd.label = o.replicas, o.replicaWait, label
-		rl.nodes = append(rl.nodes, nd)
+		rl.nodes = append(rl.nodes, newNode(n, id, &o)) // (not fenced: see node.fenced)
 	}
 	return newClient(rl, o, id, rl.quorum), nil
 }
@@ -98,12 +94,20 @@ func (rl *redlock) quorumErr(op string, ok int, errs []error) error {
 	return qe
 }
 
-func (rl *redlock) releaseSet(ctx context.Context, k *keys, token, hold any, key string, value []byte, ttl, lockTTL time.Duration) (int64, error) {
+// caps: neither fair mode nor semaphores; each attempt takes its own hold, and the store undoes
+// what failed attempts took; nodes may record different fences for one acquisition.
+func (rl *redlock) caps() caps { return caps{attemptHolds: true, undoes: true} }
+
+// close stops the workers that send the requests to the nodes.
+func (rl *redlock) close() { rl.work.stop() }
+
+// releaseSet is release with ReleaseSet's write, on every node that holds the lock.
+func (rl *redlock) releaseSet(ctx context.Context, k *keys, token, hold any, set *releaseSet, lockTTL time.Duration) (int64, error) {
 	holds := make([]int64, len(rl.nodes))
 	errs := make([]error, len(rl.nodes))
 	short := make([]error, len(rl.nodes)) // done, but too few replicas acknowledged (WithReplicaAck)
 	answered := rl.fan(ctx, lockTTL, 0, func(ctx context.Context, i int, n *node) bool {
-		holds[i], errs[i] = n.releaseSet(ctx, k, token, hold, key, value, ttl, lockTTL)
+		holds[i], errs[i] = n.releaseWith(ctx, k, token, hold, false, set, n.id)
 		var ae *ackError
 		if errors.As(errs[i], &ae) {
 			short[i], errs[i] = errs[i], nil
@@ -254,7 +258,7 @@ func (rl *redlock) pttl(ctx context.Context, k *keys, token any, lockTTL time.Du
 
 // extend returns once a quorum renewed, and waits for the other nodes at most the node timeout.
 func (rl *redlock) extend(ctx context.Context, k *keys, token any, ttl time.Duration) (bool, error) {
-	items := []renewItem{{keys: k.arr[:1], token: token, ttl: ttl}}
+	items := []renewItem{{k: k, token: token, ttl: ttl}}
 	rl.renewWithin(ctx, items, rl.nodeTimeout(ttl), rl.quorum)
 	return items[0].ok, items[0].err
 }

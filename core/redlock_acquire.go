@@ -72,11 +72,11 @@ func (a *rlAcquire) settleLate(i int, keep bool) {
 	switch {
 	case keep && granted && g.res.fence != a.fence:
 		ctx, cancel := context.WithTimeout(context.Background(), a.rl.nodeTimeout(a.r.ttl))
-		_ = n.raiseFence(ctx, a.k, a.r.token, a.r.ttl, a.fence)
+		_ = n.raiseFence(ctx, a.k, a.r.token, a.fence)
 		cancel()
 	case !keep && (granted || mayHaveRun(g.err)):
 		ctx, cancel := context.WithTimeout(context.Background(), a.rl.nodeTimeout(a.r.ttl))
-		_, _ = n.releaseWith(ctx, a.k, a.r.token, a.r.hold, false, n.id)
+		_, _ = n.releaseWith(ctx, a.k, a.r.token, a.r.hold, false, nil, n.id)
 		cancel()
 	}
 }
@@ -100,7 +100,7 @@ func (rl *redlock) acquire(ctx context.Context, k *keys, r *acquireReq) (acquire
 	// A quorum of grants settles an acquisition, unless a guard is checked: any node may hold the
 	// guard key, so every node must answer.
 	need := rl.quorum
-	if r.guard != nil {
+	if r.guard != "" {
 		need = 0
 	}
 	answered := rl.fanWithin(ctx, rl.nodeTimeout(r.ttl), need, &a.fan, a)
@@ -187,7 +187,7 @@ func (rl *redlock) writeBack(ctx context.Context, k *keys, r *acquireReq, got []
 	}
 	answered := rl.fan(ctx, r.ttl, 0, func(ctx context.Context, i int, n *node) bool {
 		if todo[i] {
-			werrs[i] = n.raiseFence(ctx, k, r.token, r.ttl, fence)
+			werrs[i] = n.raiseFence(ctx, k, r.token, fence)
 		}
 		return true
 	}, nil)
@@ -219,7 +219,7 @@ func (rl *redlock) undo(k *keys, r *acquireReq, got []nodeGrant) {
 	}
 	rl.fan(context.Background(), r.ttl, 0, func(ctx context.Context, i int, n *node) bool {
 		if got[i].undo() {
-			_, _ = n.releaseWith(ctx, k, r.token, r.hold, false, n.id)
+			_, _ = n.releaseWith(ctx, k, r.token, r.hold, false, nil, n.id)
 		}
 		return true
 	}, nil)
@@ -247,14 +247,17 @@ type nodeRelease struct {
 
 func (x *rlRelease) call(ctx context.Context, i int) bool {
 	r := &x.own[i]
-	r.holds, r.err = x.rl.nodes[i].releaseWith(ctx, x.k, x.token, x.hold, false, x.payload)
+	r.holds, r.err = x.rl.nodes[i].releaseWith(ctx, x.k, x.token, x.hold, false, nil, x.payload)
 	return r.err == nil && r.holds >= 0
 }
 
 func (x *rlRelease) keep(i int) { x.got[i] = x.own[i] }
 func (x *rlRelease) late(int)   {}
 
-func (rl *redlock) release(ctx context.Context, k *keys, token, hold any, fair bool, lockTTL time.Duration) (int64, error) {
+func (rl *redlock) release(ctx context.Context, k *keys, token, hold any, _ bool, set *releaseSet, lockTTL time.Duration) (int64, error) {
+	if set != nil {
+		return rl.releaseSet(ctx, k, token, hold, set, lockTTL)
+	}
 	x := &rlRelease{rl: rl, k: k, token: token, hold: hold, payload: rl.nodes[0].id.(string) + "/" + token.(string)}
 	if n := len(rl.nodes); n <= inlineNodes {
 		x.own, x.got = x.buf[:n], x.buf[n:2*n]

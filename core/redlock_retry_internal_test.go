@@ -74,10 +74,10 @@ func TestRedlock_retryAttempt_ownHold(t *testing.T) {
 	n := c.st.(*redlock).nodes[0]
 	k := l.k.givenBack(l.token)
 	k.fence, k.fenceA = 0, nil
-	if _, err := n.releaseWith(ctx, &k, l.tok, first, false, n.id); err != nil {
+	if _, err := n.releaseWith(ctx, &k, l.tok, first, false, nil, n.id); err != nil {
 		t.Fatal(err)
 	}
-	v, err := rdbs[0].Get(ctx, l.k.lock()).Result()
+	v, err := rdbs[0].Get(ctx, l.k.main).Result()
 	if err != nil {
 		t.Fatal(err)
 	}

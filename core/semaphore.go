@@ -1,10 +1,11 @@
 package core
 
-// maxPermits bounds the limit of a semaphore (Permits).
-const maxPermits = 100000
+// MaxPermits bounds the limit of a semaphore (Permits): 1 <= n <= MaxPermits. Adapters that take
+// a limit (WithLimit) accept the same range.
+const MaxPermits = 100000
 
 // Permits makes Acquire, TryAcquire and Do take one of n permits of the semaphore named name,
-// instead of the lock: at most n holders at once (1 <= n <= 100000). A held permit is a *Lock
+// instead of the lock: at most n holders at once (1 <= n <= MaxPermits). A held permit is a *Lock
 // with everything a lock has — its own owner token and TTL, renewal by the Client's watchdog, a
 // Context cancelled (with cause) on Release or loss, a Fence that strictly increases per name
 // (the counter is shared with the lock of the same name), Extend, TTL, WithMaxHold, hooks — except
@@ -41,63 +42,15 @@ func (l *Lock) Limit() int {
 	return l.k.sem.limit
 }
 
-// semKeys are the extra Redis names of a semaphore; keys.arr then holds the permits ZSET, the fence
-// counter, the waiters' queue, its deadlines and the release receipt (see initSem).
-type semKeys struct {
-	limit                   int
-	limits, fences, waiters string
-	renew                   [3]string // permits, limits, fences: what a renewal touches
-	acquire                 [7]string // permits, limits, fences, fence counter, queue, deadlines, waiters
-}
-
-// initSem sets k to the keys of the semaphore name (all with the {name} hash tag):
-// prefix{name}:permits (ZSET token -> lease expiry), :permits:limits (ZSET token -> limit),
-// :permits:fences (HASH token -> fence), :permits:queue (LIST of waiters' tokens, + :deadlines
-// and :waiters, HASHes token -> deadline and token -> what a release needs to grant the waiter a
-// permit), :permits:receipt, and the name's fence counter prefix{name}:fence. The release channel
-// is prefix{name}:permits:released. All are substrings of one string: one allocation, as for a
-// lock's keys.
-func (k *keys) initSem(prefix, name string, limit int) {
-	tag := prefix + "{" + name + "}"
-	p := tag + ":permits"
-	n := len(p)
-	s := p + ":queue:deadlines" + tag + ":fence" + p + ":released" + p + ":receipt" + p + ":limits" + p + ":fences" +
-		p + ":queue:waiters"
-	at := func(i int, suffix string) (string, int) { return s[i : i+n+len(suffix)], i + n + len(suffix) }
-	i := n + len(":queue:deadlines")
-	fence := s[i : i+len(tag)+len(":fence")]
-	i += len(fence)
-	channel, i := at(i, ":released")
-	receipt, i := at(i, ":receipt")
-	limits, i := at(i, ":limits")
-	fences, i := at(i, ":fences")
-	waiters, _ := at(i, ":queue:waiters")
-	k.name = name
-	k.channel = channel
-	k.arr = [5]string{s[:n], fence, s[:n+len(":queue")], s[:n+len(":queue:deadlines")], receipt}
-	k.rel = [2]string{k.arr[0], k.arr[4]}
-	k.sem = &semKeys{limit: limit, limits: limits, fences: fences, waiters: waiters,
-		renew:   [3]string{k.arr[0], limits, fences},
-		acquire: [7]string{k.arr[0], limits, fences, fence, k.arr[2], k.arr[3], waiters}}
-}
-
-// renewKeys returns the keys a renewal (or Extend) of the lock or permit touches.
-func (k *keys) renewKeys() []string {
-	if k.sem != nil {
-		return k.sem.renew[:]
-	}
-	return k.arr[:1]
-}
-
 // initPermit prepares l to take a permit (Permits): checks the options and sets its keys and token.
 func (c *Client) initPermit(l *Lock, ao *acquireOptions, name string) error {
 	switch {
-	case ao.permits < 1 || ao.permits > maxPermits:
-		return invalid("permits %d outside [1, %d]", ao.permits, maxPermits)
-	case ao.owner != "" || ao.guard != "":
-		return invalid("WithOwner and WithGuard cannot be used with Permits (a permit is never re-entered)")
+	case ao.permits < 1 || ao.permits > MaxPermits:
+		return invalid("permits %d outside [1, %d]", ao.permits, MaxPermits)
+	case ao.owner != "" || ao.token != "" || ao.guard != "":
+		return invalid("WithOwner, WithToken and WithGuard cannot be used with Permits (a permit is never re-entered)")
 	}
-	if _, ok := c.st.(*redlock); ok {
+	if !c.st.caps().permits {
 		return invalid("semaphores (Permits) are not supported over Redlock: a quorum of nodes does not bound the permits held")
 	}
 	l.k.initSem(c.opt.prefix, name, ao.permits)

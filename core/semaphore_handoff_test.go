@@ -43,7 +43,7 @@ func TestPermits_handoff_waiterGivesUpGrantHandedOn(t *testing.T) {
 				_, err := w1c.Acquire(ctx1, "gone", 10*time.Second, opts...)
 				w1 <- err
 			}()
-			eventually(t, 5*time.Second, "W1 queued", func() bool { return rdb.LLen(ctx, "lockkit:{gone}:permits:queue").Val() == 1 })
+			eventually(t, 5*time.Second, "W1 queued", func() bool { return len(queued(t, rdb, "lockkit:{gone}:permits:queue")) == 1 })
 			eventually(t, 5*time.Second, "W1 parked", func() bool { return core.WaitersParked(w1c) == 1 })
 			w2 := make(chan *core.Lock, 1)
 			go func() {
@@ -53,9 +53,9 @@ func TestPermits_handoff_waiterGivesUpGrantHandedOn(t *testing.T) {
 				}
 				w2 <- p
 			}()
-			eventually(t, 5*time.Second, "W2 queued", func() bool { return rdb.LLen(ctx, "lockkit:{gone}:permits:queue").Val() == 2 })
+			eventually(t, 5*time.Second, "W2 queued", func() bool { return len(queued(t, rdb, "lockkit:{gone}:permits:queue")) == 2 })
 			eventually(t, 5*time.Second, "W2 parked", func() bool { return core.WaitersParked(w2c) == 1 })
-			w1tok := rdb.LIndex(ctx, "lockkit:{gone}:permits:queue", 0).Val()
+			w1tok := queued(t, rdb, "lockkit:{gone}:permits:queue")[0].tok
 			released := time.Now()
 			if err := h.Release(ctx); err != nil { // grants the permit to W1, which hears it 300ms late
 				t.Fatal(err)
@@ -97,13 +97,9 @@ func TestPermits_handoff_deadWaiterGrantExpires(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A dead waiter, queued as an attempt queues one: token, deadline, grant details (epoch 1,
-	// 500ms lease, limit 1).
+	// A dead waiter, queued as an attempt queues one: a 500ms lease, limit 1, live for 5s.
 	const dead = "dead-waiter-token"
-	now := time.Now().UnixMilli()
-	rdb.RPush(ctx, "lockkit:{dead}:permits:queue", dead)
-	rdb.HSet(ctx, "lockkit:{dead}:permits:queue:deadlines", dead, now+5000)
-	rdb.HSet(ctx, "lockkit:{dead}:permits:queue:waiters", dead, "1 500 1 host 1 dead")
+	enqueue(t, rdb, "lockkit:{dead}:permits:queue", dead, "1", 500*time.Millisecond, 5*time.Second, time.Now())
 	got := make(chan *core.Lock, 1)
 	go func() {
 		p, err := c.Acquire(ctx, "dead", 10*time.Second, core.Permits(1))
@@ -112,8 +108,8 @@ func TestPermits_handoff_deadWaiterGrantExpires(t *testing.T) {
 		}
 		got <- p
 	}()
-	eventually(t, 5*time.Second, "waiter queued", func() bool { return rdb.LLen(ctx, "lockkit:{dead}:permits:queue").Val() == 2 })
-	for _, k := range []string{"lockkit:{dead}:permits:queue", "lockkit:{dead}:permits:queue:deadlines", "lockkit:{dead}:permits:queue:waiters"} {
+	eventually(t, 5*time.Second, "waiter queued", func() bool { return len(queued(t, rdb, "lockkit:{dead}:permits:queue")) == 2 })
+	for _, k := range []string{"lockkit:{dead}:permits:queue", "lockkit:{dead}:permits:queue:deadlines"} {
 		if d := rdb.PTTL(ctx, k).Val(); d <= 0 {
 			t.Fatalf("%s: PTTL %v, want a TTL", k, d)
 		}
@@ -158,20 +154,17 @@ func TestPermits_handoff_staleGrantIgnored(t *testing.T) {
 		}
 		res <- err
 	}()
-	eventually(t, 5*time.Second, "waiter queued", func() bool { return rdb.LLen(ctx, "lockkit:{stale}:permits:queue").Val() == 1 })
+	eventually(t, 5*time.Second, "waiter queued", func() bool { return len(queued(t, rdb, "lockkit:{stale}:permits:queue")) == 1 })
 	eventually(t, 5*time.Second, "waiter parked", func() bool { return core.WaitersParked(c) == 1 })
-	tok := rdb.LIndex(ctx, "lockkit:{stale}:permits:queue", 0).Val()
-	var epoch int64
-	if _, err := fmt.Sscan(rdb.HGet(ctx, "lockkit:{stale}:permits:queue:waiters", tok).Val(), &epoch); err != nil || epoch < 1 {
-		t.Fatalf("grant details of the queued waiter: epoch %d, %v", epoch, err)
-	}
+	w := queued(t, rdb, "lockkit:{stale}:permits:queue")[0]
+	tok, epoch := w.tok, w.epoch
 	sum := sha1.Sum([]byte(tok))
 	msg := "g:" + hex.EncodeToString(sum[:]) + ":" + strconv.FormatInt(h.Fence()+1, 10) + ":" + strconv.FormatInt(epoch-1, 10)
 	rdb.Publish(ctx, "lockkit:{stale}:permits:released", msg)
 	if err := <-res; !errors.Is(err, core.ErrNotAcquired) {
 		t.Fatalf("after a stale grant: %v, want ErrNotAcquired (the waiter timed out)", err)
 	}
-	eventually(t, 2*time.Second, "waiter dequeued", func() bool { return rdb.LLen(ctx, "lockkit:{stale}:permits:queue").Val() == 0 })
+	eventually(t, 2*time.Second, "waiter dequeued", func() bool { return len(queued(t, rdb, "lockkit:{stale}:permits:queue")) == 0 })
 }
 
 // A permit taken by handoff is a lease like any other: its holder counts it from its last attempt
@@ -256,9 +249,7 @@ func TestPermits_handoff_expiredWaiterSkipped(t *testing.T) {
 		t.Fatal(err)
 	}
 	const gone = "expired-waiter-token"
-	rdb.RPush(ctx, "lockkit:{skip}:permits:queue", gone)
-	rdb.HSet(ctx, "lockkit:{skip}:permits:queue:deadlines", gone, time.Now().UnixMilli()-1000)
-	rdb.HSet(ctx, "lockkit:{skip}:permits:queue:waiters", gone, "1 10000 1 host 1 gone")
+	goneMember := enqueue(t, rdb, "lockkit:{skip}:permits:queue", gone, "1", 10*time.Second, time.Second, time.Now().Add(-2*time.Second))
 	got := make(chan *core.Lock, 1)
 	go func() {
 		p, err := c.Acquire(ctx, "skip", 10*time.Second, core.Permits(1))
@@ -267,14 +258,14 @@ func TestPermits_handoff_expiredWaiterSkipped(t *testing.T) {
 		}
 		got <- p
 	}()
-	eventually(t, 5*time.Second, "waiter queued", func() bool { return rdb.LLen(ctx, "lockkit:{skip}:permits:queue").Val() == 2 })
+	eventually(t, 5*time.Second, "waiter queued", func() bool { return len(queued(t, rdb, "lockkit:{skip}:permits:queue")) == 2 })
 	_ = h.Release(ctx)
 	p := <-got
 	defer p.Release(ctx)
 	if rdb.ZScore(ctx, "lockkit:{skip}:permits", gone).Err() == nil {
 		t.Fatal("the expired waiter was granted a permit")
 	}
-	if rdb.HExists(ctx, "lockkit:{skip}:permits:queue:waiters", gone).Val() {
-		t.Fatal("the expired waiter's grant details outlived it")
+	if rdb.ZScore(ctx, "lockkit:{skip}:permits:queue", goneMember).Err() == nil {
+		t.Fatal("the expired waiter outlived its deadline in the queue")
 	}
 }

@@ -206,14 +206,14 @@ func TestPermits_extendMaxHoldAndFairKeysExpire(t *testing.T) {
 	wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
 	go func() { _, _ = c.Acquire(wctx, "fq", time.Second, core.Permits(1), core.Fair()) }()
-	eventually(t, 2*time.Second, "waiter queued", func() bool { return rdb.LLen(ctx, "lockkit:{fq}:permits:queue").Val() == 1 })
+	eventually(t, 2*time.Second, "waiter queued", func() bool { return int64(len(queued(t, rdb, "lockkit:{fq}:permits:queue"))) == 1 })
 	for _, k := range []string{"lockkit:{fq}:permits:queue", "lockkit:{fq}:permits:queue:deadlines"} {
 		if d := rdb.PTTL(ctx, k).Val(); d <= 0 {
 			t.Fatalf("%s: PTTL %v, want a TTL", k, d)
 		}
 	}
 	<-wctx.Done()
-	eventually(t, 2*time.Second, "waiter left the queue", func() bool { return rdb.LLen(ctx, "lockkit:{fq}:permits:queue").Val() == 0 })
+	eventually(t, 2*time.Second, "waiter left the queue", func() bool { return int64(len(queued(t, rdb, "lockkit:{fq}:permits:queue"))) == 0 })
 }
 
 // The watchdog renews permits and locks in the same pipelined batches (one goroutine, one round

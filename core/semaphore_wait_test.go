@@ -110,7 +110,7 @@ func TestPermits_fairOrderAcrossClients(t *testing.T) {
 			_ = p.Release(ctx)
 		}()
 		eventually(t, 5*time.Second, "queued", func() bool {
-			return rdb.LLen(ctx, "lockkit:{fair}:permits:queue").Val() == int64(i+1)
+			return int64(len(queued(t, rdb, "lockkit:{fair}:permits:queue"))) == int64(i+1)
 		})
 	}
 	for _, p := range held {
@@ -246,7 +246,7 @@ func TestPermits_fairWaiterGivesUp_nextWoken(t *testing.T) {
 		_, err := w1c.Acquire(ctx1, "turn", 10*time.Second, core.Permits(2), core.Fair())
 		w1 <- err
 	}()
-	eventually(t, 5*time.Second, "W1 queued", func() bool { return rdb.LLen(ctx, "lockkit:{turn}:permits:queue").Val() == 1 })
+	eventually(t, 5*time.Second, "W1 queued", func() bool { return int64(len(queued(t, rdb, "lockkit:{turn}:permits:queue"))) == 1 })
 	w2 := make(chan *core.Lock, 1)
 	go func() {
 		p, err := w2c.Acquire(ctx, "turn", 10*time.Second, core.Permits(2), core.Fair())
@@ -255,7 +255,7 @@ func TestPermits_fairWaiterGivesUp_nextWoken(t *testing.T) {
 		}
 		w2 <- p
 	}()
-	eventually(t, 5*time.Second, "W2 queued", func() bool { return rdb.LLen(ctx, "lockkit:{turn}:permits:queue").Val() == 2 })
+	eventually(t, 5*time.Second, "W2 queued", func() bool { return int64(len(queued(t, rdb, "lockkit:{turn}:permits:queue"))) == 2 })
 	eventually(t, 5*time.Second, "W2 parked", func() bool { return core.WaitersParked(w2c) == 1 })
 	released := time.Now()
 	if err := h.Release(ctx); err != nil { // names W1, whose process hears it 300ms late

@@ -96,10 +96,7 @@ func (wc *waitCall) attempt(ctx context.Context) (done bool, err error) {
 	default:
 		l.req.waiting = markWaited
 	}
-	switch _, rl := c.st.(*redlock); {
-	case k.sem != nil:
-		l.req.hold = wc.attempts + 1 // the attempt's number: a permit's epoch (handoff.go)
-	case rl && wc.attempts > 0:
+	if wc.attempts > 0 && k.sem == nil && c.st.caps().attemptHolds {
 		// Each Redlock attempt after the first takes its own hold id: a failed attempt's give-back
 		// (undo) may reach a node after a later attempt of this call was granted there (the node
 		// kept the failed attempt's grant, which the later one re-entered), and must drop only its
@@ -110,20 +107,17 @@ func (wc *waitCall) attempt(ctx context.Context) (done bool, err error) {
 	r, aerr := c.st.acquire(ctx, k, &l.req)
 	wc.attempts++
 	wc.epoch = r.epoch
-	if k.sem != nil {
-		wc.epoch = int64(wc.attempts)
-	}
 	if h := c.hook; h != nil && h.Attempt != nil {
-		h.Attempt(ctx, WaitInfo{Name: k.name, Key: k.lock(), TTL: l.ttl, Limit: l.Limit(), Attempts: wc.attempts, Woken: wc.woken,
+		h.Attempt(ctx, WaitInfo{Name: k.name, Key: k.main, TTL: l.ttl, Limit: l.Limit(), Attempts: wc.attempts, Woken: wc.woken,
 			Acquired: r.ok, RetryAfter: r.retryAfter, Err: aerr})
 	}
-	if wc.woken && aerr == nil && !r.ok && !r.guarded && !c.wd.holding(k.lock(), l.tok) {
+	if wc.woken && aerr == nil && !r.ok && !r.guarded && !c.wd.holding(k.main, l.tok) {
 		c.room.lostRace(wc.w) // another process took the lock we were woken for
 	}
 	wc.woken = false
 	switch {
 	case aerr != nil:
-		if _, rl := c.st.(*redlock); !rl && mayHaveRun(aerr) {
+		if !c.st.caps().undoes && mayHaveRun(aerr) {
 			c.giveBack(l) // (Redlock gives back what its nodes may have granted itself)
 		}
 		if cerr := ctx.Err(); cerr != nil {
@@ -135,13 +129,11 @@ func (wc *waitCall) attempt(ctx context.Context) (done bool, err error) {
 		// acquisition are lost too (their next renewal would say so).
 		wc.res = r
 		lost := &LostError{Name: k.name, Reason: "not_owner"}
-		c.wd.lostToken(k.lock(), l.tok)
+		c.wd.lostToken(k.main, l.tok)
 		return true, errors.Join(ErrNotHeld, lost)
 	case r.ok:
 		wc.res = r
-		if k.sem == nil {
-			l.hold = l.req.hold // the hold this attempt took (see above)
-		}
+		l.hold = l.req.hold // the hold this attempt took (see above)
 		return true, c.outlived(ctx, l, wc.sent)
 	case r.guarded:
 		wc.res = r
@@ -259,4 +251,54 @@ func (wc *waitCall) notAcquired(cause error) error {
 		return errors.Join(e, cause)
 	}
 	return e
+}
+
+// handoff reports whether the call's waiting attempts queue it in Redis, where a release may grant
+// it the lock or a permit directly: a fair lock, a permit.
+func (wc *waitCall) handoff() bool { return wc.ao.fair || wc.l.k.sem != nil }
+
+// handoffStart prepares such a call: every waiting attempt queues it in Redis, so it polls often
+// enough to stay queued (at least every third of its queue timeout); and if this Client subscribes
+// the release channel already, it joins the local queue before its first attempt, so that a grant
+// made right after that attempt finds it (otherwise it joins after a refused attempt, and tries
+// again once subscribed).
+func (wc *waitCall) handoffStart() error {
+	wc.maxBack = min(wc.maxBack, wc.c.opt.waiterTTL/3)
+	wc.backoff = min(wc.backoff, wc.maxBack)
+	if !wc.wait {
+		return nil
+	}
+	wc.l.req.waiterTTL = wc.c.opt.waiterTTL
+	if wc.c.room.subscribed(wc.l.k.channel) {
+		return wc.join()
+	}
+	return nil
+}
+
+// claim takes the lock or permit a release granted to the call while it waited (direct handoff):
+// it reports done with the call's result, or not done (a stale grant, or none: the call goes on
+// with an attempt). The lease is counted from when the call's last attempt was sent, before the
+// grant was made. A fair grant's lease is the TTL but at most the queue timeout
+// (WithFairWaiterTimeout, see fq_give in fair_lib.lua), so that a waiter that died while queued
+// does not keep the lock for a long TTL; the watchdog lengthens it to the TTL within a third of
+// it. If the last attempt was sent more than half the lease ago, or the Client waits for replicas
+// to acknowledge each acquisition (WithReplicaAck: the releasing script's write was not waited
+// for), the call confirms with an attempt instead (which answers the grant with a full TTL).
+func (wc *waitCall) claim(ctx context.Context) (bool, error) {
+	if wc.w == nil || !wc.handoff() || ctx.Err() != nil {
+		return false, nil // (cancelled: the call ends, and finish hands a grant on)
+	}
+	g := wc.c.room.takeGrant(wc.w)
+	lease := wc.l.ttl
+	if wc.l.k.sem == nil {
+		lease = min(lease, wc.l.req.waiterTTL)
+	}
+	if !g.ok || g.epoch != wc.epoch || time.Since(wc.sent) > lease/2 || wc.c.opt.replicas > 0 {
+		return false, nil
+	}
+	if lease < wc.l.ttl {
+		wc.l.lease = lease
+	}
+	wc.res = acquireResult{ok: true, fence: g.fence, holds: 1}
+	return true, wc.c.outlived(ctx, wc.l, wc.sent)
 }

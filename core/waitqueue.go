@@ -302,36 +302,61 @@ func (r *waitQueues) parked() int {
 	return n
 }
 
-// quorumCopies counts the copies of a Redlock release message: every node publishes the release,
-// and a wake-up is due on the quorum-th copy, when a quorum of nodes is free (an earlier attempt
-// would fail). The rest are ignored. Guarded by the queues' mutex.
-type quorumCopies struct {
-	need int
-	seen map[string]seenMsg
-}
-
-type seenMsg struct {
-	copies int
-	at     time.Time
-}
-
-// count records a copy of payload on ch and reports whether it is the quorum-th.
-func (c *quorumCopies) count(ch, payload string) bool {
-	key := ch + "\x00" + payload
-	n := c.seen[key]
-	n.copies++
-	if n.copies == 1 {
-		n.at = time.Now()
+// name records w under its digest, queued or not, so that a grant finds it while it makes an
+// attempt too; the caller holds the queues' mutex.
+func (q *waitQueue) name(w *waiter) {
+	if w.digest == "" {
+		return
 	}
-	c.seen[key] = n
-	return n.copies == c.need
+	if q.named == nil {
+		q.named = make(map[string]*waiter)
+	}
+	q.named[w.digest] = w
 }
 
-// sweep forgets messages older than idleAfter.
-func (c *quorumCopies) sweep(now time.Time) {
-	for k, m := range c.seen {
-		if now.Sub(m.at) > idleAfter {
-			delete(c.seen, k)
+// unname forgets w's digest; the caller holds the queues' mutex.
+func (q *waitQueue) unname(w *waiter) {
+	if w.digest != "" && q.named[w.digest] == w {
+		delete(q.named, w.digest)
+	}
+}
+
+// granted hands a grant message to the waiter it names, if it is this Client's, and wakes it; the
+// caller holds the queues' mutex.
+func (q *waitQueue) granted(payload string) {
+	digest, g := parseGrant(payload)
+	w := q.named[digest]
+	if !g.ok || w == nil {
+		return
+	}
+	w.grant = g
+	if w.inQueue {
+		q.remove(w)
+	}
+	signal(w.wake)
+}
+
+// subscribed reports whether this Client has ch subscribed already (confirmed by the server).
+func (r *waitQueues) subscribed(ch string) bool {
+	r.mu.Lock()
+	q := r.queues[ch]
+	ok := q != nil && q.confirmed
+	r.mu.Unlock()
+	return ok
+}
+
+// takeGrant returns and forgets the grant w received, if any; the wake-up that came with it is
+// used up too (it must not pass to another waiter).
+func (r *waitQueues) takeGrant(w *waiter) grant {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g := w.grant
+	w.grant = grant{}
+	if g.ok {
+		select {
+		case <-w.wake:
+		default:
 		}
 	}
+	return g
 }

@@ -58,7 +58,7 @@ func (w *watchdog) add(l *Lock, sent time.Time, held int) bool {
 	if w.stopped {
 		return false
 	}
-	e := w.held[l.k.lock()]
+	e := w.held[l.k.main]
 	if e != nil && !e.gone && e.tok == l.tok && l.holds == 1 && e.k.fence != l.k.fence {
 		// A fresh acquisition under the token (WithToken) while this Client held an earlier one:
 		// that one is gone (expired, or force-released), and its holds are lost.
@@ -68,7 +68,7 @@ func (w *watchdog) add(l *Lock, sent time.Time, held int) bool {
 		e = &l.own
 		*e = entry{k: &l.k, tok: l.tok, idx: -1}
 		e.locks = e.one[:0]
-		w.held[l.k.lock()] = e
+		w.held[l.k.main] = e
 	}
 	fresh := len(e.locks) == 0
 	e.counted += held
@@ -126,8 +126,8 @@ func (w *watchdog) unschedule(e *entry) {
 	if e.idx >= 0 {
 		heap.Remove(&w.h, e.idx)
 	}
-	if w.held[e.k.lock()] == e {
-		delete(w.held, e.k.lock())
+	if w.held[e.k.main] == e {
+		delete(w.held, e.k.main)
 	}
 }
 
@@ -278,8 +278,7 @@ func (w *watchdog) collect(now time.Time) (batch []*entry, items []renewItem, lo
 		e.inflight = true
 		heap.Fix(&w.h, 0)
 		batch = append(batch, e)
-		items = append(items, renewItem{keys: e.k.renewKeys(), token: e.tok, fence: e.k.fenceArg(), ttl: e.ttl, seq: e.seq,
-			sem: e.k.sem != nil})
+		items = append(items, renewItem{k: e.k, token: e.tok, ttl: e.ttl, seq: e.seq})
 	}
 	wait := time.Hour
 	if len(w.h) > 0 {

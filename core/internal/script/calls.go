@@ -1,0 +1,219 @@
+package script
+
+// One typed builder per script. Each struct's fields are the script's KEYS and then its ARGV, in
+// the order and under the names its header declares (TestCalls_matchHeaders); string fields are
+// keys, `any` fields arguments (boxed once by callers that reuse them). An optional trailing key
+// ("") or argument (nil) is left out. docs/keys.md documents the keys.
+
+// Acquire calls acquire.lua: take a lock, re-enter it, or say how long it stays taken.
+type Acquire struct {
+	Lock, Guard                                    string
+	Token, TTL, Hold, Label, Floor, Waiting, Entry any
+}
+
+// Call builds the call.
+func (a *Acquire) Call() Call {
+	c := Scripts().Acquire.call(1, 9)
+	c.argv = append(c.argv, a.Lock)
+	if a.Guard != "" {
+		c.argv = append(c.argv, a.Guard)
+		c.argv[2] = 2
+	}
+	c.argv = append(c.argv, a.Token, a.TTL, a.Hold, a.Label, a.Floor, a.Waiting)
+	c.opt(a.Entry)
+	return c
+}
+
+// AcquireFair calls acquire_fair.lua: take a lock in fair mode, or queue for it.
+type AcquireFair struct {
+	Lock, Queue, Deadlines                       string
+	Token, TTL, Timeout, Hold, Label, Pub, Entry any
+}
+
+// Call builds the call.
+func (a *AcquireFair) Call() Call {
+	c := Scripts().AcquireFair.call(3, 10)
+	c.argv = append(c.argv, a.Lock, a.Queue, a.Deadlines, a.Token, a.TTL, a.Timeout, a.Hold, a.Label, a.Pub)
+	c.opt(a.Entry)
+	return c
+}
+
+// Release calls release.lua: release one hold (and, with Set, write Value there).
+type Release struct {
+	Lock, Set                                     string
+	Token, Pub, Msg, Hold, Fence, Value, ValueTTL any
+}
+
+// Call builds the call.
+func (a *Release) Call() Call {
+	c := Scripts().Release.call(1, 9)
+	c.argv = append(c.argv, a.Lock)
+	if a.Set != "" {
+		c.argv = append(c.argv, a.Set)
+		c.argv[2] = 2
+	}
+	c.argv = append(c.argv, a.Token, a.Pub, a.Msg, a.Hold, a.Fence)
+	if a.Set != "" {
+		c.argv = append(c.argv, a.Value, a.ValueTTL)
+	}
+	return c
+}
+
+// ReleaseFair calls release_fair.lua: release one hold of a fair lock, handing it on.
+type ReleaseFair struct {
+	Lock, Queue, Deadlines  string
+	Token, Pub, Hold, Fence any
+}
+
+// Call builds the call.
+func (a *ReleaseFair) Call() Call {
+	c := Scripts().ReleaseFair.call(3, 7)
+	c.argv = append(c.argv, a.Lock, a.Queue, a.Deadlines, a.Token, a.Pub, a.Hold, a.Fence)
+	return c
+}
+
+// Dequeue calls dequeue.lua: a fair waiter gives up.
+type Dequeue struct {
+	Lock, Queue, Deadlines                string
+	Token, Pub, Hold, TTL, Timeout, Label any
+}
+
+// Call builds the call.
+func (a *Dequeue) Call() Call {
+	c := Scripts().Dequeue.call(3, 9)
+	c.argv = append(c.argv, a.Lock, a.Queue, a.Deadlines, a.Token, a.Pub, a.Hold, a.TTL, a.Timeout, a.Label)
+	return c
+}
+
+// Renew calls renew.lua: renew (or Extend) a lock's acquisition.
+type Renew struct {
+	Lock              string
+	Token, TTL, Fence any
+}
+
+// Call builds the call.
+func (a *Renew) Call() Call {
+	c := Scripts().Renew.call(1, 4)
+	c.argv = append(c.argv, a.Lock, a.Token, a.TTL, a.Fence)
+	return c
+}
+
+// PTTL calls pttl.lua: a lock's remaining TTL, owner-checked. Read-only.
+type PTTL struct {
+	Lock         string
+	Token, Fence any
+}
+
+// Call builds the call.
+func (a *PTTL) Call() Call {
+	c := Scripts().PTTL.call(1, 3)
+	c.argv = append(c.argv, a.Lock, a.Token, a.Fence)
+	return c
+}
+
+// RaiseFence calls raise_fence.lua: Redlock's fence write-back.
+type RaiseFence struct {
+	Lock         string
+	Fence, Token any
+}
+
+// Call builds the call.
+func (a *RaiseFence) Call() Call {
+	c := Scripts().RaiseFence.call(1, 3)
+	c.argv = append(c.argv, a.Lock, a.Fence, a.Token)
+	return c
+}
+
+// Inspect calls inspect.lua: what Client.Inspect reports. Read-only.
+type Inspect struct {
+	Lock, Queue, Deadlines, Counter, Permits, Limits, Fences, PQueue, PDeadlines string
+}
+
+// Call builds the call.
+func (a *Inspect) Call() Call {
+	c := Scripts().Inspect.call(9, 9)
+	c.argv = append(c.argv, a.Lock, a.Queue, a.Deadlines, a.Counter, a.Permits, a.Limits, a.Fences, a.PQueue, a.PDeadlines)
+	return c
+}
+
+// ForceRelease calls force_release.lua: an operator frees a lock and its semaphore's permits.
+type ForceRelease struct {
+	Lock, Queue, Deadlines, Permits, Limits, Fences, PQueue, PDeadlines string
+	Pub, Msg                                                            any
+}
+
+// Call builds the call.
+func (a *ForceRelease) Call() Call {
+	c := Scripts().ForceRelease.call(8, 10)
+	c.argv = append(c.argv, a.Lock, a.Queue, a.Deadlines, a.Permits, a.Limits, a.Fences, a.PQueue, a.PDeadlines,
+		a.Pub, a.Msg)
+	return c
+}
+
+// SemAcquire calls sem_acquire.lua: take a permit, or queue for one.
+type SemAcquire struct {
+	Permits, Limits, Fences, Counter, Queue, Deadlines string
+	Token, TTL, Limit, Label, Timeout, Fair            any
+}
+
+// Call builds the call.
+func (a *SemAcquire) Call() Call {
+	c := Scripts().SemAcquire.call(6, 12)
+	c.argv = append(c.argv, a.Permits, a.Limits, a.Fences, a.Counter, a.Queue, a.Deadlines,
+		a.Token, a.TTL, a.Limit, a.Label, a.Timeout, a.Fair)
+	return c
+}
+
+// SemRelease calls sem_release.lua: release a permit, handing it on.
+type SemRelease struct {
+	Permits, Limits, Fences, Counter, Queue, Deadlines, Receipt string
+	Token, Pub, Msg, Fair                                       any
+}
+
+// Call builds the call.
+func (a *SemRelease) Call() Call {
+	c := Scripts().SemRelease.call(7, 11)
+	c.argv = append(c.argv, a.Permits, a.Limits, a.Fences, a.Counter, a.Queue, a.Deadlines, a.Receipt,
+		a.Token, a.Pub, a.Msg, a.Fair)
+	return c
+}
+
+// SemDequeue calls sem_dequeue.lua: a permit waiter gives up.
+type SemDequeue struct {
+	Permits, Limits, Fences, Counter, Queue, Deadlines string
+	Token, Pub, TTL, Timeout, Limit, Label, Msg        any
+}
+
+// Call builds the call.
+func (a *SemDequeue) Call() Call {
+	c := Scripts().SemDequeue.call(6, 13)
+	c.argv = append(c.argv, a.Permits, a.Limits, a.Fences, a.Counter, a.Queue, a.Deadlines,
+		a.Token, a.Pub, a.TTL, a.Timeout, a.Limit, a.Label, a.Msg)
+	return c
+}
+
+// SemRenew calls sem_renew.lua: renew (or Extend) a permit's lease.
+type SemRenew struct {
+	Permits, Limits, Fences string
+	Token, TTL              any
+}
+
+// Call builds the call.
+func (a *SemRenew) Call() Call {
+	c := Scripts().SemRenew.call(3, 5)
+	c.argv = append(c.argv, a.Permits, a.Limits, a.Fences, a.Token, a.TTL)
+	return c
+}
+
+// SemPTTL calls sem_pttl.lua: a permit's remaining lease, owner-checked. Read-only.
+type SemPTTL struct {
+	Permits string
+	Token   any
+}
+
+// Call builds the call.
+func (a *SemPTTL) Call() Call {
+	c := Scripts().SemPTTL.call(1, 2)
+	c.argv = append(c.argv, a.Permits, a.Token)
+	return c
+}

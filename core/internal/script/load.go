@@ -1,0 +1,146 @@
+package script
+
+import (
+	"bufio"
+	"embed"
+	"fmt"
+	"path"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed lua/*.lua
+var files embed.FS
+
+// Script is one assembled script.
+type Script struct {
+	// Name is its entry file without ".lua".
+	Name string
+	// Keys and Args are the KEYS and ARGV names its header declares, in order; Parts the files it
+	// is made of (the entry file last).
+	Keys, Args, Parts []string
+	// ReadOnly reports flags=no-writes: the script is sent with EVALSHA_RO.
+	ReadOnly bool
+	// Source is the assembled Lua, as sent to Redis.
+	Source string
+
+	sha  string
+	head [2]any // the command name and the hash, boxed once
+}
+
+// Hash returns the script's SHA-1, as EVALSHA names it.
+func (s *Script) Hash() string { return s.sha }
+
+// load assembles the script of entry file name.
+func load(name string) (*Script, error) {
+	s := &Script{Name: strings.TrimSuffix(name, ".lua")}
+	var body strings.Builder
+	seen := map[string]bool{}
+	if err := s.expand(name, &body, seen, true); err != nil {
+		return nil, err
+	}
+	var src strings.Builder
+	if s.ReadOnly {
+		src.WriteString("#!lua flags=no-writes\n")
+	}
+	bind(&src, "k_", "KEYS", s.Keys)
+	bind(&src, "a_", "ARGV", s.Args)
+	src.WriteString(body.String())
+	s.Source = src.String()
+	sc := redis.NewScript(s.Source)
+	s.sha = sc.Hash()
+	cmd := "evalsha"
+	if s.ReadOnly {
+		cmd = "evalsha_ro"
+	}
+	s.head = [2]any{cmd, s.sha}
+	return s, nil
+}
+
+// bind declares locals for the named KEYS or ARGV.
+func bind(b *strings.Builder, prefix, table string, names []string) {
+	if len(names) == 0 {
+		return
+	}
+	vars, vals := make([]string, len(names)), make([]string, len(names))
+	for i, n := range names {
+		vars[i] = prefix + strings.TrimSuffix(n, "?")
+		vals[i] = fmt.Sprintf("%s[%d]", table, i+1)
+	}
+	fmt.Fprintf(b, "local %s = %s\n", strings.Join(vars, ", "), strings.Join(vals, ", "))
+}
+
+// expand writes file name to b, with the parts it includes in its place (each part once per
+// script); entry says whether it is the script's entry file, whose header declares keys, args
+// and flags.
+func (s *Script) expand(name string, b *strings.Builder, seen map[string]bool, entry bool) error {
+	seen[name] = true
+	src, err := files.ReadFile(path.Join("lua", name))
+	if err != nil {
+		return err
+	}
+	sc := bufio.NewScanner(strings.NewReader(string(src)))
+	for sc.Scan() {
+		line := sc.Text()
+		dir, ok := strings.CutPrefix(line, "--! ")
+		if !ok {
+			b.WriteString(line)
+			b.WriteByte('\n')
+			continue
+		}
+		word, rest, _ := strings.Cut(dir, " ")
+		switch {
+		case word == "include":
+			if !seen[rest] {
+				if err := s.expand(rest, b, seen, false); err != nil {
+					return fmt.Errorf("%s: %w", name, err)
+				}
+			}
+		case entry && word == "keys:":
+			s.Keys = strings.Fields(rest)
+		case entry && word == "args:":
+			s.Args = strings.Fields(rest)
+		case entry && word == "flags:":
+			s.ReadOnly = strings.TrimSpace(rest) == "no-writes"
+		default:
+			return fmt.Errorf("%s: unknown directive %q", name, line)
+		}
+	}
+	s.Parts = append(s.Parts, name)
+	return sc.Err()
+}
+
+// Set holds every script.
+type Set struct {
+	Acquire, AcquireFair, Release, ReleaseFair, Dequeue, Renew, PTTL, RaiseFence *Script
+	Inspect, ForceRelease                                                        *Script
+	SemAcquire, SemRelease, SemRenew, SemPTTL, SemDequeue                        *Script
+}
+
+// All returns every script of the set, in a fixed order.
+func (x *Set) All() []*Script {
+	return []*Script{x.Acquire, x.AcquireFair, x.Release, x.ReleaseFair, x.Dequeue, x.Renew, x.PTTL,
+		x.RaiseFence, x.Inspect, x.ForceRelease, x.SemAcquire, x.SemRelease, x.SemRenew, x.SemPTTL,
+		x.SemDequeue}
+}
+
+// Scripts returns the scripts, assembled once per process and never changed afterwards.
+var Scripts = sync.OnceValue(func() *Set {
+	must := func(name string) *Script {
+		s, err := load(name + ".lua")
+		if err != nil {
+			panic("lockkit: script " + name + ": " + err.Error()) // the embedded files are fixed
+		}
+		return s
+	}
+	return &Set{
+		Acquire: must("acquire"), AcquireFair: must("acquire_fair"), Release: must("release"),
+		ReleaseFair: must("release_fair"), Dequeue: must("dequeue"), Renew: must("renew"),
+		PTTL: must("pttl"), RaiseFence: must("raise_fence"), Inspect: must("inspect"),
+		ForceRelease: must("force_release"), SemAcquire: must("sem_acquire"),
+		SemRelease: must("sem_release"), SemRenew: must("sem_renew"), SemPTTL: must("sem_pttl"),
+		SemDequeue: must("sem_dequeue"),
+	}
+})

@@ -1,0 +1,56 @@
+-- Acquire a lock, re-enter it, or report how long it stays taken; behind a guard when one is given.
+-- One round trip; GET + TIME + SET when it is free.
+--! keys: lock guard?
+--! args: token ttl hold label floor waiting entry?
+-- guard: a key with the lock's hash tag (a stored result, a completion marker): while it exists,
+-- nothing is taken and its value is returned. floor: the client's fence floor in µs (Redlock), ''
+-- for none. waiting: '' or 0 (TryAcquire), 1 (a waiting call: flag a taken lock so that its
+-- release publishes), 2 (a call that waited: keep the flag when it takes the lock, for the
+-- waiters behind it). entry (a re-entry only): the fence of the acquisition re-entered, or 0 for
+-- any acquisition of the token (lk_entry: a re-entry never takes a lock).
+-- Returns: fence (integer > 0) on a fresh acquisition,
+--          {fence, holds} when the owner re-entered (or a replay found this hold recorded),
+--          -1 - pttl (integer < 0) when another owner holds the lock,
+--          {'nothold'} when a re-entry finds no acquisition of the token to enter,
+--          {'guarded', value} when the guard key exists.
+--! include fence.lua
+
+-- The hot path, before the lock's other functions are even defined: a free (or missing) lock is
+-- taken with as few Lua strings as possible. Anything else (a guard, a re-entry, a lock held by
+-- someone, a value to parse) falls through, with the value already read in v.
+local v = redis.call('GET', k_lock)
+if not k_guard and not a_entry and (not v or v:byte(1) == 0) then
+  local prev, base = nil, ''
+  local p = v and v:find('\0', 2, true)
+  if p then
+    prev, base = tonumber(v:sub(2, p - 1)), v:sub(p + 1)
+  end
+  if prev or not v then
+    local f, at = next_fence(prev, a_floor)
+    if not v then
+      base = int(f - 10000000) -- a new chain of owner releases (lock.lua, lk_held)
+    end
+    redis.call('SET', k_lock, a_token .. '\0' .. int(f) .. '\0' .. a_hold ..
+      (a_waiting == '2' and '\0001\0' or '\0000\0') .. base .. '\0' .. at .. '\0' .. a_label, 'PX', a_ttl)
+    return f
+  end
+end
+
+--! include lock.lua
+if k_guard then
+  local g = redis.call('GET', k_guard)
+  if g then
+    return {'guarded', g}
+  end
+end
+local s = v and lk_parse(v)
+if a_entry then
+  return lk_entry(k_lock, s, a_token, a_hold, a_ttl, a_entry)
+end
+if not s or s.tok == '' then
+  return lk_take(k_lock, s, a_token, a_hold, a_ttl, a_floor, a_label, a_waiting)
+end
+if s.tok == a_token then
+  return lk_reenter(k_lock, s, a_hold, a_ttl)
+end
+return lk_busy(k_lock, s, a_waiting or '')

@@ -1,0 +1,17 @@
+-- The server's clock, read once per script run: the one place that reads TIME. Fences, queue
+-- epochs, waiters' deadlines, leases and the ACQUIRED field all count on it.
+local clock_t
+
+-- now returns the server's clock in µs and in ms, and TIME's reply {seconds, microseconds}.
+local function now()
+  if not clock_t then
+    clock_t = redis.call('TIME')
+  end
+  local us = clock_t[1] * 1000000 + clock_t[2]
+  return us, math.floor(us / 1000), clock_t
+end
+
+-- int formats a whole number (fences and clocks reach 1.8e15: never in exponent notation).
+local function int(x)
+  return string.format('%.0f', x)
+end

@@ -1,0 +1,167 @@
+-- The lock's value, shared by the lock scripts. A lock is ONE string key, so that taking it is
+-- GET + TIME + SET and releasing it GET + SET: seven commands per uncontended lock and unlock,
+-- scripts included. docs/keys.md ("The lock's value") documents its fields:
+--
+--   held:  TOKEN  FENCE  HOLDS  W  BASE  ACQUIRED  LABEL  [NUL EXTRA]
+--   free:  ''     FENCE  BASE
+--
+-- separated by NUL bytes. Tokens, hold ids and labels contain no NUL byte and hold ids no space
+-- (the client makes sure). A held lock lives for its TTL (renewals and re-entries only lengthen
+-- it); a free one for FREE_TTL, which keeps its fence and its chain of owner releases (BASE), then
+-- disappears.
+--! include fence.lua
+
+local FREE_TTL = 10000
+
+local function lk_parse(v)
+  local s
+  if v:byte(1) == 0 then
+    local f, rel = string.match(v, '^%z(%d+)%z([^%z]*)$')
+    s = {tok = '', f = tonumber(f), holds = '', w = '0', rel = rel, acq = '', label = '', extra = ''}
+  else
+    local tok, f, holds, w, rel, acq, label, extra = string.match(v,
+      '^([^%z]+)%z(%d+)%z([^%z]*)%z([01])%z([^%z]*)%z([^%z]*)%z([^%z]*)(.*)$')
+    s = {tok = tok, f = tonumber(f), holds = holds, w = w, rel = rel, acq = acq, label = label, extra = extra}
+  end
+  if not s.f then
+    error('lockkit: unexpected lock value (a key of an older lockkit version or of another program?)')
+  end
+  return s
+end
+
+-- lk_get returns the lock's parsed value, or nil when the key does not exist.
+local function lk_get(key)
+  local v = redis.call('GET', key)
+  if not v then
+    return nil
+  end
+  return lk_parse(v)
+end
+
+local function lk_enc(s)
+  if s.tok == '' then
+    return '\0' .. int(s.f) .. '\0' .. s.rel
+  end
+  return table.concat({s.tok, int(s.f), s.holds, s.w, s.rel, s.acq, s.label}, '\0') .. s.extra
+end
+
+-- lk_free is the value of a free lock.
+local function lk_free(f, rel)
+  return {tok = '', f = f, holds = '', w = '0', rel = rel, acq = '', label = '', extra = ''}
+end
+
+-- lk_keep rewrites the value and keeps the key's TTL.
+local function lk_keep(key, s)
+  redis.call('SET', key, lk_enc(s), 'KEEPTTL')
+end
+
+-- lk_held is the value of a lock taken for token with hold and label, after s (the free lock it
+-- was taken from, or nil when the key was missing), with fence f taken at `at`. The chain of owner
+-- releases goes on from s; on a missing key a new one starts 10 s before f: the key no longer
+-- knows the acquisitions before it, and a release of one of them within its replay window
+-- (go-redis retries for a few seconds) must still be recognized (see lk_drop).
+local function lk_held(s, token, hold, label, f, at, w)
+  return {tok = token, f = f, holds = hold, w = w, rel = s and s.rel or int(f - 10000000), acq = at,
+    label = label or '', extra = ''}
+end
+
+-- lk_take takes the free (or missing: s nil) lock for token and returns the fence. waiting '2'
+-- (a call that waited) keeps the release publishing, for the waiters behind it.
+local function lk_take(key, s, token, hold, ttl, floorArg, label, waiting)
+  local f, at = next_fence(s and s.f, floorArg)
+  redis.call('SET', key, lk_enc(lk_held(s, token, hold, label, f, at, waiting == '2' and '1' or '0')), 'PX', ttl)
+  return f
+end
+
+-- lk_has reports whether the space-separated list has item.
+local function lk_has(list, item)
+  return (' ' .. list .. ' '):find(' ' .. item .. ' ', 1, true) ~= nil
+end
+
+local function lk_count(list)
+  if list == '' then
+    return 0
+  end
+  local _, n = list:gsub(' ', '')
+  return n + 1
+end
+
+-- lk_reenter adds hold to the holds of the owner's lock s, keeping the longer of the two TTLs,
+-- and returns {fence, holds}. A replay of the call that took or re-entered with this hold changes
+-- nothing but rewrites the value as it is, so that the replay's connection has a write for WAIT
+-- to count (WithReplicaAck: the first call's write may not have reached the replicas).
+local function lk_reenter(key, s, hold, ttl)
+  if not lk_has(s.holds, hold) then
+    s.holds = s.holds .. ' ' .. hold
+  end
+  lk_keep(key, s)
+  redis.call('PEXPIRE', key, ttl, 'GT')
+  return {s.f, lk_count(s.holds)}
+end
+
+-- lk_entry is a re-entry (through a lock's context, or WithOwner): it enters the acquisition the
+-- token holds (of fence fenceArg, or any when it is '0') and answers as lk_reenter. It never takes
+-- a lock: when the token holds no such acquisition (the lock expired, was deleted or
+-- force-released, or another owner holds it) it answers {'nothold'}, and the holder that would
+-- have been entered hears the same at its next renewal.
+local function lk_entry(key, s, token, hold, ttl, fenceArg)
+  if s and s.tok == token and (fenceArg == '0' or s.f == tonumber(fenceArg)) then
+    return lk_reenter(key, s, hold, ttl)
+  end
+  return {'nothold'}
+end
+
+-- lk_busy returns -1 - the remaining TTL of a lock held by someone else, after flagging it for a
+-- release message when the caller waits for one.
+local function lk_busy(key, s, waiting)
+  if waiting ~= '' and waiting ~= '0' and s.w ~= '1' then
+    s.w = '1'
+    lk_keep(key, s)
+  end
+  local pttl = redis.call('PTTL', key)
+  if pttl < 0 then
+    pttl = 0
+  end
+  return -1 - pttl
+end
+
+-- lk_drop removes hold from token's holds. It returns the holds left, or -1 when token does not
+-- hold the lock, and nil when the lock is now free (the caller tells the waiters when s.w is 1).
+-- A release of a lock no longer its own answers 0 (released) when its fence is in the key's chain
+-- of owner releases (BASE <= its fence <= FENCE): its acquisition was released by its owner, so
+-- this is a release that go-redis replayed because its first reply was lost, whatever acquisitions
+-- came after it. Otherwise (the lock expired, was deleted, or taken by ForceRelease) it answers -1.
+local function lk_drop(key, s, token, hold, fenceArg)
+  local mine = tonumber(fenceArg or '')
+  if mine == 0 then
+    mine = nil -- a give-back: the fence is unknown
+  end
+  if not s or s.tok ~= token then
+    if s and mine and s.f >= mine and mine >= (tonumber(s.rel) or math.huge) then
+      return 0
+    end
+    return -1
+  end
+  if not lk_has(s.holds, hold) then
+    return lk_count(s.holds)
+  end
+  local left, dropped = {}, false
+  for h in s.holds:gmatch('%S+') do
+    if h == hold and not dropped then
+      dropped = true
+    else
+      left[#left + 1] = h
+    end
+  end
+  if #left > 0 then
+    s.holds = table.concat(left, ' ')
+    lk_keep(key, s)
+    return #left
+  end
+  local f = mine or 0
+  if f < s.f then
+    f = s.f
+  end
+  redis.call('SET', key, lk_enc(lk_free(f, s.rel)), 'PX', FREE_TTL)
+  return nil
+end

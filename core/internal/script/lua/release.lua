@@ -1,0 +1,39 @@
+-- Owner-checked release of one hold: GET + SET. On the owner's last hold the lock becomes free (its
+-- value keeps the fence for FREE_TTL) and, if a waiter flagged it, msg is published on the release
+-- channel (the lock key + ':released', same slot). With a set key, value is written there for
+-- value_ttl ms in the same step, only if the token still holds the lock with this hold (ReleaseSet:
+-- a result, a completion marker). Safe to replay (lock.lua, lk_drop).
+--! keys: lock set?
+--! args: token pub msg hold fence value? value_ttl?
+-- pub: PUBLISH, or SPUBLISH on a cluster. fence: the acquisition's (0: unknown, a give-back).
+-- Returns: -1 when the token does not hold the lock (nothing touched), else the holds left.
+
+-- The hot path, before the lock's functions are even defined: the owner's only hold, released with
+-- as few Lua strings as possible. The value must start with the token, this acquisition's fence
+-- and this hold as the only one (then W, NUL, BASE, NUL). Anything else falls through, with the
+-- value already read in v.
+local v = redis.call('GET', k_lock)
+local pre = a_token .. '\0' .. a_fence .. '\0' .. a_hold .. '\0'
+if not k_set and v and v:find(pre, 1, true) == 1 then
+  local n = #pre
+  local q = v:find('\0', n + 3, true)
+  redis.call('SET', k_lock, '\0' .. a_fence .. '\0' .. v:sub(n + 3, q - 1), 'PX', 10000)
+  if v:byte(n + 1) == 49 then -- W is '1'
+    redis.call(a_pub, k_lock .. ':released', a_msg)
+  end
+  return 0
+end
+
+--! include lock.lua
+local s = v and lk_parse(v)
+if k_set and s and s.tok == a_token and lk_has(s.holds, a_hold) then
+  redis.call('SET', k_set, a_value, 'PX', a_value_ttl)
+end
+local holds = lk_drop(k_lock, s, a_token, a_hold, a_fence)
+if holds then
+  return holds
+end
+if s.w == '1' then
+  redis.call(a_pub, k_lock .. ':released', a_msg)
+end
+return 0

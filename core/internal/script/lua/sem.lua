@@ -1,0 +1,156 @@
+-- A semaphore (Permits): three keys with the name's hash tag hold its leases,
+--
+--   permits  ZSET token -> lease expiry (server clock, ms): one member per held permit;
+--   limits   ZSET token -> the limit its acquirer passed;
+--   fences   HASH token -> the permit's fence, token NUL -> "ACQUIRED_MS HOST PID LABEL" (Inspect);
+--
+-- plus its fence counter (the last fence handed out, next_fence) and its queue (queue.lua, X being
+-- the waiter's limit). A lease is live while the server's clock is below its expiry; expired
+-- leases are dropped by the next acquire or release (sem_reclaim).
+--! include fence.lua
+--! include queue.lua
+--! include grant.lua
+--! include keep.lua
+
+-- sem_drop forgets the given tokens' permits.
+local function sem_drop(permits, limits, fences, tokens)
+  redis.call('ZREM', permits, unpack(tokens))
+  redis.call('ZREM', limits, unpack(tokens))
+  local fields = {}
+  for _, tok in ipairs(tokens) do
+    fields[#fields + 1] = tok
+    fields[#fields + 1] = tok .. '\0'
+  end
+  redis.call('HDEL', fences, unpack(fields))
+end
+
+-- sem_reclaim drops the leases that expired (their holders crashed or lost them).
+local function sem_reclaim(permits, limits, fences)
+  local _, ms = now()
+  while true do
+    local gone = redis.call('ZRANGEBYSCORE', permits, '-inf', ms, 'LIMIT', 0, 500)
+    if #gone == 0 then
+      return
+    end
+    sem_drop(permits, limits, fences, gone)
+  end
+end
+
+-- sem_room returns how many permits a caller passing limit may take now: its own limit and every
+-- holder's limit bound the number of holders, so no holder ever shares the semaphore with more
+-- holders than it allowed.
+local function sem_room(permits, limits, limit)
+  local lim = tonumber(limit)
+  local low = redis.call('ZRANGE', limits, 0, 0, 'WITHSCORES')
+  if low[2] and tonumber(low[2]) < lim then
+    lim = tonumber(low[2])
+  end
+  return lim - redis.call('ZCARD', permits)
+end
+
+-- sem_lengthen makes the lease of token expire ttl from now, unless it expires later already, and
+-- the semaphore's keys live at least as long; it returns the lease's expiry (ms).
+local function sem_lengthen(permits, limits, fences, token, until_ms)
+  local _, ms = now()
+  local s = tonumber(redis.call('ZSCORE', permits, token))
+  if until_ms > s then
+    redis.call('ZADD', permits, 'XX', until_ms, token)
+  else
+    until_ms = s
+  end
+  keep(permits, until_ms - ms)
+  keep(limits, until_ms - ms)
+  keep(fences, until_ms - ms)
+  return until_ms
+end
+
+-- sem_held answers an acquisition by a token that holds a live permit already: a replay (go-redis
+-- retries a script whose reply was lost) or a waiter's attempt after a release granted it a permit
+-- (handoff). The lease is lengthened to ttl from now, so that the caller may count its lease from
+-- when it sent this attempt. Returns the permit's fence, or nil.
+local function sem_held(permits, limits, fences, token, ttl)
+  local _, ms = now()
+  local s = redis.call('ZSCORE', permits, token)
+  if s and tonumber(s) > ms then
+    sem_lengthen(permits, limits, fences, token, ms + tonumber(ttl))
+    return tonumber(redis.call('HGET', fences, token))
+  end
+  return nil
+end
+
+-- sem_grant gives token a permit for ttl ms and returns its fence; label is the holder's
+-- "HOST PID LABEL", recorded with the server's clock for Inspect. The counter keeps the last fence
+-- for the lease's TTL, at least 10 s.
+local function sem_grant(permits, limits, fences, counter, token, ttl, limit, label)
+  local _, ms = now()
+  local f = next_fence(tonumber(redis.call('GET', counter) or ''), nil)
+  local lease = tonumber(ttl)
+  redis.call('SET', counter, int(f), 'PX', math.max(lease, 10000))
+  redis.call('ZADD', permits, ms + lease, token)
+  redis.call('ZADD', limits, limit, token)
+  redis.call('HSET', fences, token, int(f), token .. '\0', int(ms) .. ' ' .. (label or ''))
+  keep(permits, lease)
+  keep(limits, lease)
+  keep(fences, lease)
+  return f
+end
+
+-- sem_busy returns -1 - the time until the earliest lease expires (0 if it is about to).
+local function sem_busy(permits)
+  local _, ms = now()
+  local first = redis.call('ZRANGE', permits, 0, 0, 'WITHSCORES')
+  local wait = 0
+  if first[2] then
+    wait = tonumber(first[2]) - ms
+  end
+  if wait < 0 then
+    wait = 0
+  end
+  return -1 - wait
+end
+
+-- sem_handoff grants the free permits to the live waiters at the head of the queue, in order, each
+-- as its own acquisition would have (lease, limit, fence), and tells each (grant.lua). It stops at
+-- a waiter that has no room (the limits). Returns the number of permits granted.
+local function sem_handoff(permits, limits, fences, counter, queue, deadlines, pub)
+  local n = 0
+  while true do
+    local w = q_first(queue, deadlines, false)
+    if not w then
+      return n
+    end
+    local room = sem_room(permits, limits, w.x)
+    if room <= 0 then
+      return n
+    end
+    q_leave(queue, deadlines, w.m)
+    local f = sem_grant(permits, limits, fences, counter, w.tok, w.ttl, w.x, w.label)
+    grant_tell(pub, permits .. ':released', w, f)
+    n = n + 1
+    -- The grant took one permit and its limit joined the holders': whatever the next waiter's
+    -- limit, its room is below this one's.
+    if room <= 1 then
+      return n
+    end
+  end
+end
+
+-- sem_wake tells the waiters of the semaphore that permits are free but nobody could be granted
+-- one (as a release without handoff): in fair mode the message names the waiter whose turn the last
+-- of the free permits is; otherwise, or with no live waiter queued, it is msg (a client's id: one
+-- waiter of each client tries; '' wakes the first waiter of each).
+local function sem_wake(permits, limits, queue, deadlines, pub, msg, fair, limit)
+  if fair then
+    local head = q_first(queue, deadlines, false)
+    if head then
+      local free = sem_room(permits, limits, limit or '1')
+      local nth = head
+      if free > 1 then
+        local m = redis.call('ZRANGE', queue, free - 1, free - 1, 'WITHSCORES')
+        nth = (m[1] and q_parse(m[1], m[2])) or head
+      end
+      msg = redis.sha1hex(nth.tok)
+    end
+  end
+  redis.call(pub, permits .. ':released', msg)
+end

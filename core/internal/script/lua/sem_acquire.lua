@@ -1,0 +1,35 @@
+-- Take a permit of a semaphore (Permits), or queue for one and report how long until one may free
+-- up. One round trip.
+--! keys: permits limits fences counter queue deadlines
+--! args: token ttl limit label timeout fair
+-- timeout: the waiter's queue timeout in ms (0: try without queueing). fair: '1' grants only in
+-- queue order (a caller gets a permit only when fewer live waiters are ahead of it than permits
+-- are free); '0' takes a permit that is free when it asks, even if others are queued (a release
+-- hands its permit to the queue's head directly, so that happens only with permits freed by expiry
+-- or by a raised limit).
+-- Returns the fence (> 0) when granted (also when replayed, or when a release granted the permit
+-- to this waiter already), -1 - the time until the earliest lease expires when refused, and
+-- {-1 - that time, 'queued', EPOCH} when queued (EPOCH names the queueing in grants).
+--! include sem.lua
+local f = sem_held(k_permits, k_limits, k_fences, a_token, a_ttl)
+if f then
+  return f
+end
+sem_reclaim(k_permits, k_limits, k_fences)
+local m = q_member(a_ttl, a_timeout, a_token, a_limit, a_label)
+local free = sem_room(k_permits, k_limits, a_limit)
+if free > 0 then
+  local ahead = 0
+  if a_fair == '1' and q_first(k_queue, k_deadlines, false) then
+    ahead = redis.call('ZRANK', k_queue, m) or redis.call('ZCARD', k_queue)
+  end
+  if ahead < free then
+    q_leave(k_queue, k_deadlines, m)
+    return sem_grant(k_permits, k_limits, k_fences, k_counter, a_token, a_ttl, a_limit, a_label)
+  end
+end
+local busy = sem_busy(k_permits)
+if tonumber(a_timeout) <= 0 then
+  return busy
+end
+return {busy, 'queued', q_wait(k_queue, k_deadlines, m, tonumber(a_timeout))}

@@ -1,0 +1,16 @@
+-- Owner-checked remaining lease of a permit (Lock.TTL). Read-only.
+--! keys: permits
+--! args: token
+--! flags: no-writes
+-- Returns the remaining lease in ms, or -3 when the token holds no live permit.
+--! include clock.lua
+local s = redis.call('ZSCORE', k_permits, a_token)
+if not s then
+  return -3
+end
+local _, ms = now()
+local left = tonumber(s) - ms
+if left <= 0 then
+  return -3
+end
+return left

@@ -1,0 +1,29 @@
+-- Owner-checked release of a permit. The freed permit goes straight to the live waiter at the head
+-- of the queue (sem_handoff: its lease and fence are created here, and the message on the
+-- semaphore's release channel, the permits key + ':released', names it and its fence, so that it
+-- holds without another round trip). When no queued waiter can take it, one waiter is woken
+-- instead (sem_wake). Safe to replay: the receipt remembers a release for 5 s.
+--! keys: permits limits fences counter queue deadlines receipt
+--! args: token pub msg fair
+-- receipt: named after the permit's fence (or its token, for a give-back whose fence is unknown).
+-- Returns 0 when released, -1 when the token holds no live permit (nothing published).
+--! include sem.lua
+local s = redis.call('ZSCORE', k_permits, a_token)
+if not s then
+  if redis.call('EXISTS', k_receipt) == 1 then
+    return 0
+  end
+  return -1
+end
+local own = redis.call('ZSCORE', k_limits, a_token)
+sem_drop(k_permits, k_limits, k_fences, {a_token})
+local _, ms = now()
+if tonumber(s) <= ms then
+  return -1 -- expired: the permit was free already
+end
+redis.call('SET', k_receipt, 1, 'PX', 5000)
+sem_reclaim(k_permits, k_limits, k_fences)
+if sem_handoff(k_permits, k_limits, k_fences, k_counter, k_queue, k_deadlines, a_pub) == 0 then
+  sem_wake(k_permits, k_limits, k_queue, k_deadlines, a_pub, a_fair == '1' and '' or a_msg, a_fair == '1', own)
+end
+return 0

@@ -1,0 +1,121 @@
+package script
+
+import (
+	"context"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/lockkit/lockkit/internal/redistest"
+)
+
+// Each builder's fields are its script's KEYS then ARGV, in the header's order and under its
+// names: the call site names what the script numbers.
+func TestCalls_matchHeaders(t *testing.T) {
+	set := Scripts()
+	builders := map[*Script]any{
+		set.Acquire: Acquire{}, set.AcquireFair: AcquireFair{}, set.Release: Release{},
+		set.ReleaseFair: ReleaseFair{}, set.Dequeue: Dequeue{}, set.Renew: Renew{}, set.PTTL: PTTL{},
+		set.RaiseFence: RaiseFence{}, set.Inspect: Inspect{}, set.ForceRelease: ForceRelease{},
+		set.SemAcquire: SemAcquire{}, set.SemRelease: SemRelease{}, set.SemRenew: SemRenew{},
+		set.SemPTTL: SemPTTL{}, set.SemDequeue: SemDequeue{},
+	}
+	if len(builders) != len(set.All()) {
+		t.Fatalf("%d builders for %d scripts", len(builders), len(set.All()))
+	}
+	for s, b := range builders {
+		typ := reflect.TypeOf(b)
+		var keys, args []string
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			name := strings.ToLower(f.Name)
+			if f.Type.Kind() == reflect.String {
+				if len(args) > 0 {
+					t.Errorf("%s: key field %s after an argument", typ.Name(), f.Name)
+				}
+				keys = append(keys, name)
+			} else {
+				args = append(args, name)
+			}
+		}
+		norm := func(names []string) []string {
+			out := make([]string, len(names))
+			for i, n := range names {
+				out[i] = strings.ReplaceAll(strings.TrimSuffix(n, "?"), "_", "")
+			}
+			return out
+		}
+		if !slices.Equal(keys, norm(s.Keys)) || !slices.Equal(args, norm(s.Args)) {
+			t.Errorf("%s: builder %s has keys %v args %v; the script declares keys %v args %v",
+				s.Name, typ.Name(), keys, args, s.Keys, s.Args)
+		}
+		for _, list := range [][]string{s.Keys, s.Args} {
+			for i, n := range list {
+				if strings.HasSuffix(n, "?") {
+					for _, after := range list[i+1:] {
+						if !strings.HasSuffix(after, "?") {
+							t.Errorf("%s: optional %s before required %s", s.Name, n, after)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// Every script compiles on a real server, every part it includes appears once, every KEYS and ARGV
+// it uses is declared, and only read-only scripts carry the no-writes flag.
+func TestScripts_loadAndDeclare(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	for _, s := range Scripts().All() {
+		sha, err := rdb.ScriptLoad(ctx, s.Source).Result()
+		if err != nil {
+			t.Errorf("%s: %v", s.Name, err)
+			continue
+		}
+		if sha != s.Hash() {
+			t.Errorf("%s: hash %s, server says %s", s.Name, s.Hash(), sha)
+		}
+		body := s.Source
+		for _, prefix := range []string{"#!lua", "local k_", "local a_"} {
+			if rest, ok := strings.CutPrefix(body, prefix); ok {
+				body = rest[strings.IndexByte(rest, '\n')+1:]
+			}
+		}
+		if strings.Contains(body, "KEYS[") || strings.Contains(body, "ARGV[") {
+			t.Errorf("%s: reads KEYS or ARGV by number instead of by the declared names", s.Name)
+		}
+		declared := map[string]bool{}
+		for _, n := range s.Keys {
+			declared["k_"+strings.TrimSuffix(n, "?")] = true
+		}
+		for _, n := range s.Args {
+			declared["a_"+strings.TrimSuffix(n, "?")] = true
+		}
+		for _, used := range nameRE.FindAllString(body, -1) {
+			if !declared[used] {
+				t.Errorf("%s: uses %s, which its header does not declare", s.Name, used)
+			}
+		}
+		seen := map[string]bool{}
+		for _, p := range s.Parts {
+			if seen[p] {
+				t.Errorf("%s: part %s included twice", s.Name, p)
+			}
+			seen[p] = true
+		}
+		if ro := strings.HasPrefix(s.Source, "#!lua flags=no-writes\n"); ro != s.ReadOnly {
+			t.Errorf("%s: shebang %v, read-only %v", s.Name, ro, s.ReadOnly)
+		}
+		if s.ReadOnly && (strings.Contains(s.Source, "'SET'") || strings.Contains(s.Source, "'DEL'")) {
+			t.Errorf("%s: declared read-only but writes", s.Name)
+		}
+	}
+}
+
+// nameRE finds the locals the loader binds to KEYS (k_) and ARGV (a_).
+var nameRE = regexp.MustCompile(`\b[ka]_[a-z_]+\b`)

@@ -1,0 +1,205 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/lockkit/lockkit/core/internal/script"
+	"github.com/redis/go-redis/v9"
+)
+
+// WithReplicaAck: a write that a holder will count on (an acquisition, a renewal, an extension,
+// ReleaseSet's value) counts only once n replicas acknowledged it (Redis WAIT). WAIT counts the
+// replicas that received the writes made on its own connection, so the script and WAIT share one:
+// the master's connection for the script's first key. WAIT is sent only after a reply that says
+// the script wrote what must survive a failover; a refusal, a queued waiter or a failed owner
+// check wait for nothing, and a NOSCRIPT reply (a master promoted a moment ago has no scripts)
+// costs an EVAL, not a second WAIT.
+
+// conn returns a connection of its own to the master that holds key, or nil when the client
+// cannot give one (then a pipeline carries the script and WAIT together).
+func (n *node) conn(ctx context.Context, key string) (*redis.Conn, error) {
+	switch c := n.rdb.(type) {
+	case *redis.ClusterClient:
+		m, err := c.MasterForKey(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		return m.Conn(), nil
+	case *redis.Client: // a plain or a Sentinel failover client
+		return c.Conn(), nil
+	}
+	return nil, nil
+}
+
+// firstKey is the first key of call, which routes it on a cluster.
+func firstKey(call script.Call) string {
+	k, _ := call.Keys()[0].(string)
+	return k
+}
+
+// acked runs call on one connection and, when need says its reply wrote what must survive a
+// failover, WAITs there for the replicas. It returns how many acknowledged (n.replicas when
+// nothing needed them).
+func (n *node) acked(ctx context.Context, call script.Call, need func(reply any) (bool, error)) (int64, error) {
+	cn, err := n.conn(ctx, firstKey(call))
+	if err != nil {
+		return 0, err
+	}
+	if cn == nil {
+		return n.ackedPipeline(ctx, call, need)
+	}
+	defer cn.Close()
+	v, err := call.Run(ctx, cn).Result() // EVALSHA, and EVAL on NOSCRIPT
+	if err != nil {
+		return 0, err
+	}
+	if ok, err := need(v); err != nil || !ok {
+		return int64(n.replicas), err
+	}
+	return n.wait(ctx, cn)
+}
+
+// wait sends WAIT on cn.
+func (n *node) wait(ctx context.Context, cn *redis.Conn) (int64, error) {
+	return cn.Do(ctx, "WAIT", n.replicas, ms(n.replicaWait)).Int64()
+}
+
+// ackedPipeline is acked over a client that gives no connection of its own: the script and WAIT
+// travel in one pipeline, so WAIT is sent whatever the reply.
+func (n *node) ackedPipeline(ctx context.Context, call script.Call, need func(reply any) (bool, error)) (int64, error) {
+	send := func(ev *redis.Cmd) (*redis.Cmd, *redis.IntCmd) {
+		p := n.rdb.Pipeline()
+		_ = p.Process(ctx, ev)
+		w := redis.NewIntCmd(ctx, "WAIT", n.replicas, ms(n.replicaWait))
+		_ = p.Process(ctx, w)
+		_, _ = p.Exec(ctx)
+		return ev, w
+	}
+	ev, w := send(call.Cmd(ctx))
+	if script.IsNoScript(ev.Err()) {
+		ev, w = send(call.Eval(ctx))
+	}
+	if ev.Err() != nil {
+		return 0, ev.Err()
+	}
+	if ok, err := need(ev.Val()); err != nil || !ok {
+		return int64(n.replicas), err
+	}
+	return w.Result()
+}
+
+// renewAcked is a renewal round under WithReplicaAck: the scripts in one pipeline per master, then
+// WAIT on the same connection when any renewed. A renewal the replicas did not acknowledge in time
+// fails with an *ackError: the watchdog does not count it toward the lock's validity and tries
+// again, so a holder whose replicas stall loses its lock at its validity deadline, before a
+// replica promoted with an older copy can let anyone else take it.
+func (n *node) renewAcked(ctx context.Context, items []renewItem) error {
+	groups := map[string][]int{}
+	conns := map[string]*redis.Conn{}
+	var order []string
+	for i := range items {
+		key := ""
+		if n.cluster {
+			key = items[i].k.main
+		} else if i > 0 {
+			groups[order[0]] = append(groups[order[0]], i) // one master: one connection
+			continue
+		}
+		cn, err := n.conn(ctx, key)
+		if err != nil {
+			for _, c := range conns {
+				_ = c.Close()
+			}
+			return err
+		}
+		if cn == nil { // no connection of its own: WAIT in the renewals' pipeline
+			return n.renewGroup(ctx, nil, items, nil)
+		}
+		addr := cn.String()
+		if _, ok := conns[addr]; ok {
+			_ = cn.Close()
+		} else {
+			conns[addr] = cn
+			order = append(order, addr)
+		}
+		groups[addr] = append(groups[addr], i)
+	}
+	var errs []error
+	for _, addr := range order {
+		errs = append(errs, n.renewGroup(ctx, conns[addr], items, groups[addr]))
+		_ = conns[addr].Close()
+	}
+	return errors.Join(errs...)
+}
+
+// renewGroup renews items[idx] (every item when idx is nil) over cn and waits for the replicas;
+// with cn nil, WAIT travels in the renewals' pipeline.
+func (n *node) renewGroup(ctx context.Context, cn *redis.Conn, items []renewItem, idx []int) error {
+	if idx == nil {
+		idx = make([]int, len(items))
+		for i := range idx {
+			idx[i] = i
+		}
+	}
+	part := make([]renewItem, len(idx))
+	for j, i := range idx {
+		part[j] = items[i]
+	}
+	newPipe := n.rdb.Pipeline
+	if cn != nil {
+		newPipe = cn.Pipeline
+	}
+	w, err := n.renewVia(ctx, newPipe, part, cn == nil)
+	renewed := false
+	for j := range part {
+		renewed = renewed || (part[j].err == nil && part[j].ok)
+	}
+	if renewed {
+		var acked int64
+		var werr error
+		if cn != nil {
+			acked, werr = n.wait(ctx, cn)
+		} else {
+			acked, werr = w.Result()
+		}
+		for j := range part {
+			if part[j].err != nil || !part[j].ok {
+				continue
+			}
+			switch {
+			case werr != nil:
+				part[j].ok, part[j].err = false, werr
+			case acked < int64(n.replicas):
+				part[j].ok, part[j].err = false, &ackError{what: "the renewal", acked: acked,
+					want: int64(n.replicas), wait: n.replicaWait}
+			}
+		}
+	}
+	for j, i := range idx {
+		items[i].ok, items[i].err = part[j].ok, part[j].err
+	}
+	return err
+}
+
+// ackError reports that fewer replicas than WithReplicaAck asks for acknowledged a write in time.
+type ackError struct {
+	what        string // "the lock", "the renewal", "the extension", or "the value" of ReleaseSet
+	acked, want int64
+	wait        time.Duration
+}
+
+func (e *ackError) Error() string {
+	msg := fmt.Sprintf("only %d of %d replicas acknowledged %s within %v", e.acked, e.want, e.what, e.wait)
+	if e.what == ackedValue {
+		msg += ": the value was written and the lock released, but the write may not survive a failover"
+	}
+	return msg
+}
+
+// ErrorType returns "replica_ack": instrumentation counts such errors apart.
+func (e *ackError) ErrorType() string { return "replica_ack" }
+
+const ackedValue = "the value"

@@ -1,0 +1,232 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+)
+
+// Release gives up this hold. On the owner's last hold the lock is freed and the next waiter
+// woken. The lock's context is cancelled (cause ErrReleased) before the request is sent, so nothing
+// works under the lock once someone else can hold it. Release is idempotent: after a successful
+// release it returns nil and sends nothing. After the lock was lost it returns an error matching
+// ErrNotHeld (and ErrLost) and sends nothing. If Redis cannot be reached the error matches
+// ErrUnavailable, the lock is no longer renewed, and Release may be called again.
+func (l *Lock) Release(ctx context.Context) error {
+	if l == nil {
+		return ErrNotHeld
+	}
+	return l.release(ctx, nil)
+}
+
+// ReleaseSet is Release that also sets key to value for ttl, in the same round trip and only if the
+// lock is still ours: a result or completion marker is never written by a holder that lost the
+// lock. key must have the lock's hash tag "{name}" as its first (see WithGuard). Errors as for
+// Release; after a successful ReleaseSet, Release returns nil.
+//
+// With WithReplicaAck, ReleaseSet also waits for the replicas. If too few acknowledge in time, the
+// value was written and the lock released all the same (Release returns nil afterwards), but the
+// error, matching ErrUnavailable, says that the write may not survive a failover.
+func (l *Lock) ReleaseSet(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+	if l == nil {
+		return ErrNotHeld
+	}
+	if l.k.sem != nil {
+		return invalid("ReleaseSet is for locks, not permits (Permits)")
+	}
+	if !sameSlot(key, l.k.name) {
+		return invalid("key (%d bytes) must have the lock's hash tag {name} as its first", len(key))
+	}
+	if ttl < time.Millisecond {
+		return invalid("TTL %v below 1ms", ttl)
+	}
+	if l.closedByClient() {
+		return ErrClosed // the lock was released by Close: the value was not written
+	}
+	return l.release(ctx, &releaseSet{key: key, value: value, ttl: ttl})
+}
+
+func (l *Lock) release(ctx context.Context, set *releaseSet) error {
+	if err := l.heldErr(); err != nil {
+		if l.released() {
+			return nil
+		}
+		return err
+	}
+	_, err := l.end(ctx, stateReleased, ErrReleased, giveNow, set)
+	return err
+}
+
+// giveMode says how end gives a hold back in Redis.
+type giveMode uint8
+
+const (
+	giveNone       giveMode = iota // nothing to give back: Redis said the lock is not ours
+	giveNow                        // release now, with end's context
+	giveBackground                 // release in the background (giveBack): a hold declared expired
+)
+
+// end ends the hold: the one way every hold ends, whether by Release or ReleaseSet (why
+// stateReleased), Client.Close (stateClosed), WithMaxHold's limit (stateEnded) or a loss
+// (stateLost). In this order, every time:
+//
+//  1. cancel and state, in one step under l.mu: the lock's context is cancelled with cause and the
+//     hold marked ended, so that nobody sees the one without the other;
+//  2. the watchdog stops renewing it;
+//  3. the hold is given back in Redis as give says. The reply may correct the state: a release
+//     that finds the lock gone makes the end a loss (and the Client's other holds of it too); a
+//     Release that cannot reach Redis leaves the hold to be released again;
+//  4. the hook hears of it, once per hold: Lost for a loss, else Released.
+//
+// It reports false when the hold had ended already (nothing is done), and the release's error.
+func (l *Lock) end(ctx context.Context, why int, cause error, give giveMode, set *releaseSet) (bool, error) {
+	l.mu.Lock()
+	if l.state != stateHeld {
+		l.mu.Unlock()
+		return false, nil
+	}
+	l.state = why
+	if why != stateReleased {
+		l.cause = cause
+	}
+	stop := l.stopLocked(cause)
+	l.mu.Unlock()
+	if stop != nil {
+		stop(cause)
+	}
+	l.c.wd.detach(l)
+
+	var n int64
+	var err error
+	switch give {
+	case giveNow:
+		n, err = l.c.sendRelease(ctx, &l.k, l.tok, l.hold, l.fair, set, l.ttl)
+		var short *ackError
+		switch {
+		case err != nil && why == stateReleased && !errors.As(err, &short):
+			l.setState(stateHeld, nil) // not released: Release may be called again
+			err = unavailable("release", err)
+		case err != nil:
+			err = unavailable("release", err) // (an *ackError: released, but not acknowledged)
+		case n < 0:
+			lost := &LostError{Name: l.k.name, Reason: "not_owner"}
+			l.setState(stateLost, lost)
+			err = errors.Join(ErrNotHeld, lost)
+			l.c.wd.notOwner(l.e) // this Client's other holds of the lock are gone too
+		}
+	case giveBackground:
+		// Declared expired while a renewal may still be on its way: one that reaches Redis in time
+		// re-extends the lock, which nobody would hold for a full TTL (owner-checked: a lock that
+		// passed on is not touched).
+		l.c.giveBack(l)
+	}
+	l.reportEnd(why == stateLost, max(n, 0), err)
+	return true, err
+}
+
+// stopLocked records cause as the end of the lock's context and returns the function that cancels
+// it (nil when the context is not made yet: Context makes it cancelled). The caller holds l.mu.
+func (l *Lock) stopLocked(cause error) context.CancelCauseFunc {
+	if l.ended != nil {
+		return nil
+	}
+	l.ended = cause
+	if l.ctx == nil && l.vctx.Context != nil && l.vctx.Context.Err() != nil {
+		// The parent ended first: so would the context have.
+		l.ended, l.parentEnded = context.Cause(l.vctx.Context), true
+	}
+	return l.stop
+}
+
+// reportEnd runs the hook's Lost (lost) or Released once per hold.
+func (l *Lock) reportEnd(lost bool, holds int64, err error) {
+	h := l.c.hook
+	if h == nil || (lost && h.Lost == nil) || (!lost && h.Released == nil) || !l.endReported() {
+		return
+	}
+	held, last := l.c.wd.endOf(l)
+	in := HoldInfo{Lock: l, Held: held, Last: last, Duration: time.Since(l.acquired), Err: err}
+	if lost {
+		in.Err = l.lostCause()
+		h.Lost(l.Context(), in)
+		return
+	}
+	in.Holds = holds
+	h.Released(l.Context(), in)
+}
+
+// endReported marks the hold's end as reported to the hook; it reports false if it was already.
+func (l *Lock) endReported() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	first := !l.reported
+	l.reported = true
+	return first
+}
+
+// endAll ends holds that end together (an entry the watchdog gave up, Close, WithMaxHold), inner
+// holds first: a nested hold's context derives from its outer hold's, and its holder must find it
+// ended by the time that context is done. It returns the first release error.
+func endAll(ctx context.Context, locks []*Lock, why int, cause func(*Lock) error, give giveMode) error {
+	depth := func(l *Lock) (d int) {
+		for o := l.outer; o != nil; o = o.outer {
+			d++
+		}
+		return d
+	}
+	locks = slices.Clone(locks)
+	slices.SortStableFunc(locks, func(a, b *Lock) int { return depth(b) - depth(a) })
+	var first error
+	for _, l := range locks {
+		if _, err := l.end(ctx, why, cause(l), give, nil); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// sendRelease sends the release of one hold: every release a Client sends goes through here.
+func (c *Client) sendRelease(ctx context.Context, k *keys, tok, hold any, fair bool, set *releaseSet, ttl time.Duration) (int64, error) {
+	return c.st.release(ctx, k, tok, hold, fair, set, ttl)
+}
+
+func (l *Lock) closedByClient() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.state == stateClosed
+}
+
+func (l *Lock) heldErr() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch l.state {
+	case stateReleased, stateClosed:
+		return ErrNotHeld
+	case stateLost, stateEnded:
+		return errors.Join(ErrNotHeld, l.cause)
+	}
+	return nil
+}
+
+func (l *Lock) released() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.state == stateReleased || l.state == stateClosed
+}
+
+func (l *Lock) setState(s int, cause error) {
+	l.mu.Lock()
+	l.state, l.cause = s, cause
+	l.mu.Unlock()
+}
+
+// lostCause returns why the lock ended without a Release: a *LostError, or a *MaxHoldError.
+func (l *Lock) lostCause() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.state == stateLost || l.state == stateEnded {
+		return l.cause
+	}
+	return nil
+}
