@@ -21,7 +21,10 @@ type Script struct {
 	// Keys and Args are the KEYS and ARGV names its header declares, in order; Parts the files it
 	// is made of (the entry file last).
 	Keys, Args, Parts []string
-	// ReadOnly reports flags=no-writes: the script is sent with EVALSHA_RO.
+	// ReadOnly reports flags: no-writes: the script writes nothing and is sent with EVALSHA_RO (EVAL_RO),
+	// which Redis checks against the caller's read permissions only, so that a read-only ACL user
+	// (%R~) can run it. (No "#!lua flags=no-writes" line: EVALSHA_RO already refuses writes, and
+	// the embedded server of the lockkittest helper cannot parse one.)
 	ReadOnly bool
 	// Source is the assembled Lua, as sent to Redis.
 	Source string
@@ -42,9 +45,6 @@ func load(name string) (*Script, error) {
 		return nil, err
 	}
 	var src strings.Builder
-	if s.ReadOnly {
-		src.WriteString("#!lua flags=no-writes\n")
-	}
 	bind(&src, "k_", "KEYS", s.Keys)
 	bind(&src, "a_", "ARGV", s.Args)
 	src.WriteString(body.String())

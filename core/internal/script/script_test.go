@@ -81,7 +81,7 @@ func TestScripts_loadAndDeclare(t *testing.T) {
 			t.Errorf("%s: hash %s, server says %s", s.Name, s.Hash(), sha)
 		}
 		body := s.Source
-		for _, prefix := range []string{"#!lua", "local k_", "local a_"} {
+		for _, prefix := range []string{"local k_", "local a_"} {
 			if rest, ok := strings.CutPrefix(body, prefix); ok {
 				body = rest[strings.IndexByte(rest, '\n')+1:]
 			}
@@ -107,9 +107,6 @@ func TestScripts_loadAndDeclare(t *testing.T) {
 				t.Errorf("%s: part %s included twice", s.Name, p)
 			}
 			seen[p] = true
-		}
-		if ro := strings.HasPrefix(s.Source, "#!lua flags=no-writes\n"); ro != s.ReadOnly {
-			t.Errorf("%s: shebang %v, read-only %v", s.Name, ro, s.ReadOnly)
 		}
 		if s.ReadOnly && (strings.Contains(s.Source, "'SET'") || strings.Contains(s.Source, "'DEL'")) {
 			t.Errorf("%s: declared read-only but writes", s.Name)
