@@ -258,17 +258,3 @@ func (c *Client) wait(ctx context.Context, l *Lock, wait bool, ao acquireOptions
 	err := wc.run(ctx)
 	return wc.res, wc.sent, wc.attempts, err
 }
-
-// lost ends the holds of an entry the watchdog gave up. A hold declared expired is given back in
-// the background: a renewal still on its way may have re-extended it.
-func (c *Client) lost(ls lostSet) {
-	if len(ls.locks) == 0 {
-		return
-	}
-	give := giveNone
-	if ls.why == "expired" {
-		give = giveBackground
-	}
-	cause := func(l *Lock) error { return &LostError{Name: l.k.name, Reason: ls.why, Err: ls.err} }
-	_ = endAll(context.Background(), ls.locks, stateLost, cause, give)
-}

@@ -16,7 +16,7 @@ import (
 // what failed; a reader goroutine per feed delivers messages. They start with the first channel.
 type subscriber struct {
 	router router
-	q      *waitQueues
+	q      sink
 	kick   chan struct{}
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -51,7 +51,19 @@ const (
 	feedMaxWait = time.Second     // read backoff cap after errors
 )
 
-func newSubscriber(rt router, q *waitQueues) *subscriber {
+// sink receives what the subscriptions hear (the Client's waitQueues).
+type sink interface {
+	// deliver hands a message on ch to the channel's waiters.
+	deliver(ch, payload string)
+	// confirm says that ch is subscribed (again, after a reconnection: messages may be lost).
+	confirm(ch string, reconnected bool)
+	// missed says that ch's subscription broke: its waiters must not count on messages.
+	missed(ch string)
+	// sweep lets the waiters of idle channels go (called now and then).
+	sweep(now time.Time)
+}
+
+func newSubscriber(rt router, q sink) *subscriber {
 	return &subscriber{router: rt, q: q, kick: make(chan struct{}, 1), feeds: make(map[string]*feed),
 		wanted: make(map[string]struct{})}
 }
@@ -345,5 +357,13 @@ func (s *subscriber) close() {
 			_ = f.ps.Close()
 		}
 		s.wg.Wait()
+	}
+}
+
+// signal wakes whoever waits on c, unless a wake-up is pending already.
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
 	}
 }

@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/lockkit/lockkit/core/internal/script"
 )
 
 // LockInfo is what Inspect reads about a name: its lock, and the permits of the semaphore of the
@@ -150,23 +148,6 @@ func validFullName(name string) error {
 	return nil
 }
 
-func (n *node) inspect(ctx context.Context, l, p *keys) (LockInfo, error) {
-	v, err := (&script.Inspect{Lock: l.main, Queue: l.queue, Deadlines: l.dls, Counter: p.sem.counter,
-		Permits: p.main, Limits: p.sem.limits, Fences: p.sem.fences, PQueue: p.queue, PDeadlines: p.dls}).Call().
-		Run(ctx, n.rdb).Slice()
-	if err != nil {
-		return LockInfo{}, err
-	}
-	return parseInspect(v)
-}
-
-func (n *node) forceRelease(ctx context.Context, l, p *keys, msg string) (bool, error) {
-	v, err := (&script.ForceRelease{Lock: l.main, Queue: l.queue, Deadlines: l.dls, Permits: p.main,
-		Limits: p.sem.limits, Fences: p.sem.fences, PQueue: p.queue, PDeadlines: p.dls, Pub: n.pubCmd, Msg: msg}).
-		Call().Run(ctx, n.rdb).Int64()
-	return v > 0, err
-}
-
 var errInspectReply = errors.New("unexpected inspect reply")
 
 // parseInspect reads inspect.lua's reply.
@@ -277,100 +258,4 @@ func parseHolder(h *HolderInfo, m string, nowMS int64) {
 		h.Host, h.Label = parts[1], parts[3]
 		h.PID, _ = strconv.Atoi(parts[2])
 	}
-}
-
-// inspectTimeout bounds each node's answer to Inspect and ForceRelease on Redlock when
-// WithNodeTimeout is not set (there is no lock TTL to derive it from).
-const inspectTimeout = time.Second
-
-func (rl *redlock) inspect(ctx context.Context, k, p *keys) (LockInfo, error) {
-	infos := make([]LockInfo, len(rl.nodes))
-	errs := make([]error, len(rl.nodes))
-	in := rl.fanFor(ctx, rl.opNodeTimeout(), 0, func(ctx context.Context, i int, n *node) bool {
-		infos[i], errs[i] = n.inspect(ctx, k, p)
-		return true
-	}, nil)
-	infos, errs = settle(in, infos, errs)
-	answered := 0
-	count := map[string]int{}
-	var out LockInfo
-	for i, x := range infos {
-		if errs[i] != nil {
-			continue
-		}
-		answered++
-		out.Fence = max(out.Fence, x.Fence)
-		for _, h := range x.Holders {
-			count[h.Digest]++
-		}
-	}
-	if answered < rl.quorum {
-		return LockInfo{}, rl.quorumErr("inspect", answered, errs)
-	}
-	for d, n := range count {
-		if n < rl.quorum {
-			continue
-		}
-		var h HolderInfo
-		fences := map[int64]int{}
-		for i, x := range infos {
-			if errs[i] != nil || len(x.Holders) == 0 || x.Holders[0].Digest != d {
-				continue
-			}
-			if !out.Held || x.TTL < out.TTL {
-				out.TTL = x.TTL
-			}
-			if h.Digest == "" || x.Holders[0].Acquired.Before(h.Acquired) {
-				h = x.Holders[0]
-			}
-			out.Held = true
-			fences[x.Fence]++
-		}
-		out.Fence = quorumFence(fences, rl.quorum)
-		h.Fence, h.TTL = out.Fence, out.TTL
-		out.Holders = append(out.Holders, h)
-	}
-	return out, nil
-}
-
-// quorumFence is the fence of a lock held on several nodes: the value a quorum of them records
-// (a successful acquisition leaves the holder's fence on a quorum; a node that granted it late
-// may record a larger one), else the largest.
-func quorumFence(fences map[int64]int, quorum int) int64 {
-	var top int64
-	for f, n := range fences {
-		if n >= quorum {
-			return f
-		}
-		top = max(top, f)
-	}
-	return top
-}
-
-func (rl *redlock) forceRelease(ctx context.Context, k, p *keys, msg string) (bool, error) {
-	deleted := make([]bool, len(rl.nodes))
-	errs := make([]error, len(rl.nodes))
-	in := rl.fanFor(ctx, rl.opNodeTimeout(), 0, func(ctx context.Context, i int, n *node) bool {
-		deleted[i], errs[i] = n.forceRelease(ctx, k, p, msg)
-		return true
-	}, nil)
-	deleted, errs = settle(in, deleted, errs)
-	gone, answered := false, 0
-	for i := range deleted {
-		if errs[i] == nil {
-			answered++
-			gone = gone || deleted[i]
-		}
-	}
-	if answered < rl.quorum {
-		return gone, rl.quorumErr("force release", answered, errs)
-	}
-	return gone, nil
-}
-
-func (rl *redlock) opNodeTimeout() time.Duration {
-	if rl.timeout > 0 {
-		return rl.timeout
-	}
-	return inspectTimeout
 }

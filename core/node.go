@@ -280,3 +280,20 @@ func (n *node) router() router {
 	}
 	return plainRouter{rdb: n.rdb}
 }
+
+func (n *node) inspect(ctx context.Context, l, p *keys) (LockInfo, error) {
+	v, err := (&script.Inspect{Lock: l.main, Queue: l.queue, Deadlines: l.dls, Counter: p.sem.counter,
+		Permits: p.main, Limits: p.sem.limits, Fences: p.sem.fences, PQueue: p.queue, PDeadlines: p.dls}).Call().
+		Run(ctx, n.rdb).Slice()
+	if err != nil {
+		return LockInfo{}, err
+	}
+	return parseInspect(v)
+}
+
+func (n *node) forceRelease(ctx context.Context, l, p *keys, msg string) (bool, error) {
+	v, err := (&script.ForceRelease{Lock: l.main, Queue: l.queue, Deadlines: l.dls, Permits: p.main,
+		Limits: p.sem.limits, Fences: p.sem.fences, PQueue: p.queue, PDeadlines: p.dls, Pub: n.pubCmd, Msg: msg}).
+		Call().Run(ctx, n.rdb).Int64()
+	return v > 0, err
+}

@@ -266,3 +266,99 @@ func (rl *redlock) extend(ctx context.Context, k *keys, token any, ttl time.Dura
 func (rl *redlock) dequeue(context.Context, *keys, *acquireReq) error { return nil }
 
 func (rl *redlock) router() router { return rl.rt }
+
+// inspectTimeout bounds each node's answer to Inspect and ForceRelease on Redlock when
+// WithNodeTimeout is not set (there is no lock TTL to derive it from).
+const inspectTimeout = time.Second
+
+func (rl *redlock) inspect(ctx context.Context, k, p *keys) (LockInfo, error) {
+	infos := make([]LockInfo, len(rl.nodes))
+	errs := make([]error, len(rl.nodes))
+	in := rl.fanFor(ctx, rl.opNodeTimeout(), 0, func(ctx context.Context, i int, n *node) bool {
+		infos[i], errs[i] = n.inspect(ctx, k, p)
+		return true
+	}, nil)
+	infos, errs = settle(in, infos, errs)
+	answered := 0
+	count := map[string]int{}
+	var out LockInfo
+	for i, x := range infos {
+		if errs[i] != nil {
+			continue
+		}
+		answered++
+		out.Fence = max(out.Fence, x.Fence)
+		for _, h := range x.Holders {
+			count[h.Digest]++
+		}
+	}
+	if answered < rl.quorum {
+		return LockInfo{}, rl.quorumErr("inspect", answered, errs)
+	}
+	for d, n := range count {
+		if n < rl.quorum {
+			continue
+		}
+		var h HolderInfo
+		fences := map[int64]int{}
+		for i, x := range infos {
+			if errs[i] != nil || len(x.Holders) == 0 || x.Holders[0].Digest != d {
+				continue
+			}
+			if !out.Held || x.TTL < out.TTL {
+				out.TTL = x.TTL
+			}
+			if h.Digest == "" || x.Holders[0].Acquired.Before(h.Acquired) {
+				h = x.Holders[0]
+			}
+			out.Held = true
+			fences[x.Fence]++
+		}
+		out.Fence = quorumFence(fences, rl.quorum)
+		h.Fence, h.TTL = out.Fence, out.TTL
+		out.Holders = append(out.Holders, h)
+	}
+	return out, nil
+}
+
+// quorumFence is the fence of a lock held on several nodes: the value a quorum of them records
+// (a successful acquisition leaves the holder's fence on a quorum; a node that granted it late
+// may record a larger one), else the largest.
+func quorumFence(fences map[int64]int, quorum int) int64 {
+	var top int64
+	for f, n := range fences {
+		if n >= quorum {
+			return f
+		}
+		top = max(top, f)
+	}
+	return top
+}
+
+func (rl *redlock) forceRelease(ctx context.Context, k, p *keys, msg string) (bool, error) {
+	deleted := make([]bool, len(rl.nodes))
+	errs := make([]error, len(rl.nodes))
+	in := rl.fanFor(ctx, rl.opNodeTimeout(), 0, func(ctx context.Context, i int, n *node) bool {
+		deleted[i], errs[i] = n.forceRelease(ctx, k, p, msg)
+		return true
+	}, nil)
+	deleted, errs = settle(in, deleted, errs)
+	gone, answered := false, 0
+	for i := range deleted {
+		if errs[i] == nil {
+			answered++
+			gone = gone || deleted[i]
+		}
+	}
+	if answered < rl.quorum {
+		return gone, rl.quorumErr("force release", answered, errs)
+	}
+	return gone, nil
+}
+
+func (rl *redlock) opNodeTimeout() time.Duration {
+	if rl.timeout > 0 {
+		return rl.timeout
+	}
+	return inspectTimeout
+}

@@ -199,13 +199,6 @@ func (q *waitQueue) wakeOne(digest string) {
 	signal(w.wake)
 }
 
-func signal(c chan struct{}) {
-	select {
-	case c <- struct{}{}:
-	default:
-	}
-}
-
 // deliver handles a release message on ch (called by the subscriber).
 func (r *waitQueues) deliver(ch, payload string) {
 	r.mu.Lock()

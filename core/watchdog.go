@@ -17,14 +17,17 @@ func (o *options) drift(ttl time.Duration) time.Duration {
 // watchdog is the one renewal scheduler of a Client: a heap of held locks ordered by their next
 // deadline, served by one goroutine that sends due renewals in pipelined batches.
 type watchdog struct {
-	c       *Client
-	mu      sync.Mutex
-	held    map[string]*entry // by lock key
-	h       entryHeap
-	t       *time.Timer // the scheduler's timer, reset under mu (nil until the first lock)
-	stop    chan struct{}
-	done    chan struct{}
-	batches sync.WaitGroup
+	c *Client
+	// lost ends the holds of an entry given up (Client.lost), endHolds those whose WithMaxHold
+	// limit passed (Client.endHolds): the watchdog says what ends, the Client ends it.
+	lost, endHolds func(lostSet)
+	mu             sync.Mutex
+	held           map[string]*entry // by lock key
+	h              entryHeap
+	t              *time.Timer // the scheduler's timer, reset under mu (nil until the first lock)
+	stop           chan struct{}
+	done           chan struct{}
+	batches        sync.WaitGroup
 	// pipelines and scripts count renewal round trips and the scripts they carried.
 	pipelines, scripts atomic.Int64
 	started            bool
@@ -33,7 +36,8 @@ type watchdog struct {
 }
 
 func newWatchdog(c *Client) *watchdog {
-	return &watchdog{c: c, held: make(map[string]*entry), stop: make(chan struct{}), done: make(chan struct{})}
+	return &watchdog{c: c, lost: c.lost, endHolds: c.endHolds, held: make(map[string]*entry), stop: make(chan struct{}),
+		done: make(chan struct{})}
 }
 
 func (w *watchdog) interval(ttl time.Duration) time.Duration {
@@ -52,7 +56,7 @@ func (w *watchdog) holding(key string, token any) bool {
 // the hook was told the acquisition adds to the locks the Client holds (HoldInfo.Held).
 func (w *watchdog) add(l *Lock, sent time.Time, held int) bool {
 	var stale lostSet
-	defer func() { w.c.lost(stale) }() // (after w.mu is unlocked)
+	defer func() { w.lost(stale) }() // (after w.mu is unlocked)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.stopped {
@@ -179,7 +183,7 @@ func (w *watchdog) notOwner(e *entry) {
 		ls = w.lose(e, "not_owner", nil)
 	}
 	w.mu.Unlock()
-	w.c.lost(ls)
+	w.lost(ls)
 }
 
 // lostToken ends the Client's holds of key under token, if any: Redis said that token holds no
@@ -191,7 +195,7 @@ func (w *watchdog) lostToken(key string, token any) {
 		ls = w.lose(e, "not_owner", nil)
 	}
 	w.mu.Unlock()
-	w.c.lost(ls)
+	w.lost(ls)
 }
 
 // extended records a successful Extend sent at sent. Renewals in flight, sent with the old TTL, are
@@ -233,14 +237,14 @@ func (w *watchdog) run() {
 	for {
 		batch, items, lost, ended := w.collect(time.Now())
 		for _, ls := range lost {
-			w.c.lost(ls)
+			w.lost(ls)
 		}
 		if len(ended) > 0 {
 			w.batches.Add(1)
 			go func() {
 				defer w.batches.Done()
 				for _, set := range ended {
-					w.c.endHolds(set)
+					w.endHolds(set)
 				}
 			}()
 		}
@@ -372,7 +376,7 @@ func (w *watchdog) renew(batch []*entry, items []renewItem) {
 			Renewed: r.it.ok, Err: r.it.err})
 	}
 	for _, ls := range lost {
-		w.c.lost(ls)
+		w.lost(ls)
 	}
 }
 

@@ -1,6 +1,9 @@
 package core
 
-import "time"
+import (
+	"container/heap"
+	"time"
+)
 
 // entry is one held lock (key + owner token) as the watchdog sees it. Reentrant Locks of the same
 // owner in this client share it.
@@ -45,4 +48,43 @@ func (h *entryHeap) Pop() any {
 	*h = old[:len(old)-1]
 	e.idx = -1
 	return e
+}
+
+// WithMaxHold's deadlines live in the watchdog's heap: an entry is due at the earliest of its next
+// renewal, its validity deadline and its locks' maximum-hold deadlines.
+
+// setMaxAt recomputes e.maxAt from its locks.
+func (e *entry) setMaxAt() {
+	e.maxAt = time.Time{}
+	for _, l := range e.locks {
+		if !l.maxAt.IsZero() && (e.maxAt.IsZero() || l.maxAt.Before(e.maxAt)) {
+			e.maxAt = l.maxAt
+		}
+	}
+}
+
+// ended removes from e the locks whose WithMaxHold deadline passed at now and returns them; the
+// caller holds w.mu and has e in the heap. The entry is renewed on for the holds left.
+func (w *watchdog) ended(e *entry, now time.Time) lostSet {
+	var out []*Lock
+	kept := e.locks[:0]
+	for _, l := range e.locks {
+		if !l.maxAt.IsZero() && !now.Before(l.maxAt) {
+			out = append(out, l)
+		} else {
+			kept = append(kept, l)
+		}
+	}
+	clear(e.locks[len(kept):])
+	e.locks = kept
+	if len(kept) == 0 {
+		w.unschedule(e)
+		if len(out) > 0 {
+			w.ends(e, out[len(out)-1])
+		}
+		return lostSet{locks: out}
+	}
+	e.setMaxAt()
+	heap.Fix(&w.h, e.idx)
+	return lostSet{locks: out}
 }

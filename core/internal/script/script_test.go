@@ -96,9 +96,16 @@ func TestScripts_loadAndDeclare(t *testing.T) {
 		for _, n := range s.Args {
 			declared["a_"+strings.TrimSuffix(n, "?")] = true
 		}
-		for _, used := range nameRE.FindAllString(body, -1) {
-			if !declared[used] {
-				t.Errorf("%s: uses %s, which its header does not declare", s.Name, used)
+		used := map[string]bool{}
+		for _, n := range nameRE.FindAllString(body, -1) {
+			used[n] = true
+			if !declared[n] {
+				t.Errorf("%s: uses %s, which its header does not declare", s.Name, n)
+			}
+		}
+		for n := range declared {
+			if !used[n] {
+				t.Errorf("%s: declares %s but never uses it", s.Name, n)
 			}
 		}
 		seen := map[string]bool{}
