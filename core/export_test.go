@@ -10,7 +10,7 @@ func RenewStats(c *Client) (pipelines, scripts int64) {
 	return c.wd.pipelines.Load(), c.wd.scripts.Load()
 }
 
-// LockState is what Redis records about a lock, read for tests (see lua/lock_lib.lua).
+// LockState is what Redis records about a lock, read for tests (see internal/script/lua/lock.lua).
 type LockState struct {
 	Exists bool   // the key exists (a free lock is kept for a while, with its fence)
 	Token  string // the owner's token; empty when free

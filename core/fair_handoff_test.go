@@ -15,10 +15,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Fair mode's direct handoff (handoff.go, lua/fair_lib.lua): a release hands the lock to the first
+// Fair mode's direct handoff (grant.go, internal/script/lua/queue.lua): a release hands the lock to the first
 // live waiter of the Redis-side queue inside the script, and a grant message tells the waiter.
 
-// fairQueue returns the tokens of name's fair queue, first first (see fair_lib.lua for a member).
+// fairQueue returns the tokens of name's fair queue, first first (see internal/script/lua/queue.lua for a member).
 func fairQueue(t testing.TB, rdb *redis.Client, name string) []string {
 	t.Helper()
 	var toks []string

@@ -204,7 +204,7 @@ func parseInspect(v []any) (LockInfo, error) {
 	return info, nil
 }
 
-// lockValue is a lock's value in Redis (see lua/lock_lib.lua): NUL-separated fields.
+// lockValue is a lock's value in Redis (see internal/script/lua/lock.lua): NUL-separated fields.
 type lockValue struct {
 	token, acquired, holds, label string
 	fence                         int64

@@ -197,7 +197,7 @@ func TestRedlock_fenceMonotonic_divergentCounters(t *testing.T) {
 	ctx := context.Background()
 	a, b, cn := srvs[0], srvs[1], srvs[2]
 	const ahead = 5_000_000_000_000_000 // far above any clock-based fence, below 2^53
-	// A free lock on b whose fence ran ahead (the lock's value, see lua/lock_lib.lua).
+	// A free lock on b whose fence ran ahead (the lock's value, see internal/script/lua/lock.lua).
 	b.Do(t, "SET", "lockkit:{f}", "\x00"+strconv.Itoa(ahead)+"\x00", "PX", 60000)
 	take := func(what string) int64 {
 		t.Helper()

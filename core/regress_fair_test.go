@@ -36,7 +36,7 @@ func TestFair_shortWaiterKeepsQueueTTL(t *testing.T) {
 	second := rdb.ZRange(ctx, queue, 1, 1).Val()[0]
 	joined, _ := rdb.HGet(ctx, deadlines, second).Int64()
 	// The queue outlives the long waiter's deadline; the deadlines hash (of the waiters that
-	// refreshed theirs, see fair_lib.lua) outlives every deadline it records.
+	// refreshed theirs, see internal/script/lua/queue.lua) outlives every deadline it records.
 	check := func(when string) {
 		t.Helper()
 		if d := rdb.PTTL(ctx, queue).Val(); d < longTimeout {

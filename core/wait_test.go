@@ -309,7 +309,7 @@ func TestWait_headGivesUp_nextPolls(t *testing.T) {
 	}
 }
 
-// queueDeadWaiter queues, by hand, a fair waiter whose deadline passed long ago (see fair_lib.lua).
+// queueDeadWaiter queues, by hand, a fair waiter whose deadline passed long ago (see internal/script/lua/queue.lua).
 func queueDeadWaiter(t testing.TB, rdb *redis.Client, queue, token string) {
 	t.Helper()
 	epoch := time.Now().Add(-time.Minute).UnixMicro()

@@ -28,7 +28,7 @@ type waitCall struct {
 	res      acquireResult // the last attempt's answer
 	sent     time.Time     // when the last attempt was sent
 	attempts int
-	epoch    int64 // the epoch a grant to the call carries (handoff.go)
+	epoch    int64 // the epoch a grant to the call carries (grant.go)
 }
 
 func (wc *waitCall) run(ctx context.Context) (err error) {
@@ -70,7 +70,7 @@ func (wc *waitCall) run(ctx context.Context) (err error) {
 				}
 				// Subscribed (or given up waiting for it): try again at once, as a release may have
 				// come between the attempt and the subscription (and granted the lock to a queued
-				// waiter, see handoff.go).
+				// waiter, see grant.go).
 				wc.ready(ctx)
 				continue
 			}
@@ -184,7 +184,7 @@ func (wc *waitCall) park(ctx context.Context) error {
 	d := wc.backoff
 	if wc.res.epoch != 0 {
 		// Queued in Redis for a fair lock: a release hands the lock over with a grant message
-		// (handoff.go); polls only keep the waiter's place and catch the holder's expiry.
+		// (grant.go); polls only keep the waiter's place and catch the holder's expiry.
 		d = wc.maxBack
 	}
 	if wc.res.busy && wc.res.retryAfter+time.Millisecond < d {
@@ -279,7 +279,7 @@ func (wc *waitCall) handoffStart() error {
 // it reports done with the call's result, or not done (a stale grant, or none: the call goes on
 // with an attempt). The lease is counted from when the call's last attempt was sent, before the
 // grant was made. A fair grant's lease is the TTL but at most the queue timeout
-// (WithFairWaiterTimeout, see fq_give in fair_lib.lua), so that a waiter that died while queued
+// (WithFairWaiterTimeout, see lk_give in internal/script/lua/fair.lua), so that a waiter that died while queued
 // does not keep the lock for a long TTL; the watchdog lengthens it to the TTL within a third of
 // it. If the last attempt was sent more than half the lease ago, or the Client waits for replicas
 // to acknowledge each acquisition (WithReplicaAck: the releasing script's write was not waited

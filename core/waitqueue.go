@@ -46,7 +46,7 @@ type waiter struct {
 	digest  string // fair mode and permits: SHA-1 (hex) of the waiter's token, as messages name it
 	wake    chan struct{}
 	inQueue bool
-	grant   grant // a lock or permit a release granted it (handoff.go)
+	grant   grant // a lock or permit a release granted it (grant.go)
 }
 
 // clientIDPrefix marks non-fair release messages: their payload is the releasing client's id

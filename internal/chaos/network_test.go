@@ -41,7 +41,7 @@ type netFault struct {
 
 // between returns a random duration in [lo, hi).
 // ownedBy reports whether a lock's value (GET of PREFIX{NAME}) says token holds it: the value
-// starts with the owner's token and a NUL byte (see core/lua/lock_lib.lua).
+// starts with the owner's token and a NUL byte (see core/internal/script/lua/lock.lua).
 func ownedBy(value, token string) bool { return token != "" && strings.HasPrefix(value, token+"\x00") }
 
 func between(lo, hi time.Duration) time.Duration { return lo + rand.N(hi-lo) }

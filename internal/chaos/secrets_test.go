@@ -13,6 +13,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -189,9 +190,9 @@ func (s *scriptLog) record(cmd redis.Cmder) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch name := strings.ToLower(fmt.Sprint(a[0])); {
-	case name == "eval" && len(a) > 1:
+	case (name == "eval" || name == "eval_ro") && len(a) > 1:
 		s.bodies[fmt.Sprint(a[1])] = true
-	case name == "evalsha" && len(a) > 1:
+	case (name == "evalsha" || name == "evalsha_ro") && len(a) > 1:
 		s.shas[fmt.Sprint(a[1])] = true
 	case name == "script" && len(a) > 2 && strings.EqualFold(fmt.Sprint(a[1]), "load"):
 		s.bodies[fmt.Sprint(a[2])] = true
@@ -199,20 +200,27 @@ func (s *scriptLog) record(cmd redis.Cmder) {
 }
 
 // Every script core sends is made of core's embedded .lua files, whole and unchanged, whatever the
-// lock names and values: no user string reaches the text of a script.
+// lock names and values: no user string reaches the text of a script. A script's text is its entry
+// file with the parts it includes in their place (core/internal/script), after the lines that name
+// its KEYS and ARGV: every other line is a line of an embedded file, and the directive lines are
+// the only ones left out.
 func TestSecurity_scriptsAreEmbeddedFiles(t *testing.T) {
-	dir := filepath.Join(moduleRoot(t), "core", "lua")
+	dir := filepath.Join(moduleRoot(t), "core", "internal", "script", "lua")
 	paths, _ := filepath.Glob(filepath.Join(dir, "*.lua"))
-	var files []string
+	lines := map[string]bool{}
 	for _, p := range paths {
 		b, err := os.ReadFile(p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		files = append(files, string(b))
+		for _, l := range strings.Split(string(b), "\n") {
+			if !strings.HasPrefix(l, "--! ") {
+				lines[l] = true
+			}
+		}
 	}
-	if len(files) == 0 {
-		t.Fatal("no core/lua/*.lua files")
+	if len(paths) == 0 {
+		t.Fatal("no core/internal/script/lua/*.lua files")
 	}
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
@@ -228,8 +236,11 @@ func TestSecurity_scriptsAreEmbeddedFiles(t *testing.T) {
 	}
 	known := map[string]bool{}
 	for body := range log.bodies {
-		if !concatOf(body, files) {
-			t.Errorf("script text is not made of embedded files:\n%.300s", body)
+		for i, l := range strings.Split(strings.TrimSuffix(body, "\n"), "\n") {
+			if !lines[l] && !(i < 2 && bindingRE.MatchString(l)) {
+				t.Errorf("script text is not made of embedded files: line %d %q of\n%.300s", i+1, l, body)
+				break
+			}
 		}
 		known[fmt.Sprintf("%x", sha1.Sum([]byte(body)))] = true
 	}
@@ -241,21 +252,11 @@ func TestSecurity_scriptsAreEmbeddedFiles(t *testing.T) {
 	if len(log.bodies) < 5 {
 		t.Fatalf("only %d scripts seen", len(log.bodies))
 	}
-	t.Logf("%d scripts, %d SHA1s, all made of core/lua files", len(log.bodies), len(log.shas))
+	t.Logf("%d scripts, %d SHA1s, all made of core/internal/script/lua files", len(log.bodies), len(log.shas))
 }
 
-// concatOf reports whether s is one or more of files, concatenated.
-func concatOf(s string, files []string) bool {
-	if s == "" {
-		return false
-	}
-	for _, f := range files {
-		if rest, ok := strings.CutPrefix(s, f); ok && (rest == "" || concatOf(rest, files)) {
-			return true
-		}
-	}
-	return false
-}
+// bindingRE matches the lines that bind a script's KEYS or ARGV to the names its header declares.
+var bindingRE = regexp.MustCompile(`^local ([ka]_[a-z_]+)(, [ka]_[a-z_]+)* = (KEYS|ARGV)\[1\](, (KEYS|ARGV)\[\d+\])*$`)
 
 // Errors never carry the owner token or the full Redis key, whatever went wrong.
 func TestSecurity_errorsCarryNoTokenOrKey(t *testing.T) {

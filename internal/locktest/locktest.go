@@ -58,7 +58,7 @@ func FreeAddr(t testing.TB) string {
 
 // Held reports whether somebody holds the lock whose key is key: the key holds a lock's value
 // that starts with an owner token (a free lock's value starts with a NUL byte, see
-// core/lua/lock_lib.lua).
+// core/internal/script/lua/lock.lua).
 func Held(t testing.TB, rdb redis.Cmdable, key string) bool {
 	t.Helper()
 	v, err := rdb.Get(context.Background(), key).Result()
