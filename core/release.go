@@ -81,11 +81,32 @@ const (
 //  4. the hook hears of it, once per hold: Lost for a loss, else Released.
 //
 // It reports false when the hold had ended already (nothing is done), and the release's error.
+// (A LockSet ends its holds in the same steps, sending their releases together: begin, then one
+// round trip per slot, then finish for each.)
 func (l *Lock) end(ctx context.Context, why int, cause error, give giveMode, set *releaseSet) (bool, error) {
+	if !l.begin(why, cause) {
+		return false, nil
+	}
+	var n int64
+	var err error
+	switch give {
+	case giveNow:
+		n, err = l.c.sendRelease(ctx, &l.k, l.tok, l.hold, l.fair, set, l.ttl)
+	case giveBackground:
+		// Declared expired while a renewal may still be on its way: one that reaches Redis in time
+		// re-extends the lock, which nobody would hold for a full TTL (owner-checked: a lock that
+		// passed on is not touched).
+		l.c.giveBack(l)
+	}
+	return true, l.finish(why, give == giveNow, n, err)
+}
+
+// begin is end's steps 1 and 2: it reports false when the hold had ended already.
+func (l *Lock) begin(why int, cause error) bool {
 	l.mu.Lock()
 	if l.state != stateHeld {
 		l.mu.Unlock()
-		return false, nil
+		return false
 	}
 	l.state = why
 	if why != stateReleased {
@@ -97,12 +118,13 @@ func (l *Lock) end(ctx context.Context, why int, cause error, give giveMode, set
 		stop(cause)
 	}
 	l.c.wd.detach(l)
+	return true
+}
 
-	var n int64
-	var err error
-	switch give {
-	case giveNow:
-		n, err = l.c.sendRelease(ctx, &l.k, l.tok, l.hold, l.fair, set, l.ttl)
+// finish is end's steps 3 (the reply of a release that was sent: the holds left n, or err) and 4;
+// it returns the release's error.
+func (l *Lock) finish(why int, sent bool, n int64, err error) error {
+	if sent {
 		var short *ackError
 		switch {
 		case err != nil && why == stateReleased && !errors.As(err, &short):
@@ -116,14 +138,9 @@ func (l *Lock) end(ctx context.Context, why int, cause error, give giveMode, set
 			err = errors.Join(ErrNotHeld, lost)
 			l.c.wd.notOwner(l.e) // this Client's other holds of the lock are gone too
 		}
-	case giveBackground:
-		// Declared expired while a renewal may still be on its way: one that reaches Redis in time
-		// re-extends the lock, which nobody would hold for a full TTL (owner-checked: a lock that
-		// passed on is not touched).
-		l.c.giveBack(l)
 	}
 	l.reportEnd(why == stateLost, max(n, 0), err)
-	return true, err
+	return err
 }
 
 // stopLocked records cause as the end of the lock's context and returns the function that cancels
