@@ -224,20 +224,26 @@ func (c *Client) take(ctx context.Context, l *Lock, wait bool, ao acquireOptions
 	if err != nil {
 		return nil, err
 	}
-	l.fence, l.holds, l.acquired = res.fence, res.holds, time.Now()
+	return c.handOut(ctx, hctx, l, res.fence, res.holds, sent)
+}
+
+// handOut makes l, acquired with fence and holds by an attempt sent at sent, a held lock: its
+// maximum hold, the Acquired hook (under hctx), its context and its place in the watchdog.
+func (c *Client) handOut(ctx, hctx context.Context, l *Lock, fence, holds int64, sent time.Time) (*Lock, error) {
+	l.fence, l.holds, l.acquired = fence, holds, time.Now()
 	if l.limit > 0 {
 		l.maxAt = l.acquired.Add(l.limit)
 	}
 	if o := l.outer; o != nil && !o.maxAt.IsZero() && (l.maxAt.IsZero() || o.maxAt.Before(l.maxAt)) {
 		l.maxAt, l.limit = o.maxAt, o.limit // work nested in a limited hold ends with it
 	}
-	l.k.held(res.fence)
+	l.k.held(fence)
 	parent, held := hctx, 0
-	if h != nil && h.Acquired != nil {
+	if h := c.hook; h != nil && h.Acquired != nil {
 		if !c.wd.holding(l.k.main, l.tok) {
 			held = 1
 		}
-		if x := h.Acquired(hctx, HoldInfo{Lock: l, TTL: ttl, Held: held}); x != nil {
+		if x := h.Acquired(hctx, HoldInfo{Lock: l, TTL: l.ttl, Held: held}); x != nil {
 			parent = x
 		}
 	}

@@ -255,3 +255,30 @@ func ExampleWithMaxHold() {
 }
 
 func buildReport(context.Context) error { return nil }
+
+func ExampleClient_DoAll() {
+	ctx := context.Background()
+	locks, _ := core.New(redis.NewClient(&redis.Options{Addr: "localhost:6379"}))
+	// A transfer locks both accounts, all or nothing; two transfers between the same accounts in
+	// opposite directions never wait on each other for ever.
+	err := locks.DoAll(ctx, []string{"account:7", "account:9"}, 10*time.Second, func(ctx context.Context) error {
+		return nil // move the money, under ctx
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+
+func ExampleClient_AcquireAll() {
+	ctx := context.Background()
+	locks, _ := core.New(redis.NewClient(&redis.Options{Addr: "localhost:6379"}))
+	set, err := locks.AcquireAll(ctx, []string{"sku:1", "sku:2", "sku:3"}, 10*time.Second, core.WithWait(time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer set.Release(ctx)
+	for _, l := range set.Locks() {
+		fmt.Println(l.Name(), l.Fence() > 0) // each name keeps its own fence
+	}
+	<-set.Context().Done() // cancelled when any of them is lost, or the set released
+}

@@ -41,7 +41,10 @@ type Hook struct {
 // WaitInfo describes an acquire call. Which fields are set depends on the event.
 type WaitInfo struct {
 	// Name is the lock name and Key its Redis key (may hold user data: record it only if allowed).
+	// For a set (AcquireAll), the first name's.
 	Name, Key string
+	// Names are the names of a set (AcquireAll), nil for one lock (may hold user data).
+	Names []string
 	// TTL is the requested TTL.
 	TTL time.Duration
 	// Limit is the semaphore's number of permits when the call takes a permit (Permits), 0 for a

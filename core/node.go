@@ -37,7 +37,7 @@ func newNode(rdb redis.UniversalClient, id string, o *options) *node {
 }
 
 func (n *node) caps() caps {
-	return caps{fair: true, permits: true, reentryFence: true}
+	return caps{fair: true, permits: true, sets: true, reentryFence: true}
 }
 
 func (n *node) close() {}
@@ -296,4 +296,85 @@ func (n *node) forceRelease(ctx context.Context, l, p *keys, msg string) (bool, 
 		Limits: p.sem.limits, Fences: p.sem.fences, PQueue: p.queue, PDeadlines: p.dls, Pub: n.pubCmd, Msg: msg}).
 		Call().Run(ctx, n.rdb).Int64()
 	return v > 0, err
+}
+
+// takeAll is one all-or-nothing attempt on the locks ks, names of one slot (acquire_all.lua).
+func (n *node) takeAll(ctx context.Context, ks []*keys, r *acquireReq) (setResult, error) {
+	locks := make([]string, len(ks))
+	for i, k := range ks {
+		locks[i] = k.main
+	}
+	call := (&script.AcquireAll{Locks: locks, Token: r.token, TTL: ms(r.ttl), Hold: r.hold, Label: n.label,
+		Waiting: r.waiting.arg()}).Call()
+	var res setResult
+	if n.replicas == 0 {
+		v, err := call.Run(ctx, n.rdb).Result()
+		if err != nil {
+			return setResult{}, err
+		}
+		return parseSet(v, len(ks))
+	}
+	acked, err := n.acked(ctx, call, func(v any) (need bool, err error) {
+		res, err = parseSet(v, len(ks))
+		return err == nil && res.busy < 0, err
+	})
+	if err != nil || res.busy >= 0 {
+		return res, err
+	}
+	if acked < int64(n.replicas) {
+		k := *ks[0]
+		_, _ = n.releaseAll(context.WithoutCancel(ctx), ks, r.token, r.hold, res.fences)
+		return setResult{}, &ackError{what: "the locks of " + k.name + "'s set", acked: acked, want: int64(n.replicas),
+			wait: n.replicaWait}
+	}
+	return res, nil
+}
+
+// parseSet reads acquire_all.lua's reply for n locks.
+func parseSet(v any, n int) (setResult, error) {
+	x, ok := v.([]any)
+	if ok && len(x) == 3 && x[0] == "busy" {
+		i, _ := x[1].(int64)
+		pttl, _ := x[2].(int64)
+		if i >= 1 && int(i) <= n {
+			return setResult{busy: int(i) - 1, retryAfter: time.Duration(max(pttl, 0)) * time.Millisecond}, nil
+		}
+	}
+	if ok && len(x) == n {
+		res := setResult{busy: -1, fences: make([]int64, n)}
+		for i := range x {
+			if res.fences[i], ok = x[i].(int64); !ok || res.fences[i] <= 0 {
+				return setResult{}, errAcquireReply
+			}
+		}
+		return res, nil
+	}
+	return setResult{}, errAcquireReply
+}
+
+// releaseAll releases one hold of token on each of ks (one slot; release_all.lua): the holds left
+// per lock, -1 where token does not hold it. fences are the acquisitions' (nil: the locks' own).
+func (n *node) releaseAll(ctx context.Context, ks []*keys, token, hold any, fences []int64) ([]int64, error) {
+	a := script.ReleaseAll{Locks: make([]string, len(ks)), Token: token, Pub: n.pubCmd, Msg: n.id, Hold: hold,
+		Fences: make([]any, len(ks))}
+	for i, k := range ks {
+		a.Locks[i] = k.main
+		if fences != nil {
+			a.Fences[i] = fences[i]
+		} else {
+			a.Fences[i] = k.fenceArg()
+		}
+	}
+	v, err := a.Call().Run(ctx, n.rdb).Slice()
+	if err != nil {
+		return nil, err
+	}
+	left := make([]int64, len(v))
+	for i := range v {
+		left[i], _ = v[i].(int64)
+	}
+	if len(left) != len(ks) {
+		return nil, errors.New("unexpected release reply")
+	}
+	return left, nil
 }

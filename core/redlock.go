@@ -98,6 +98,17 @@ func (rl *redlock) quorumErr(op string, ok int, errs []error) error {
 // what failed attempts took; nodes may record different fences for one acquisition.
 func (rl *redlock) caps() caps { return caps{attemptHolds: true, undoes: true} }
 
+// takeAll and releaseAll: sets are not supported over Redlock (AcquireAll refuses them first).
+func (rl *redlock) takeAll(context.Context, []*keys, *acquireReq) (setResult, error) {
+	return setResult{}, errNoSets
+}
+
+func (rl *redlock) releaseAll(context.Context, []*keys, any, any, []int64) ([]int64, error) {
+	return nil, errNoSets
+}
+
+var errNoSets = invalid("sets of locks (AcquireAll) are not supported over Redlock")
+
 // close stops the workers that send the requests to the nodes.
 func (rl *redlock) close() { rl.work.stop() }
 

@@ -32,6 +32,10 @@ type store interface {
 	// lock and sem are the name's keys as a lock and as a semaphore.
 	inspect(ctx context.Context, lock, sem *keys) (LockInfo, error)
 	forceRelease(ctx context.Context, lock, sem *keys, msg string) (bool, error)
+	// takeAll is one all-or-nothing attempt on the locks ks (names of one slot) for r's token;
+	// releaseAll releases one hold of token on each (AcquireAll, LockSet.Release).
+	takeAll(ctx context.Context, ks []*keys, r *acquireReq) (setResult, error)
+	releaseAll(ctx context.Context, ks []*keys, token, hold any, fences []int64) ([]int64, error)
 	// router tells where release channels are subscribed.
 	router() router
 	// caps says what the store can do; close stops its background work (Client.Close).
@@ -42,8 +46,9 @@ type store interface {
 // caps are what a store can do, or does itself.
 type caps struct {
 	// fair and permits: fair mode (a Redis-side queue) and semaphores. Not over Redlock: each
-	// node would keep its own queue, and majorities of nodes do not bound a count.
-	fair, permits bool
+	// node would keep its own queue, and majorities of nodes do not bound a count. sets:
+	// AcquireAll (not over Redlock, see AcquireAll).
+	fair, permits, sets bool
 	// attemptHolds: each acquire attempt after the first takes its own hold id (Redlock: a
 	// failed attempt's late give-back must drop only its own hold on a node).
 	attemptHolds bool
@@ -142,6 +147,14 @@ func parseAcquire(v any) (acquireResult, error) {
 		}
 	}
 	return acquireResult{}, errAcquireReply
+}
+
+// setResult is the outcome of one all-or-nothing attempt (takeAll): the fences, one per lock, or
+// the index of the first lock held by another owner (busy >= 0) and how long it stays held.
+type setResult struct {
+	fences     []int64
+	busy       int
+	retryAfter time.Duration
 }
 
 type renewItem struct {

@@ -217,3 +217,37 @@ func (a *SemPTTL) Call() Call {
 	c.argv = append(c.argv, a.Permits, a.Token)
 	return c
 }
+
+// AcquireAll calls acquire_all.lua: take every lock of a set (one slot), or none.
+type AcquireAll struct {
+	Locks                            []string
+	Token, TTL, Hold, Label, Waiting any
+}
+
+// Call builds the call.
+func (a *AcquireAll) Call() Call {
+	c := Scripts().AcquireAll.call(len(a.Locks), len(a.Locks)+5)
+	for _, k := range a.Locks {
+		c.argv = append(c.argv, k)
+	}
+	c.argv = append(c.argv, a.Token, a.TTL, a.Hold, a.Label, a.Waiting)
+	return c
+}
+
+// ReleaseAll calls release_all.lua: release one hold of each lock of a set (one slot).
+type ReleaseAll struct {
+	Locks                 []string
+	Token, Pub, Msg, Hold any
+	Fences                []any
+}
+
+// Call builds the call.
+func (a *ReleaseAll) Call() Call {
+	c := Scripts().ReleaseAll.call(len(a.Locks), 2*len(a.Locks)+4)
+	for _, k := range a.Locks {
+		c.argv = append(c.argv, k)
+	}
+	c.argv = append(c.argv, a.Token, a.Pub, a.Msg, a.Hold)
+	c.argv = append(c.argv, a.Fences...)
+	return c
+}

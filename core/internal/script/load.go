@@ -59,15 +59,25 @@ func load(name string) (*Script, error) {
 	return s, nil
 }
 
-// bind declares locals for the named KEYS or ARGV.
+// bind declares locals for the named KEYS or ARGV. A last name ending in "..." takes the rest of
+// them, as a table.
 func bind(b *strings.Builder, prefix, table string, names []string) {
 	if len(names) == 0 {
 		return
 	}
-	vars, vals := make([]string, len(names)), make([]string, len(names))
+	var vars, vals []string
 	for i, n := range names {
-		vars[i] = prefix + strings.TrimSuffix(n, "?")
-		vals[i] = fmt.Sprintf("%s[%d]", table, i+1)
+		if rest, ok := strings.CutSuffix(n, "..."); ok {
+			if i == 0 {
+				fmt.Fprintf(b, "local %s%s = %s\n", prefix, rest, table)
+				return
+			}
+			vars = append(vars, prefix+rest)
+			vals = append(vals, fmt.Sprintf("{unpack(%s, %d)}", table, i+1))
+			break
+		}
+		vars = append(vars, prefix+strings.TrimSuffix(n, "?"))
+		vals = append(vals, fmt.Sprintf("%s[%d]", table, i+1))
 	}
 	fmt.Fprintf(b, "local %s = %s\n", strings.Join(vars, ", "), strings.Join(vals, ", "))
 }
@@ -117,13 +127,14 @@ type Set struct {
 	Acquire, AcquireFair, Release, ReleaseFair, Dequeue, Renew, PTTL, RaiseFence *Script
 	Inspect, ForceRelease                                                        *Script
 	SemAcquire, SemRelease, SemRenew, SemPTTL, SemDequeue                        *Script
+	AcquireAll, ReleaseAll                                                       *Script
 }
 
 // All returns every script of the set, in a fixed order.
 func (x *Set) All() []*Script {
 	return []*Script{x.Acquire, x.AcquireFair, x.Release, x.ReleaseFair, x.Dequeue, x.Renew, x.PTTL,
 		x.RaiseFence, x.Inspect, x.ForceRelease, x.SemAcquire, x.SemRelease, x.SemRenew, x.SemPTTL,
-		x.SemDequeue}
+		x.SemDequeue, x.AcquireAll, x.ReleaseAll}
 }
 
 // Scripts returns the scripts, assembled once per process and never changed afterwards.
@@ -141,6 +152,6 @@ var Scripts = sync.OnceValue(func() *Set {
 		PTTL: must("pttl"), RaiseFence: must("raise_fence"), Inspect: must("inspect"),
 		ForceRelease: must("force_release"), SemAcquire: must("sem_acquire"),
 		SemRelease: must("sem_release"), SemRenew: must("sem_renew"), SemPTTL: must("sem_pttl"),
-		SemDequeue: must("sem_dequeue"),
+		SemDequeue: must("sem_dequeue"), AcquireAll: must("acquire_all"), ReleaseAll: must("release_all"),
 	}
 })

@@ -20,7 +20,8 @@ func TestCalls_matchHeaders(t *testing.T) {
 		set.ReleaseFair: ReleaseFair{}, set.Dequeue: Dequeue{}, set.Renew: Renew{}, set.PTTL: PTTL{},
 		set.RaiseFence: RaiseFence{}, set.Inspect: Inspect{}, set.ForceRelease: ForceRelease{},
 		set.SemAcquire: SemAcquire{}, set.SemRelease: SemRelease{}, set.SemRenew: SemRenew{},
-		set.SemPTTL: SemPTTL{}, set.SemDequeue: SemDequeue{},
+		set.SemPTTL: SemPTTL{}, set.SemDequeue: SemDequeue{}, set.AcquireAll: AcquireAll{},
+		set.ReleaseAll: ReleaseAll{},
 	}
 	if len(builders) != len(set.All()) {
 		t.Fatalf("%d builders for %d scripts", len(builders), len(set.All()))
@@ -31,7 +32,7 @@ func TestCalls_matchHeaders(t *testing.T) {
 		for i := range typ.NumField() {
 			f := typ.Field(i)
 			name := strings.ToLower(f.Name)
-			if f.Type.Kind() == reflect.String {
+			if f.Type.Kind() == reflect.String || f.Type == reflect.TypeOf([]string(nil)) {
 				if len(args) > 0 {
 					t.Errorf("%s: key field %s after an argument", typ.Name(), f.Name)
 				}
@@ -43,7 +44,7 @@ func TestCalls_matchHeaders(t *testing.T) {
 		norm := func(names []string) []string {
 			out := make([]string, len(names))
 			for i, n := range names {
-				out[i] = strings.ReplaceAll(strings.TrimSuffix(n, "?"), "_", "")
+				out[i] = strings.ReplaceAll(strings.TrimSuffix(strings.TrimSuffix(n, "?"), "..."), "_", "")
 			}
 			return out
 		}
@@ -91,10 +92,10 @@ func TestScripts_loadAndDeclare(t *testing.T) {
 		}
 		declared := map[string]bool{}
 		for _, n := range s.Keys {
-			declared["k_"+strings.TrimSuffix(n, "?")] = true
+			declared["k_"+strings.TrimSuffix(strings.TrimSuffix(n, "?"), "...")] = true
 		}
 		for _, n := range s.Args {
-			declared["a_"+strings.TrimSuffix(n, "?")] = true
+			declared["a_"+strings.TrimSuffix(strings.TrimSuffix(n, "?"), "...")] = true
 		}
 		used := map[string]bool{}
 		for _, n := range nameRE.FindAllString(body, -1) {

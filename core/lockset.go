@@ -1,0 +1,194 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+)
+
+// maxSetNames bounds the names of one AcquireAll.
+const maxSetNames = 100
+
+// LockSet is a set of locks held together by one owner, taken all or nothing (AcquireAll). Each lock
+// is a *Lock of its own (key, fence, renewals), and the set has one context. Its methods are safe
+// for concurrent use; those of a nil *LockSet (what a failed AcquireAll returns) do not panic.
+type LockSet struct {
+	locks  []*Lock   // in the order the names were given
+	groups [][]*Lock // the locks of each slot, in the order they were taken
+	last   *Lock     // the lock taken last: its context is the set's
+}
+
+// Locks returns the set's locks, in the order their names were given; each has its own Fence.
+func (s *LockSet) Locks() []*Lock {
+	if s == nil {
+		return nil
+	}
+	return slices.Clone(s.locks)
+}
+
+// Context returns a context derived from the one passed to AcquireAll that is cancelled as soon as
+// any lock of the set is released or lost, with that lock's cause (see Lock.Context). Do the work
+// protected by the set under it. A lock acquired with it re-enters the set's lock of that name.
+func (s *LockSet) Context() context.Context {
+	if s == nil {
+		return (*Lock)(nil).Context()
+	}
+	return s.last.Context()
+}
+
+// Release gives up every lock of the set: their context is cancelled first, then the releases
+// go out in one round trip per slot. A lock of the set that was lost is skipped and the others
+// are released all the same; the error then matches ErrNotHeld and ErrLost. If Redis cannot be
+// reached the error matches ErrUnavailable and Release may be called again.
+func (s *LockSet) Release(ctx context.Context) error {
+	if s == nil {
+		return ErrNotHeld
+	}
+	c := s.last.c
+	var errs []error
+	for gi := len(s.groups) - 1; gi >= 0; gi-- {
+		g := s.groups[gi]
+		var live []*Lock
+		for i := len(g) - 1; i >= 0; i-- { // the inner contexts end first (see endAll)
+			l := g[i]
+			if err := l.heldErr(); err != nil {
+				if !l.released() {
+					errs = append(errs, err)
+				}
+				continue
+			}
+			if l.begin(stateReleased, ErrReleased) {
+				live = append(live, l)
+			}
+		}
+		if len(live) == 0 {
+			continue
+		}
+		ks := make([]*keys, len(live))
+		for i, l := range live {
+			ks[i] = &l.k
+		}
+		left, err := c.st.releaseAll(ctx, ks, live[0].tok, live[0].hold, nil)
+		for i, l := range live {
+			var n int64
+			if err == nil {
+				n = left[i]
+			}
+			if ferr := l.finish(stateReleased, true, n, err); ferr != nil {
+				errs = append(errs, ferr)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// AcquireAll takes every one of names (1 to 100 distinct names, each as Acquire takes it) for one
+// owner, all or nothing, waiting while any of them is held by another owner: until all are
+// acquired, ctx ends, or the WithWait limit passes. Either every name is held when it returns, or
+// none is and nothing is left behind. Each lock keeps its own fence (LockSet.Locks); the set has
+// one context, cancelled when any of its locks is lost, and its locks are renewed together, in the
+// watchdog's batches.
+//
+// Waiting is woken by the release of the name that was found taken (no polling; the fallback
+// backoff covers expiries). Two calls asking for overlapping names in different orders never wait
+// on each other: an attempt never holds a name while it waits. On one Redis server (and Sentinel)
+// an attempt is one script, atomic. On a Cluster the names are grouped by slot and taken one slot
+// after the other, in slot order; if a slot's names are taken by someone else, what the attempt
+// took is given back before it waits. So between the slots of one attempt, a reader can see some
+// names of the set held by its owner and others not yet, and a failed attempt's names held for a
+// moment (and their fences used); no two owners ever hold one name. Names of one slot (a common
+// hash tag) cost one script.
+//
+// Options: WithWait, WithMaxHold and InNamespace apply to every name. Fair, WithOwner, WithToken,
+// WithGuard and Permits are refused with ErrInvalid, and so are sets over Redlock (NewRedlock):
+// each name would need its own quorum of the same nodes, and giving back a partial quorum of
+// independent nodes is not atomic. Errors as Acquire's; a *NotAcquiredError names the lock found
+// taken.
+func (c *Client) AcquireAll(ctx context.Context, names []string, ttl time.Duration, opts ...AcquireOption) (*LockSet, error) {
+	return c.acquireAll(ctx, names, ttl, true, opts)
+}
+
+// TryAcquireAll is AcquireAll without waiting: one attempt (one round trip per slot).
+func (c *Client) TryAcquireAll(ctx context.Context, names []string, ttl time.Duration, opts ...AcquireOption) (*LockSet, error) {
+	return c.acquireAll(ctx, names, ttl, false, opts)
+}
+
+// DoAll is Do for a set of names (AcquireAll): it runs fn under the set's context and releases
+// every name, also when fn panics. If a lock of the set is lost while fn runs, fn's context is
+// cancelled and DoAll returns an error matching ErrLost, joined with fn's error.
+func (c *Client) DoAll(ctx context.Context, names []string, ttl time.Duration, fn func(ctx context.Context) error, opts ...AcquireOption) (err error) {
+	s, err := c.AcquireAll(ctx, names, ttl, opts...)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ttl)
+		rerr := s.Release(rctx)
+		cancel()
+		var lost []error
+		for _, l := range s.locks {
+			if cause := l.lostCause(); cause != nil {
+				lost = append(lost, cause)
+			}
+		}
+		if len(lost) > 0 {
+			err = errors.Join(append(lost, err)...)
+		} else if err == nil && !errors.Is(rerr, ErrNotHeld) {
+			err = rerr
+		}
+	}()
+	return fn(s.Context())
+}
+
+func (c *Client) acquireAll(ctx context.Context, names []string, ttl time.Duration, wait bool, opts []AcquireOption) (*LockSet, error) {
+	var ao acquireOptions
+	for _, f := range opts {
+		f(&ao)
+	}
+	switch {
+	case len(names) == 0 || len(names) > maxSetNames:
+		return nil, invalid("a set takes 1 to %d names, not %d", maxSetNames, len(names))
+	case ao.fair || ao.owner != "" || ao.token != "" || ao.guard != "" || ao.permits != 0:
+		return nil, invalid("Fair, WithOwner, WithToken, WithGuard and Permits cannot be used with a set (AcquireAll)")
+	case ao.maxWait < 0 || ao.maxHold < 0:
+		return nil, invalid("negative wait or maximum hold")
+	case !c.st.caps().sets:
+		return nil, errNoSets
+	}
+	full := make([]string, len(names))
+	seen := make(map[string]bool, len(names))
+	for i, n := range names {
+		q, err := ao.qualify(n, ttl)
+		if err != nil {
+			return nil, err
+		}
+		if seen[q] {
+			return nil, invalid("name %d appears twice in the set", i)
+		}
+		seen[q], full[i] = true, q
+	}
+	if c.closed.Load() {
+		return nil, ErrClosed
+	}
+	sc := setCall{c: c, ao: ao, wait: wait, ttl: ttl, start: time.Now(), backoff: c.opt.backoffMin}
+	sc.prepare(full)
+	return sc.run(ctx)
+}
+
+// redisSlot is the Redis Cluster slot of key: CRC16 (XMODEM) of its hash tag, modulo 16384.
+func redisSlot(key string) uint16 {
+	tag := hashTag(key)
+	var crc uint16
+	for i := 0; i < len(tag); i++ {
+		crc ^= uint16(tag[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc % 16384
+}

@@ -1,0 +1,255 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+)
+
+// setCall is one AcquireAll or TryAcquireAll call: its locks, grouped by slot, and its attempts.
+type setCall struct {
+	c       *Client
+	ao      acquireOptions
+	wait    bool
+	ttl     time.Duration
+	start   time.Time
+	backoff time.Duration
+	locks   []*Lock   // in the order of the names given
+	groups  [][]*Lock // by slot, in slot order, each sorted by name
+	req     acquireReq
+}
+
+// prepare makes the set's locks (one fresh token for all) and groups them by slot: on a cluster
+// by the slot of each name's hash tag, elsewhere all in one group.
+func (sc *setCall) prepare(full []string) {
+	c, tok := sc.c, newToken()
+	limit := c.opt.maxHold
+	if sc.ao.limited {
+		limit = sc.ao.maxHold
+	}
+	sc.req = acquireReq{token: tok, hold: any("0"), ttl: sc.ttl}
+	bySlot := map[int][]*Lock{}
+	for _, name := range full {
+		l := &Lock{c: c, ttl: sc.ttl, limit: limit, token: tok, tok: tok, hold: sc.req.hold}
+		l.k.init(c.opt.prefix, name)
+		l.req = sc.req
+		sc.locks = append(sc.locks, l)
+		slot := 0
+		if _, ok := c.st.router().(clusterRouter); ok {
+			slot = int(redisSlot(l.k.main))
+		}
+		bySlot[slot] = append(bySlot[slot], l)
+	}
+	slots := make([]int, 0, len(bySlot))
+	for s := range bySlot {
+		slots = append(slots, s)
+	}
+	slices.Sort(slots)
+	for _, s := range slots {
+		g := bySlot[s]
+		slices.SortFunc(g, func(a, b *Lock) int { return strings.Compare(a.k.name, b.k.name) })
+		sc.groups = append(sc.groups, g)
+	}
+}
+
+// run makes attempts until every group is taken, or the call ends.
+func (sc *setCall) run(ctx context.Context) (*LockSet, error) {
+	c, first := sc.c, sc.locks[0]
+	hctx := ctx
+	h := c.hook
+	info := WaitInfo{Name: first.k.name, Key: first.k.main, TTL: sc.ttl}
+	for _, l := range sc.locks {
+		info.Names = append(info.Names, l.k.name)
+	}
+	if h != nil && h.WaitStart != nil {
+		if x := h.WaitStart(ctx, info); x != nil {
+			hctx = x
+		}
+	}
+	set, attempts, err := sc.attempts(hctx)
+	if h != nil && h.WaitDone != nil {
+		info.Attempts, info.Duration, info.Outcome, info.Err = attempts, time.Since(sc.start), Outcome(err), err
+		h.WaitDone(hctx, info)
+	}
+	return set, err
+}
+
+// attempts makes the call's attempts; it returns the set, or the error that ended the call.
+func (sc *setCall) attempts(ctx context.Context) (*LockSet, int, error) {
+	c := sc.c
+	var deadline <-chan time.Time
+	if sc.wait && sc.ao.maxWait > 0 {
+		t := time.NewTimer(sc.ao.maxWait)
+		defer t.Stop()
+		deadline = t.C
+	}
+	var w *waiter
+	acquired := false
+	defer func() {
+		if w != nil {
+			c.room.leave(w, acquired)
+		}
+	}()
+	for n := 1; ; n++ {
+		if err := ctx.Err(); err != nil {
+			return nil, n - 1, sc.notAcquired(nil, 0, n-1, err)
+		}
+		sent, busy, retry, err := sc.attempt(ctx, n)
+		if h := c.hook; h != nil && h.Attempt != nil {
+			h.Attempt(ctx, WaitInfo{Name: sc.locks[0].k.name, Key: sc.locks[0].k.main, TTL: sc.ttl, Attempts: n,
+				Woken: w != nil, Acquired: err == nil && busy == nil, RetryAfter: retry, Err: err})
+		}
+		switch {
+		case err != nil:
+			if cerr := ctx.Err(); cerr != nil {
+				return nil, n, sc.notAcquired(nil, 0, n, cerr)
+			}
+			return nil, n, err
+		case busy == nil:
+			set, err := sc.handOut(ctx, sent)
+			acquired = err == nil
+			return set, n, err
+		case !sc.wait:
+			return nil, n, sc.notAcquired(busy, retry, n, nil)
+		}
+		// Wait for the release of the lock found taken (or its expiry), then try again.
+		if w != nil && w.q.ch != busy.k.channel {
+			c.room.leave(w, false)
+			w = nil
+		}
+		if w == nil {
+			if w = c.room.join(busy.k.channel, sc.req.token.(string), false); w == nil {
+				return nil, n, ErrClosed
+			}
+			select { // a release may have come before the subscription: try again at once
+			case <-w.q.ready:
+			case <-time.After(sc.backoff):
+			case <-ctx.Done():
+			}
+			continue
+		}
+		c.room.requeue(w)
+		d := min(sc.backoff, retry+time.Millisecond)
+		d = d/2 + rand.N(d/2+1)
+		t := time.NewTimer(d)
+		select {
+		case <-w.wake:
+		case <-t.C:
+			sc.backoff = min(sc.backoff*2, c.opt.backoffMax)
+		case <-ctx.Done():
+		case <-deadline:
+			t.Stop()
+			return nil, n, sc.notAcquired(busy, retry, n, nil)
+		case <-c.room.closed:
+			t.Stop()
+			return nil, n, ErrClosed
+		}
+		t.Stop()
+	}
+}
+
+// attempt is attempt number n: each group in turn. It returns when each group's attempt was sent
+// (all taken: busy nil), or the lock found taken and how long it stays taken, after giving back
+// what it took; or the error that ended it, after giving back what it may have taken.
+func (sc *setCall) attempt(ctx context.Context, n int) (sent []time.Time, busy *Lock, retry time.Duration, err error) {
+	c := sc.c
+	sc.req.waiting = markNone
+	if sc.wait {
+		sc.req.waiting = markWaiting
+		if n > 1 {
+			sc.req.waiting = markWaited
+		}
+	}
+	sent = make([]time.Time, len(sc.groups))
+	for gi, g := range sc.groups {
+		ks := make([]*keys, len(g))
+		for i, l := range g {
+			ks[i] = &l.k
+		}
+		sent[gi] = time.Now()
+		res, aerr := c.st.takeAll(ctx, ks, &sc.req)
+		switch {
+		case aerr != nil:
+			if mayHaveRun(aerr) {
+				for _, l := range g {
+					c.giveBack(l)
+				}
+			}
+			sc.giveBack(ctx, gi)
+			return nil, nil, 0, unavailable("acquire", aerr)
+		case res.busy >= 0:
+			sc.giveBack(ctx, gi)
+			return nil, g[res.busy], res.retryAfter, nil
+		}
+		for i, l := range g {
+			l.fence = res.fences[i]
+		}
+	}
+	return sent, nil, 0, nil
+}
+
+// giveBack releases what the current attempt took of the groups before group upto (a busy or
+// failed slot comes after them): nothing stays held by a failed attempt.
+func (sc *setCall) giveBack(ctx context.Context, upto int) {
+	for _, g := range sc.groups[:upto] {
+		ks := make([]*keys, len(g))
+		fences := make([]int64, len(g))
+		for i, l := range g {
+			ks[i], fences[i] = &l.k, l.fence
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(sc.ttl, 5*time.Second))
+		if _, err := sc.c.st.releaseAll(rctx, ks, sc.req.token, sc.req.hold, fences); mayHaveRun(err) {
+			for _, l := range g {
+				sc.c.giveBack(l)
+			}
+		}
+		cancel()
+	}
+}
+
+// handOut makes the taken locks held: each checked against its validity (from when its group's
+// attempt was sent), then handed out in the order taken, each one's context under the previous
+// one's, so that the set's context (the last one's) ends with any of them.
+func (sc *setCall) handOut(ctx context.Context, sent []time.Time) (*LockSet, error) {
+	c := sc.c
+	for gi, g := range sc.groups {
+		if err := c.outlived(ctx, g[0], sent[gi]); err != nil {
+			sc.giveBack(ctx, len(sc.groups))
+			return nil, err
+		}
+	}
+	s := &LockSet{locks: sc.locks, groups: sc.groups}
+	parent := ctx
+	var prev *Lock
+	for gi, g := range sc.groups {
+		for _, l := range g {
+			l.outer = prev // a lock acquired with the set's context re-enters the set's lock of its name
+			if _, err := c.handOut(ctx, parent, l, l.fence, 1, sent[gi]); err != nil {
+				return nil, err // (closed: handOut released l; Close releases the others)
+			}
+			parent, prev = l.Context(), l
+		}
+	}
+	s.last = prev
+	return s, nil
+}
+
+// notAcquired is the error of a set call that ended without its locks.
+func (sc *setCall) notAcquired(busy *Lock, retry time.Duration, attempts int, cause error) error {
+	name := sc.locks[0].k.name
+	if busy != nil {
+		name = busy.k.name
+	}
+	e := &NotAcquiredError{Name: name, RetryAfter: retry, Attempts: attempts}
+	if sc.wait {
+		e.Waited = max(time.Since(sc.start), 1)
+	}
+	if cause != nil {
+		return errors.Join(e, cause)
+	}
+	return e
+}
+
