@@ -13,7 +13,7 @@ import (
 )
 
 // The commands on a 3-master cluster: ls scans every master (from one seed), inspect, release and
-// watch find each name's master.
+// watch find each name's master; then the docs' command lines with --cluster.
 func TestCLI_cluster(t *testing.T) {
 	bin := build(t)
 	cl := redistest.StartCluster(t)
@@ -48,6 +48,8 @@ func TestCLI_cluster(t *testing.T) {
 	s.run("", "idem", "--cluster", "--url", seed, "scope", "key")
 	s.run("", "inspect", "--cluster", "--sentinel", "x:1", "--master", "m", "x")
 	s.golden("cluster")
+	// The docs' command lines for a cluster (see TestDocs_commands).
+	t.Run("docs", func(t *testing.T) { runDocCommands(t, bin, clusterTarget(t, cl), isCluster) })
 }
 
 // The least-privilege ACL of docs/security.md for the command is enough for every command, and
