@@ -51,16 +51,16 @@ func prepare(t *testing.T, target docTarget, fx *docFixture, c docCommand) docAr
 	for _, e := range c.env {
 		d.env = append(d.env, remap(e))
 		if v, ok := strings.CutPrefix(e, "REDIS_URL="); ok {
-			checkAddr(t, c, target, remap(v))
+			checkAddr(t, c, v)
 		}
 	}
 	words := c.words[1:]
 	for i := 0; i < len(words); i++ {
-		w := remap(words[i])
+		w := words[i]
 		if v, ok := fill[w]; ok {
 			w = v
 		}
-		d.args = append(d.args, w)
+		d.args = append(d.args, remap(w))
 		name, value, hasValue := strings.Cut(strings.TrimLeft(w, "-"), "=")
 		switch {
 		case !strings.HasPrefix(w, "-"):
@@ -72,37 +72,33 @@ func prepare(t *testing.T, target docTarget, fx *docFixture, c docCommand) docAr
 		case slices.Contains(valueFlags, name):
 			if !hasValue && i+1 < len(words) {
 				i++
-				value = remap(words[i])
-				d.args = append(d.args, value)
+				value = words[i]
+				d.args = append(d.args, remap(value))
 			}
 			if name == "url" {
-				checkAddr(t, c, target, value)
+				checkAddr(t, c, value)
 			}
 		}
 	}
 	return d
 }
 
-// checkAddr fails the test when a doc command names a server that is not one of docAddrs.
-func checkAddr(t *testing.T, c docCommand, target docTarget, url string) {
+// checkAddr fails the test when a doc command names a server that is not one of docAddrs (it would
+// run against some other server). Whether the rest of the URL is right is the command's to say.
+func checkAddr(t *testing.T, c docCommand, url string) {
 	t.Helper()
-	_, hostport, ok := strings.Cut(url, "://")
-	if !ok {
-		hostport = url
+	for _, a := range docAddrs {
+		if strings.Contains(url, a) {
+			return
+		}
 	}
-	if _, after, ok := strings.Cut(hostport, "@"); ok {
-		hostport = after
-	}
-	hostport, _, _ = strings.Cut(hostport, "/")
-	if hostport != target.addr {
-		t.Fatalf("%s: %q names a server the test does not know (%q): use one of %q", c.where, c.text, url, docAddrs)
-	}
+	t.Fatalf("%s: %q names a server the test does not know (%q): use one of %q", c.where, c.text, url, docAddrs)
 }
 
 // runDocCommand runs one doc command line and checks its exit code and output.
 func runDocCommand(t *testing.T, bin string, target docTarget, fx *docFixture, c docCommand) {
 	d := prepare(t, target, fx, c)
-	if len(d.pos) > 0 && d.pos[0] == "watch" && !d.help {
+	if len(d.pos) == 2 && d.pos[0] == "watch" && !d.help {
 		runDocWatch(t, bin, fx, c, d)
 		return
 	}
