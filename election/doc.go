@@ -13,7 +13,9 @@
 // The leader's value is stored in its lock's value (after the lock's own fields), so it expires,
 // is renewed and is deleted with the lock, and is announced on the channel PREFIX{@election/NAME}:leader
 // (SPUBLISH on a cluster). Observers subscribe to that channel and to the lock's release channel,
-// and read the lock when its TTL runs out (a leader that died announces nothing).
+// and read the lock when its TTL runs out (a leader that died announces nothing). Observe reports
+// leaders in fence order, every proclaimed term while its subscription is healthy (see Observe
+// for what it may skip otherwise).
 //
 // An Election needs the go-redis client its core.Client was made with (New, not NewRedlock).
 package election

@@ -133,29 +133,33 @@ type Leader struct {
 // Leader returns the current leader (the zero Leader when nobody leads). A leader that has taken
 // the lock but not yet recorded its value is reported as no leader.
 func (e *Election) Leader(ctx context.Context) (Leader, error) {
-	ld, _, err := e.read(ctx)
-	return ld, err
+	s, err := e.read(ctx)
+	return s.leader, err
 }
 
-// read returns the leader and the lock's remaining TTL.
-func (e *Election) read(ctx context.Context) (Leader, time.Duration, error) {
+// read reads the lock: its fence, whether it is held, the proclaimed leader and its TTL.
+func (e *Election) read(ctx context.Context) (lockState, error) {
 	p := e.rdb.Pipeline()
 	get := p.Get(ctx, e.key)
 	pt := p.PTTL(ctx, e.key)
 	if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return Leader{}, 0, fmt.Errorf("%w: election %q: %w", core.ErrUnavailable, e.name, err)
+		return lockState{}, fmt.Errorf("%w: election %q: %w", core.ErrUnavailable, e.name, err)
 	}
-	// The lock's value: TOKEN FENCE HOLDS W RELEASED ACQUIRED LABEL, separated by NUL bytes,
-	// then the leader's value once proclaimed (see proclaim.lua).
+	// The lock's value (docs/keys.md): held, TOKEN FENCE HOLDS W BASE ACQUIRED LABEL separated by
+	// NUL bytes, then the leader's value once proclaimed (see proclaim.lua); free, "" FENCE BASE.
 	fields := strings.SplitN(get.Val(), "\x00", 8)
-	if len(fields) < 8 || fields[0] == "" {
-		return Leader{}, 0, nil
+	if len(fields) < 2 {
+		return lockState{}, nil
 	}
 	f, err := strconv.ParseInt(fields[1], 10, 64)
-	if err != nil || f == 0 {
-		return Leader{}, 0, nil
+	if err != nil || f <= 0 {
+		return lockState{}, nil // not a lock's value: as if there were none
 	}
-	return Leader{Value: fields[7], Fence: f}, pt.Val(), nil
+	s := lockState{fence: f, held: fields[0] != "", pttl: pt.Val()}
+	if s.held && len(fields) == 8 {
+		s.leader = Leader{Value: fields[7], Fence: f}
+	}
+	return s, nil
 }
 
 // parseAnnounce reads a leader message: "FENCE VALUE".
