@@ -38,8 +38,10 @@
 //     after the run finished gets ErrDone in that same round trip, and one that fires while it
 //     runs gets ErrBusy. gocron skips the run there and reports the error to AfterLockError.
 //   - Unlock releases the lock and writes the marker in one script (core.Lock.ReleaseSet). The
-//     marker stays until WithMaxSkew (default one minute) plus half a second after the
-//     activation: longer than any replica within that skew can fire for the run.
+//     marker stays until WithMaxSkew (default one minute) plus the firing window (half a second,
+//     less for a shorter DurationJob) after the activation: a replica fires for a run only while
+//     its clock is within the window of the activation, so a replica whose clock lags by at most
+//     WithMaxSkew finds the marker whenever it fires.
 //   - While the job runs, core's watchdog renews the lock. WithTTL (default 30s) is how long a
 //     replica that dies mid-run blocks the job. WithMaxHold bounds a run that hangs (default the
 //     larger of the job's period and the TTL); it then gets no marker. The job gets the lock's
@@ -86,7 +88,8 @@
 //	lockkit:{@gocron/JOB}            the job's lock (core), while a run is in progress
 //	lockkit:gocron:{@gocron/JOB}:MS  the completion marker of the run whose activation is MS, in
 //	                                 Unix milliseconds: an exactly-once record, "ok" or "failed";
-//	                                 TTL until WithMaxSkew + 0.5s after the activation
+//	                                 TTL until WithMaxSkew + the window after the activation, at
+//	                                 least 1s
 //
 // The Elector's keys are package election's. Every key expires.
 package gocronlock

@@ -2,7 +2,6 @@ package gocronlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -10,18 +9,7 @@ import (
 	"time"
 
 	"github.com/go-co-op/gocron/v2"
-	"github.com/lockkit/lockkit/core"
 	"github.com/lockkit/lockkit/election"
-)
-
-var (
-	// ErrNotLeader is the error of IsLeader, and of a job wrapped by Elector.Task, on a replica
-	// that does not lead: it never did, or its term ended (then the term's cause is joined: a
-	// *core.LostError when leadership was lost). It matches core.ErrNotHeld.
-	ErrNotLeader = fmt.Errorf("lockkit: gocronlock: not the leader: %w", core.ErrNotHeld)
-	// ErrStopped is the cause of the term's context, and of the context of the jobs running under
-	// it, after Elector.Stop (or the end of the context given to Start).
-	ErrStopped = errors.New("lockkit: gocronlock: elector stopped")
 )
 
 // Timings of the campaign.
@@ -50,14 +38,15 @@ type Elector struct {
 }
 
 // NewElector returns an Elector that campaigns in e (every replica uses an election of the same
-// name). It sends nothing to Redis before Start.
+// name). It sends nothing to Redis before Start. An option that applies to a Locker only gives an
+// error matching ErrInvalid.
 func NewElector(e *election.Election, opts ...Option) (*Elector, error) {
 	if e == nil {
 		return nil, fmt.Errorf("%w: nil *election.Election", ErrInvalid)
 	}
-	o := defaultOptions()
-	for _, f := range opts {
-		f(&o)
+	o, err := build(opts, lockerOnly, "an Elector")
+	if err != nil {
+		return nil, err
 	}
 	return &Elector{e: e, opt: o}, nil
 }

@@ -49,6 +49,14 @@ func TestElector_lifecycle(t *testing.T) {
 	if _, err := gocronlock.NewElector(nil); !errors.Is(err, gocronlock.ErrInvalid) || !errors.Is(err, core.ErrInvalid) {
 		t.Fatalf("NewElector(nil): %v", err)
 	}
+	rdb := srv.Client(t)
+	e, err := election.New(newClient(t, rdb), rdb, "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gocronlock.NewElector(e, gocronlock.WithTTL(time.Second)); !errors.Is(err, gocronlock.ErrInvalid) {
+		t.Fatalf("NewElector with a Locker's option: %v", err)
+	}
 	a, b := newElector(t, srv.Client(t), "a"), newElector(t, srv.Client(t), "b")
 	if err := a.IsLeader(ctx); !errors.Is(err, gocronlock.ErrNotLeader) || !errors.Is(err, core.ErrNotHeld) {
 		t.Fatalf("IsLeader before Start: %v", err)

@@ -10,32 +10,7 @@ import (
 
 	"github.com/go-co-op/gocron/v2"
 	"github.com/lockkit/lockkit/core"
-	"github.com/lockkit/lockkit/internal/adapter"
 	"github.com/lockkit/lockkit/internal/exactlyonce"
-)
-
-// Errors of the package. Each matches one of core's sentinel errors too.
-var (
-	// ErrInvalid means an argument or option was rejected. It matches core.ErrInvalid.
-	ErrInvalid = fmt.Errorf("lockkit: gocronlock: %w", core.ErrInvalid)
-	// ErrDone is the error of a Lock for a run that has run already (on any replica): its
-	// completion marker exists. gocron skips the run and reports the error to AfterLockError. It
-	// matches core.ErrGuarded.
-	ErrDone = fmt.Errorf("lockkit: gocronlock: run done already: %w", core.ErrGuarded)
-	// ErrBusy is the error of a Lock while another run of the job holds its lock, on this replica
-	// or another. It matches core.ErrNotAcquired (a *core.NotAcquiredError when another replica
-	// holds the lock).
-	ErrBusy = fmt.Errorf("lockkit: gocronlock: job busy: %w", core.ErrNotAcquired)
-	// ErrOffSchedule is the error of a Lock that comes more than half a second (or half the period
-	// of a shorter DurationJob) away from any activation of the job on the Locker's clock: a
-	// Job.RunNow, a WithStartImmediately start, a run queued behind a limit, or a clock or location
-	// that is not the scheduler's. Such a run cannot be matched across replicas and is not run. It
-	// matches core.ErrInvalid.
-	ErrOffSchedule = fmt.Errorf("lockkit: gocronlock: not a scheduled run: %w", core.ErrInvalid)
-	// ErrNotLocked is the error of a job added with Locker.NewJob that gocron ran without the
-	// Locker's lock (a scheduler with an Elector, or WithDisabledDistributedJobLocker): the job
-	// is not run. It matches core.ErrNotHeld.
-	ErrNotLocked = fmt.Errorf("lockkit: gocronlock: job ran without its lock: %w", core.ErrNotHeld)
 )
 
 // namespace holds every job's lock (core.InNamespace): nothing that takes names from clients can
@@ -66,37 +41,24 @@ type job struct {
 }
 
 // NewLocker returns a Locker that takes its locks with c. It sends nothing to Redis. An invalid
-// option gives an error matching ErrInvalid.
+// option, or one that applies to an Elector only, gives an error matching ErrInvalid.
 func NewLocker(c *core.Client, opts ...Option) (*Locker, error) {
 	if c == nil {
-		return nil, invalid(adapter.Invalid("gocronlock", "nil *core.Client"))
+		return nil, fmt.Errorf("%w: nil *core.Client", ErrInvalid)
 	}
-	o := defaultOptions()
-	for _, f := range opts {
-		f(&o)
+	o, err := build(opts, electorOnly, "a Locker")
+	if err != nil {
+		return nil, err
 	}
-	switch {
-	case o.clock == nil:
-		return nil, invalid(adapter.Invalid("gocronlock", "WithClock(nil)"))
-	case o.loc == nil:
-		return nil, invalid(adapter.Invalid("gocronlock", "WithLocation(nil)"))
-	case o.maxHold < -1:
-		return nil, invalid(adapter.Invalid("gocronlock", "WithMaxHold(%v): negative", o.maxHold))
-	case o.maxSkew < 0:
-		return nil, invalid(adapter.Invalid("gocronlock", "WithMaxSkew(%v): negative", o.maxSkew))
-	}
-	// The store checks the TTL. Markers are written with their own TTL (markerTTL); Retention is
-	// only the store's required default.
+	// Markers are written with their own TTL (markerTTL); Retention is only the store's required
+	// default.
 	store, err := exactlyonce.New(c, exactlyonce.Config{Component: "gocronlock", Namespace: namespace,
 		RecordPrefix: c.Prefix() + "gocron:", TTL: o.ttl, Retention: time.Minute, Logger: o.logger})
 	if err != nil {
-		return nil, invalid(err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return &Locker{store: store, opt: o, jobs: map[string]*job{}}, nil
 }
-
-// invalid makes err, which matches core.ErrInvalid, match ErrInvalid too.
-func invalid(err error) error { return fmt.Errorf("%w: %w", ErrInvalid, err) }
 
 // NewJob adds a job to s under name, on the schedule def, so that each of its runs runs on one
 // replica only, and returns it as s.NewJob does. Every replica adds the same job under the same
@@ -255,7 +217,7 @@ func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 
 // maxHold is the WithMaxHold of a run at tick: the option's, or the larger of the gap and the TTL.
 func (l *Locker) maxHold(s schedule, tick time.Time) time.Duration {
-	if l.opt.maxHold >= 0 {
+	if l.opt.holdSet {
 		return l.opt.maxHold
 	}
 	return max(s.gap(tick), l.opt.ttl)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -302,9 +303,13 @@ func TestLocker_rejects(t *testing.T) {
 		"max skew": {gocronlock.WithMaxSkew(-time.Second)},
 		"clock":    {gocronlock.WithClock(nil)},
 		"location": {gocronlock.WithLocation(nil)},
+		"elector":  {gocronlock.WithValue("x")},
 	} {
-		if _, err := gocronlock.NewLocker(locks, opts...); !errors.Is(err, gocronlock.ErrInvalid) || !errors.Is(err, core.ErrInvalid) {
+		_, err := gocronlock.NewLocker(locks, opts...)
+		if !errors.Is(err, gocronlock.ErrInvalid) || !errors.Is(err, core.ErrInvalid) {
 			t.Errorf("%s: %v", name, err)
+		} else if msg := err.Error(); !strings.HasPrefix(msg, "lockkit: gocronlock: invalid argument: ") || strings.Count(msg, "lockkit") != 1 {
+			t.Errorf("%s: error %q, want one shape: lockkit: gocronlock: invalid argument: WHAT", name, msg)
 		}
 	}
 	if _, err := gocronlock.NewLocker(nil); !errors.Is(err, gocronlock.ErrInvalid) {

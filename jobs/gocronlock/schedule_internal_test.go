@@ -155,8 +155,11 @@ func TestEvery_nearest(t *testing.T) {
 // Markers live until the skew plus the window after the activation, and a run's default maximum
 // hold is the larger of the period and the TTL.
 func TestLocker_markerTTLAndMaxHold(t *testing.T) {
-	l := &Locker{opt: defaultOptions()}
-	l.opt.maxSkew = 3 * time.Second
+	o, err := build([]Option{WithMaxSkew(3 * time.Second)}, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &Locker{opt: o}
 	tick := time.Unix(1_900_000_000, 0)
 	e := every(200 * time.Millisecond)
 	if got := l.markerTTL(e, tick, tick.Add(50*time.Millisecond)); got != 3*time.Second+100*time.Millisecond-50*time.Millisecond {
@@ -171,7 +174,7 @@ func TestLocker_markerTTLAndMaxHold(t *testing.T) {
 	if got := l.maxHold(every(time.Hour), tick); got != time.Hour {
 		t.Errorf("max hold %v, want the period", got)
 	}
-	l.opt.maxHold = 0
+	l.opt.maxHold, l.opt.holdSet = 0, true
 	if got := l.maxHold(e, tick); got != 0 {
 		t.Errorf("max hold %v, want none", got)
 	}
