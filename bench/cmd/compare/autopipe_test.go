@@ -22,7 +22,7 @@ func (r *recorder) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		if n := cmd.Name(); n != "hello" && n != "client" {
 			r.mu.Lock()
-			r.cmds = append(r.cmds, fmt.Sprint(cmd.Args()...))
+			r.cmds = append(r.cmds, fmt.Sprint(cmd.Args()))
 			r.mu.Unlock()
 		}
 		return next(ctx, cmd)
