@@ -155,7 +155,8 @@ func permitKeys(k *keys) [5]string {
 
 func (n *node) inspect(ctx context.Context, k *keys) (LockInfo, error) {
 	p := permitKeys(k)
-	v, err := n.s.inspect.Run(ctx, n.rdb, []string{k.arr[0], k.arr[1], k.arr[2], p[0], p[1], p[2], p[4], k.arr[3]}).Slice()
+	// EVALSHA_RO (EVAL_RO after a NOSCRIPT): a read-only user (%R~) may run it.
+	v, err := n.s.inspect.RunRO(ctx, n.rdb, []string{k.arr[0], k.arr[1], k.arr[2], p[0], p[1], p[2], p[4], k.arr[3]}).Slice()
 	if err != nil {
 		return LockInfo{}, err
 	}
