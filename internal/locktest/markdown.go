@@ -86,26 +86,43 @@ func CodeBlocks(md string) []string {
 	return out
 }
 
-// TableRows returns the body rows of the tables of md, each as its cells with the spaces around
-// them trimmed and "\|" read as "|"; header rows and separator rows are left out.
-func TableRows(md string) [][]string {
-	var out [][]string
-	prev := false // the previous line was a row of the same table
+// Table is a Markdown table: its header's cells and its body rows' cells, with the spaces around
+// them trimmed and "\|" read as "|".
+type Table struct {
+	Header []string
+	Rows   [][]string
+}
+
+// Tables returns the tables of md, in order.
+func Tables(md string) []Table {
+	var out []Table
+	var cur *Table      // the table being read, nil outside one
+	var header []string // the previous line's cells, if it may be a table's header
 	for _, l := range strings.Split(md, "\n") {
 		l = strings.TrimSpace(l)
 		if !strings.HasPrefix(l, "|") {
-			prev = false
+			cur, header = nil, nil
 			continue
 		}
 		cells := splitRow(l)
-		if isSeparator(cells) {
-			if prev {
-				out = out[:len(out)-1] // the row above is the header
-			}
-		} else {
-			out = append(out, cells)
+		switch {
+		case cur != nil:
+			cur.Rows = append(cur.Rows, cells)
+		case header != nil && isSeparator(cells):
+			out = append(out, Table{Header: header})
+			cur = &out[len(out)-1]
+		default:
+			header = cells
 		}
-		prev = true
+	}
+	return out
+}
+
+// TableRows returns the body rows of every table of md.
+func TableRows(md string) [][]string {
+	var out [][]string
+	for _, t := range Tables(md) {
+		out = append(out, t.Rows...)
 	}
 	return out
 }
