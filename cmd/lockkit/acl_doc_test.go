@@ -62,7 +62,7 @@ func busyState(t *testing.T, admin redis.UniversalClient) {
 	ctx := context.Background()
 	var mu sync.Mutex
 	queued := map[int]int{} // failed attempts, by limit (0: the lock)
-	c := locktest.NewClient(t, admin, core.WithFairWaiterTimeout(150*time.Millisecond), core.WithHook(core.Hook{
+	c := locktest.NewClient(t, admin, core.WithFairWaiterTimeout(time.Second), core.WithHook(core.Hook{
 		Attempt: func(_ context.Context, w core.WaitInfo) {
 			if !w.Acquired && w.Err == nil {
 				mu.Lock()

@@ -94,7 +94,7 @@ func acquireInBackground(ctx context.Context, c *core.Client, name string, opts 
 // 0 and the acquisition is refused (and undone), which still shows that WAIT was allowed.
 func lockWorkload(ctx context.Context, rdb redis.UniversalClient, replica bool) error {
 	p := newACLProbe()
-	c, err := core.New(rdb, p.hook(), core.WithFairWaiterTimeout(150*time.Millisecond))
+	c, err := core.New(rdb, p.hook(), core.WithFairWaiterTimeout(300*time.Millisecond))
 	if err != nil {
 		return err
 	}
@@ -280,7 +280,7 @@ func aclWorkload(ctx context.Context, rdb redis.UniversalClient) error {
 // (answered from Redis: "not held"); a permit held at Close. admin takes the permit away.
 func permitsWorkload(ctx context.Context, rdb, admin redis.UniversalClient) error {
 	p := newACLProbe()
-	c, err := core.New(rdb, p.hook(), core.WithFairWaiterTimeout(150*time.Millisecond))
+	c, err := core.New(rdb, p.hook(), core.WithFairWaiterTimeout(300*time.Millisecond))
 	if err != nil {
 		return err
 	}
@@ -414,7 +414,7 @@ type busy struct {
 // (the fair one has refreshed its place).
 func busyName(ctx context.Context, admin redis.UniversalClient, name string) (*busy, error) {
 	p := newACLProbe()
-	c, err := core.New(admin, p.hook(), core.WithFairWaiterTimeout(150*time.Millisecond))
+	c, err := core.New(admin, p.hook(), core.WithFairWaiterTimeout(time.Second))
 	if err != nil {
 		return nil, err
 	}
