@@ -249,14 +249,16 @@ func electionWorkload(ctx context.Context, c *core.Client, rdb redis.UniversalCl
 	return term.Resign(ctx)
 }
 
-// ackedWorkload takes and releases a lock, and writes a guarded value, with WithReplicaAck.
+// ackedWorkload takes a lock, renews and extends it, and releases it writing a guarded value, with
+// WithReplicaAck.
 func ackedWorkload(ctx context.Context, rdb redis.UniversalClient, replica bool) error {
-	acked, err := core.New(rdb, core.WithReplicaAck(1, 500*time.Millisecond))
+	p := newACLProbe()
+	acked, err := core.New(rdb, p.hook(), core.WithReplicaAck(1, 500*time.Millisecond))
 	if err != nil {
 		return err
 	}
 	defer acked.Close(context.Background())
-	a, err := acked.Acquire(ctx, "acked", time.Second, core.WithGuard("lockkit:done:{acked}"))
+	a, err := acked.Acquire(ctx, "acked", 300*time.Millisecond, core.WithGuard("lockkit:done:{acked}"))
 	if !replica {
 		if err == nil || !strings.Contains(err.Error(), "replicas acknowledged") {
 			return fmt.Errorf("replica ack without a replica: %v", err)
@@ -265,6 +267,12 @@ func ackedWorkload(ctx context.Context, rdb redis.UniversalClient, replica bool)
 	}
 	if err != nil {
 		return fmt.Errorf("replica ack: %w", err)
+	}
+	if err := p.await("acked", 0, 1); err != nil {
+		return err
+	}
+	if err := a.Extend(ctx, time.Second); err != nil {
+		return fmt.Errorf("replica ack: extend: %w", err)
 	}
 	return a.ReleaseSet(ctx, "lockkit:done:{acked}", []byte("ok"), time.Minute)
 }
