@@ -1,6 +1,7 @@
 package core
 
 import (
+	"bytes"
 	"context"
 	"embed"
 	"errors"
@@ -18,14 +19,30 @@ import (
 var luaFiles embed.FS
 
 // mustScript loads a script made of the named embedded files, in order (lib.lua holds functions
-// that several scripts share; Redis scripts cannot include one another).
+// that several scripts share; Redis scripts cannot include one another). The last file is the
+// script itself: a shebang on its first line ("#!lua flags=no-writes") is moved to the front, the
+// only place where Redis reads a script's flags.
 func mustScript(names ...string) *redis.Script {
-	var src strings.Builder
-	for _, name := range names {
+	files := make([][]byte, len(names))
+	for i, name := range names {
 		b, err := luaFiles.ReadFile("lua/" + name)
 		if err != nil {
 			panic(err)
 		}
+		if bytes.HasPrefix(b, []byte("#!")) && i != len(names)-1 {
+			panic("core: " + name + " has a shebang but is not the script's last file")
+		}
+		files[i] = b
+	}
+	var src strings.Builder
+	last := files[len(files)-1]
+	if bytes.HasPrefix(last, []byte("#!")) {
+		line, rest, _ := bytes.Cut(last, []byte("\n"))
+		src.Write(line)
+		src.WriteByte('\n')
+		files[len(files)-1] = rest
+	}
+	for _, b := range files {
 		src.Write(b)
 	}
 	return redis.NewScript(src.String())
