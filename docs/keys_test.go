@@ -35,7 +35,14 @@ type keyRow struct {
 
 // placeholders are the words of the key column that stand for a part of a key.
 var placeholders = map[string]string{
-	"NAME": `[^{}]+`, "JOB": `[^{}]+`, "HASH": `[0-9a-f]{64}`, "TICK": `[0-9]+`, "FENCE": `[0-9]+`, "TOKEN": `[0-9a-f]{32}`,
+	"NAME": `[^{}]+`, "JOB": `[^{}]+`, "HASH": `[0-9a-f]{64}`, "TICK": `[0-9]+`, "MS": `[0-9]+`, "FENCE": `[0-9]+`,
+	"TOKEN": `[0-9a-f]{32}`,
+}
+
+// elsewhere are the rows whose keys only an adapter of a module of its own writes: that module's
+// tests check them against this table (the root module cannot import it).
+var elsewhere = map[string]string{
+	"lockkit:gocron:{@gocron/JOB}:MS": "jobs/gocronlock: TestLocker_keysMatchDocs",
 }
 
 // types maps the type column's first words to what Redis's TYPE answers.
@@ -277,7 +284,7 @@ func TestKeys_docTable(t *testing.T) {
 	kc.until("lockkit:{NAME}:permits:receipt:FENCE", "lockkit:idem:{@http-idem/HASH}",
 		"lockkit:idem:{@grpc-idem/HASH}", "lockkit:cron:{@cron/JOB}:TICK")
 	for i, r := range rows {
-		if r.typ != "" && !kc.seen[i] {
+		if _, ok := elsewhere[r.key]; r.typ != "" && !kc.seen[i] && !ok {
 			t.Errorf("docs/keys.md's row %s matched no key of the workload", r.key)
 		}
 	}

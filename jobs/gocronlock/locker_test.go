@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -384,5 +385,46 @@ func TestLocker_durationJobAligned(t *testing.T) {
 	}
 	if o := r.fire(t, runs[0]); !o.ran || !o.tick.Equal(runs[0]) {
 		t.Fatalf("%+v, want run %v", o, runs[0])
+	}
+}
+
+// The keys a Locker writes are the rows docs/keys.md gives them (docs/keys_test.go, in the root
+// module, cannot import this one): the run's marker under lockkit:gocron:{@gocron/JOB}:MS, a string.
+func TestLocker_keysMatchDocs(t *testing.T) {
+	rows := map[string]string{} // key column -> type column
+	for _, tab := range locktest.Tables(locktest.Doc(t, "docs/keys.md")) {
+		if len(tab.Header) >= 2 && tab.Header[0] == "key" && tab.Header[1] == "type" {
+			for _, r := range tab.Rows {
+				if spans := locktest.CodeSpans(r[0]); len(spans) == 1 {
+					rows[spans[0]] = r[1]
+				}
+			}
+		}
+	}
+	for key, pattern := range map[string]*regexp.Regexp{
+		"lockkit:gocron:{@gocron/JOB}:MS": regexp.MustCompile(`^lockkit:gocron:\{@gocron/keys\}:[0-9]+$`),
+		"lockkit:{NAME}":                  regexp.MustCompile(`^lockkit:\{@gocron/keys\}$`),
+	} {
+		typ, ok := rows[key]
+		if !ok || !strings.HasPrefix(typ, "string") {
+			t.Fatalf("docs/keys.md has no string row %s (type %q)", key, typ)
+		}
+		srv := redistest.Start(t)
+		rdb := srv.Client(t)
+		a := newFakeReplica(t, newClient(t, rdb), t0.Add(-time.Second/2), gocron.CronJob(perSecond, true), "keys", nil)
+		if o := a.fire(t, t0); !o.ran {
+			t.Fatalf("%+v", o)
+		}
+		marker := fmt.Sprintf("lockkit:gocron:{@gocron/keys}:%d", t0.UnixMilli())
+		eventually(t, 5*time.Second, "the marker", func() bool { return markerValue(t, rdb, marker) == "ok" })
+		found := false
+		for _, k := range rdb.Keys(context.Background(), "*").Val() {
+			if pattern.MatchString(k) {
+				found = rdb.Type(context.Background(), k).Val() == "string"
+			}
+		}
+		if !found {
+			t.Errorf("no string key of the row %s was written", key)
+		}
 	}
 }
