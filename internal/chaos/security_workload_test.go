@@ -481,8 +481,9 @@ func deadWaiters(ctx context.Context, admin redis.UniversalClient, name string) 
 	_, err := admin.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.ZAdd(ctx, key+":queue", redis.Z{Score: float64(2*ago.UnixMicro() + 1), Member: member})
 		p.HSet(ctx, key+":queue:deadlines", member, ago.UnixMilli())
-		p.LPush(ctx, key+":permits:queue", "dead-waiter")
-		p.HSet(ctx, key+":permits:queue:deadlines", "dead-waiter", ago.UnixMilli())
+		pm := "1000\x00100\x00" + strings.Repeat("e", 32) + "\x001\x00dead" // a permit waiter: X is its limit
+		p.ZAdd(ctx, key+":permits:queue", redis.Z{Score: float64(2*ago.UnixMicro() + 1), Member: pm})
+		p.HSet(ctx, key+":permits:queue:deadlines", pm, ago.UnixMilli())
 		return nil
 	})
 	return err
