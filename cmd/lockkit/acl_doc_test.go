@@ -100,8 +100,9 @@ func busyState(t *testing.T, admin redis.UniversalClient) {
 	if _, err := admin.Pipelined(ctx, func(p redis.Pipeliner) error {
 		p.ZAdd(ctx, "lockkit:{b}:queue", redis.Z{Score: float64(2*ago.UnixMicro() + 1), Member: dead})
 		p.HSet(ctx, "lockkit:{b}:queue:deadlines", dead, ago.UnixMilli())
-		p.LPush(ctx, "lockkit:{p}:permits:queue", "dead-waiter")
-		p.HSet(ctx, "lockkit:{p}:permits:queue:deadlines", "dead-waiter", ago.UnixMilli())
+		deadPermit := "1000\x00100\x00" + strings.Repeat("e", 32) + "\x001\x00dead" // X: the waiter's limit
+		p.ZAdd(ctx, "lockkit:{p}:permits:queue", redis.Z{Score: float64(2*ago.UnixMicro() + 1), Member: deadPermit})
+		p.HSet(ctx, "lockkit:{p}:permits:queue:deadlines", deadPermit, ago.UnixMilli())
 		p.Set(ctx, "lockkit:idem:{@s/k}", "record", time.Minute)
 		p.HSet(ctx, "lockkit:idem:{@s/h}", "status", "200")
 		p.PExpire(ctx, "lockkit:idem:{@s/h}", time.Minute)
