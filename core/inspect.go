@@ -85,8 +85,10 @@ func digest(token string) string {
 // Inspect reads what Redis holds about the named lock: whether it is held, by whom (a digest of
 // the owner token, the hold count, since when, the holder's host, pid and label), its remaining
 // TTL, its fence and how many fair waiters are queued; and the same about each permit of the
-// semaphore of that name (Permits), with the semaphore's limit. It only reads (one read-only
-// script): no TTL is extended, no waiter woken.
+// semaphore of that name (Permits), with the semaphore's limit. It only reads (one script flagged
+// no-writes, sent with EVALSHA_RO, so that a user with read-only access to the keys may call it; see
+// docs/security.md): no TTL is extended, no waiter woken. A client that routes read-only commands
+// to replicas (ClusterOptions.ReadOnly) may get a replica's answer, which can lag.
 //
 // On Redlock it answers the quorum's view: the lock is held when a quorum of nodes has the same
 // holder; TTL is the shortest among those nodes and Fence the one a quorum of them records (the

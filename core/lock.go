@@ -231,6 +231,10 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		l.c.wd.notOwner(l.e)
 		return errors.Join(ErrNotHeld, l.lostCause())
 	}
-	l.c.wd.extended(l.e, sent, ttl)
+	if !l.c.wd.extended(l.e, sent, ttl) {
+		// The hold ended while the extension was on its way (a loss, its maximum hold): it is
+		// not held, whatever Redis answered.
+		return errors.Join(ErrNotHeld, l.lostCause())
+	}
 	return nil
 }

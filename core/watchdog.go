@@ -198,19 +198,21 @@ func (w *watchdog) lostToken(key string, token any) {
 	w.lost(ls)
 }
 
-// extended records a successful Extend sent at sent. Renewals in flight, sent with the old TTL, are
-// made stale: their replies cannot lengthen the validity beyond what the new TTL allows.
-func (w *watchdog) extended(e *entry, sent time.Time, ttl time.Duration) {
+// extended records a successful Extend sent at sent; it reports false when the entry was given up
+// meanwhile. Renewals in flight, sent with the old TTL, are made stale: their replies cannot
+// lengthen the validity beyond what the new TTL allows.
+func (w *watchdog) extended(e *entry, sent time.Time, ttl time.Duration) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if e.gone {
-		return
+		return false // given up meanwhile (lost, ended): the extension changes nothing for it
 	}
 	e.seq++
 	e.ttl = ttl
 	e.valid = sent.Add(ttl - w.c.opt.drift(ttl))
 	e.next = sent.Add(w.interval(ttl))
 	w.schedule(e)
+	return true
 }
 
 // lostSet is an entry given up by the watchdog: its locks, and why.

@@ -199,14 +199,17 @@ func (s *scriptLog) record(cmd redis.Cmder) {
 	}
 }
 
-// Every script core sends is made of core's embedded .lua files, whole and unchanged, whatever the
-// lock names and values: no user string reaches the text of a script. A script's text is its entry
-// file with the parts it includes in their place (core/internal/script), after the lines that name
-// its KEYS and ARGV: every other line is a line of an embedded file, and the directive lines are
-// the only ones left out.
+// Every script core and package election send is made of their embedded .lua files, whole and
+// unchanged, whatever the lock names and values: no user string reaches the text of a script. A
+// core script's text is its entry file with the parts it includes in their place
+// (core/internal/script), after the lines that name its KEYS and ARGV: every other line is a line
+// of an embedded file, and the directive lines are the only ones left out. The workloads are those
+// of the ACL tests: locks, permits, Inspect and ForceRelease.
 func TestSecurity_scriptsAreEmbeddedFiles(t *testing.T) {
 	dir := filepath.Join(moduleRoot(t), "core", "internal", "script", "lua")
 	paths, _ := filepath.Glob(filepath.Join(dir, "*.lua"))
+	election, _ := filepath.Glob(filepath.Join(moduleRoot(t), "election", "*.lua"))
+	paths = append(paths, election...)
 	lines := map[string]bool{}
 	for _, p := range paths {
 		b, err := os.ReadFile(p)
@@ -226,13 +229,19 @@ func TestSecurity_scriptsAreEmbeddedFiles(t *testing.T) {
 	rdb := srv.Client(t)
 	log := &scriptLog{bodies: map[string]bool{}, shas: map[string]bool{}}
 	rdb.AddHook(log)
-	if err := aclWorkload(context.Background(), rdb); err != nil {
-		t.Fatal(err)
-	}
-	srv.Flush(t)
-	srv.Do(t, "SCRIPT", "FLUSH") // NOSCRIPT again: the texts are sent once more
-	if err := aclWorkload(context.Background(), rdb); err != nil {
-		t.Fatal(err)
+	for i := range 2 {
+		if i == 1 {
+			srv.Flush(t)
+			srv.Do(t, "SCRIPT", "FLUSH") // NOSCRIPT again: the texts are sent once more
+		}
+		for _, w := range []func(ctx context.Context, rdb, admin redis.UniversalClient) error{
+			func(ctx context.Context, rdb, _ redis.UniversalClient) error { return aclWorkload(ctx, rdb) },
+			permitsWorkload, inspectWorkload, forceReleaseWorkload,
+		} {
+			if err := w(context.Background(), rdb, rdb); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	known := map[string]bool{}
 	for body := range log.bodies {
@@ -252,7 +261,7 @@ func TestSecurity_scriptsAreEmbeddedFiles(t *testing.T) {
 	if len(log.bodies) < 5 {
 		t.Fatalf("only %d scripts seen", len(log.bodies))
 	}
-	t.Logf("%d scripts, %d SHA1s, all made of core/internal/script/lua files", len(log.bodies), len(log.shas))
+	t.Logf("%d scripts, %d SHA1s, all made of core/internal/script/lua and election files", len(log.bodies), len(log.shas))
 }
 
 // bindingRE matches the lines that bind a script's KEYS or ARGV to the names its header declares.

@@ -98,7 +98,7 @@ func (a *Renew) Call() Call {
 	return c
 }
 
-// PTTL calls pttl.lua: a lock's remaining TTL, owner-checked. Read-only.
+// PTTL calls pttl.lua: a lock's remaining TTL, owner-checked.
 type PTTL struct {
 	Lock         string
 	Token, Fence any
@@ -205,7 +205,7 @@ func (a *SemRenew) Call() Call {
 	return c
 }
 
-// SemPTTL calls sem_pttl.lua: a permit's remaining lease, owner-checked. Read-only.
+// SemPTTL calls sem_pttl.lua: a permit's remaining lease, owner-checked.
 type SemPTTL struct {
 	Permits string
 	Token   any

@@ -1,7 +1,8 @@
--- Owner-checked remaining TTL of a lock (Lock.TTL). Read-only.
+-- Owner-checked remaining TTL of a lock (Lock.TTL). It writes nothing, but goes with EVALSHA: a
+-- client that reads from replicas would send a read-only command (EVALSHA_RO) to a replica that
+-- may not have the lock yet.
 --! keys: lock
 --! args: token fence
---! flags: no-writes
 -- fence: as renew.lua's.
 -- Returns the PTTL in ms, or -3 when the token does not hold the lock.
 local v = redis.call('GET', k_lock)

@@ -1,7 +1,6 @@
--- Owner-checked remaining lease of a permit (Lock.TTL). Read-only.
+-- Owner-checked remaining lease of a permit (Lock.TTL). It writes nothing (see pttl.lua).
 --! keys: permits
 --! args: token
---! flags: no-writes
 -- Returns the remaining lease in ms, or -3 when the token holds no live permit.
 --! include clock.lua
 local s = redis.call('ZSCORE', k_permits, a_token)
