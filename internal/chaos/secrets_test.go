@@ -265,7 +265,9 @@ func TestSecurity_scriptsAreEmbeddedFiles(t *testing.T) {
 }
 
 // bindingRE matches the lines that bind a script's KEYS or ARGV to the names its header declares.
-var bindingRE = regexp.MustCompile(`^local ([ka]_[a-z_]+)(, [ka]_[a-z_]+)* = (KEYS|ARGV)\[1\](, (KEYS|ARGV)\[\d+\])*$`)
+// (A last name may take the rest, as a table: KEYS itself, or {unpack(ARGV, n)}.)
+var bindingRE = regexp.MustCompile(`^local ([ka]_[a-z_]+)(, [ka]_[a-z_]+)* = ` +
+	`(KEYS|ARGV|(KEYS|ARGV)\[1\](, (KEYS|ARGV)\[\d+\])*(, \{unpack\((KEYS|ARGV), \d+\)\})?)$`)
 
 // Errors never carry the owner token or the full Redis key, whatever went wrong.
 func TestSecurity_errorsCarryNoTokenOrKey(t *testing.T) {
