@@ -1,5 +1,5 @@
 // Command demo is lockkit's guided tour: in about fifteen seconds it shows every part of the kit
-// working against one Redis, in eight scenes, and ends with a summary table.
+// working against one Redis, in nine scenes, and ends with a summary table.
 //
 //	go run ./examples/demo                  # embedded Redis, nothing to install
 //	go run ./examples/demo -redis host:6379 # or REDIS_ADDR=host:6379: a real Redis
