@@ -252,4 +252,3 @@ func (sc *setCall) notAcquired(busy *Lock, retry time.Duration, attempts int, ca
 	}
 	return e
 }
-
