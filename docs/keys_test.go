@@ -257,7 +257,7 @@ func TestKeys_docTable(t *testing.T) {
 	kc.until("lockkit:{NAME}", "lockkit:{NAME}:queue", "lockkit:{NAME}:queue:deadlines",
 		"lockkit:{NAME}:permits", "lockkit:{NAME}:permits:limits", "lockkit:{NAME}:permits:fences",
 		"lockkit:{NAME}:fence", "lockkit:{NAME}:permits:queue", "lockkit:{NAME}:permits:queue:deadlines",
-		"lockkit:{NAME}:permits:queue:waiters", "lockkit:{NAME}:permits:receipt:t:TOKEN")
+		"lockkit:{NAME}:permits:receipt:t:TOKEN")
 
 	// Records of the exactly-once layer, through the adapters.
 	httpRecord(t, c)
