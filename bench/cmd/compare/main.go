@@ -77,7 +77,7 @@ func run(args []string, logw io.Writer) error {
 	out := fs.String("out", "", "markdown file to write (default: stdout)")
 	quick := fs.Bool("quick", false, "short windows, 20 000 held locks, no sweep: about 2 minutes")
 	sweep := fs.Bool("sweep", true, "also run the retry-setting sweep of the anchors (off with -quick unless given)")
-	only := fs.String("only", "", "comma-separated scenarios to run (uncontended,hot,redlock,held,sweep); default all")
+	only := fs.String("only", "", "comma-separated scenarios to run (uncontended,hot,redlock,held,sweep,sets); default all")
 	bin := fs.String("redis-server", "redis-server", "redis-server binary")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -139,7 +139,7 @@ func run(args []string, logw io.Writer) error {
 	return nil
 }
 
-func scenarioNames() []string { return []string{"uncontended", "hot", "redlock", "held", "sweep"} }
+func scenarioNames() []string { return []string{"uncontended", "hot", "redlock", "held", "sweep", "sets"} }
 
 func parseOnly(s string) (map[string]bool, error) {
 	want := map[string]bool{}
@@ -255,6 +255,11 @@ func (h *harness) round(ctx context.Context, r, rounds int, want map[string]bool
 			if err := step("held", fmt.Sprintf("%d locks", h.p.heldN), hc.name, m, err); err != nil {
 				return err
 			}
+		}
+	}
+	if want["sets"] {
+		if err := h.measureSets(ctx, r, step); err != nil {
+			return err
 		}
 	}
 	if h.p.sweep {

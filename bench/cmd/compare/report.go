@@ -143,6 +143,9 @@ func writeReport(out io.Writer, h *harness, m *machine, rounds int, want map[str
 		s.table(w, "held", "locks", heldCols())
 		fmt.Fprintf(w, "redsync and redislock have **no watchdog**: a lock outlives its TTL only if the caller refreshes it (redislock `Lock.Refresh`, redsync `Mutex.Extend`). The row above is the ticker goroutine per lock that redislock's README suggests; redsync's equivalent (`Extend` from a goroutine per `Mutex`) has the same shape: one goroutine and one unpipelined round trip per lock per interval. lockkit runs one watchdog goroutine per client and renews in pipelined batches of up to 1000 locks.\n\n")
 	}
+	if want["sets"] {
+		writeSets(w, s, p)
+	}
 	if p.sweep {
 		writeSweep(w, s, p)
 	}
@@ -153,7 +156,7 @@ func writeSettings(w io.Writer, p params, want map[string]bool) {
 	fmt.Fprintf(w, "## Libraries and settings\n\nEvery lock has a TTL of %s (redsync's default expiry) except in *Many held locks*. Every library gets its own go-redis v9 client with the same options (defaults, `PoolSize` %d).\n\n", p.ttl, poolSize)
 	fmt.Fprintf(w, "| row | settings |\n| --- | --- |\n")
 	seen := map[string]bool{}
-	for _, c := range append(append(append(uncontendedConfigs(), hotConfigs()...), redlockHotConfigs()...), redsyncDefaults(3)) {
+	for _, c := range append(append(append(append(uncontendedConfigs(), hotConfigs()...), redlockHotConfigs()...), redsyncDefaults(3)), setConfigs(2)...) {
 		if !seen[c.name] {
 			seen[c.name] = true
 			fmt.Fprintf(w, "| %s | %s |\n", c.name, c.settings)
