@@ -139,7 +139,9 @@ func run(args []string, logw io.Writer) error {
 	return nil
 }
 
-func scenarioNames() []string { return []string{"uncontended", "hot", "redlock", "held", "sweep", "sets"} }
+func scenarioNames() []string {
+	return []string{"uncontended", "hot", "redlock", "held", "sweep", "sets"}
+}
 
 func parseOnly(s string) (map[string]bool, error) {
 	want := map[string]bool{}
