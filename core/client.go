@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -107,10 +108,14 @@ func (c *Client) Do(ctx context.Context, name string, ttl time.Duration, fn func
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.ttl)
 		rerr := l.Release(rctx)
 		cancel()
-		if lost := l.lostCause(); lost != nil { // lost, or ended by WithMaxHold
+		switch lost := l.lostCause(); {
+		case lost != nil: // lost, or ended by WithMaxHold
 			err = errors.Join(lost, err)
-		} else if err == nil && !errors.Is(rerr, ErrNotHeld) {
+		case err == nil && !errors.Is(rerr, ErrNotHeld):
 			err = rerr
+		case rerr != nil && !errors.Is(rerr, ErrNotHeld): // fn's error wins: say what happened
+			c.log(slog.LevelWarn, "release failed after the function returned an error", slog.String("name", name),
+				slog.Any("error", rerr))
 		}
 	}()
 	return fn(l.Context())

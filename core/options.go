@@ -1,6 +1,7 @@
 package core
 
 import (
+	"log/slog"
 	"strings"
 	"time"
 )
@@ -22,6 +23,8 @@ type options struct {
 	driftFactor float64
 	maxHold     time.Duration // WithDefaultMaxHold; 0: no limit
 	label       string        // WithLabel
+	logger      *slog.Logger  // WithLogger (loggerSet: given; nil or unset: slog.Default())
+	loggerSet   bool
 }
 
 func defaultOptions() options {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 )
@@ -139,6 +140,10 @@ func (l *Lock) finish(why int, sent bool, n int64, err error) error {
 			l.c.wd.notOwner(l.e) // this Client's other holds of the lock are gone too
 		}
 	}
+	if err != nil && why == stateEnded { // nobody waits for this release's outcome
+		l.c.log(slog.LevelWarn, "releasing a hold ended by its maximum hold failed; it expires within its TTL",
+			slog.String("name", l.k.name), slog.Any("error", err))
+	}
 	l.reportEnd(why == stateLost, max(n, 0), err)
 	return err
 }
@@ -256,8 +261,10 @@ func (l *Lock) lostCause() error {
 // 5s); Close waits for it.
 func (c *Client) giveBack(l *Lock) {
 	k, tok, hold, fair, ttl := l.k.givenBack(l.token), l.tok, l.hold, l.fair, l.ttl
+	var last error // the last attempt's error, if Redis could not be reached
 	attempt := func(ctx context.Context) bool {
 		n, err := c.sendRelease(ctx, &k, tok, hold, fair, nil, ttl)
+		last = err
 		return err == nil && n >= 0
 	}
 	c.bgMu.Lock()
@@ -280,6 +287,10 @@ func (c *Client) giveBack(l *Lock) {
 			if (d > 0 && !sleepCtx(ctx, d)) || attempt(ctx) {
 				return
 			}
+		}
+		if last != nil {
+			c.log(slog.LevelWarn, "giving a lock back failed; it expires within its TTL",
+				slog.String("name", k.name), slog.Duration("ttl", ttl), slog.Any("error", last))
 		}
 	}()
 }
@@ -346,4 +357,9 @@ func (c *Client) lost(ls lostSet) {
 	}
 	cause := func(l *Lock) error { return &LostError{Name: l.k.name, Reason: ls.why, Err: ls.err} }
 	_ = endAll(context.Background(), ls.locks, stateLost, cause, give)
+	attrs := []slog.Attr{slog.String("name", ls.locks[0].k.name), slog.String("reason", ls.why)}
+	if ls.err != nil {
+		attrs = append(attrs, slog.Any("error", ls.err))
+	}
+	c.log(slog.LevelWarn, "lock lost", attrs...)
 }

@@ -227,14 +227,19 @@ func TestPermits_killedHolderFreesAfterTTL(t *testing.T) {
 	}
 }
 
-// failRenewals makes a client's pipelines (the watchdog's renewals) fail while on is set.
-type failRenewals struct{ on atomic.Bool }
+// failRenewals makes a client's pipelines (the watchdog's renewals) fail while on is set, without
+// sending them; n counts them.
+type failRenewals struct {
+	on atomic.Bool
+	n  atomic.Int64
+}
 
 func (h *failRenewals) DialHook(next redis.DialHook) redis.DialHook          { return next }
 func (h *failRenewals) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
 func (h *failRenewals) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		if h.on.Load() {
+			h.n.Add(1)
 			err := errors.New("renewals cut off (test)")
 			for _, c := range cmds {
 				c.SetErr(err)

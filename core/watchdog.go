@@ -3,6 +3,7 @@ package core
 import (
 	"container/heap"
 	"context"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -343,6 +344,7 @@ func (w *watchdog) renew(batch []*entry, items []renewItem) {
 		it renewItem
 	}
 	var reports []report
+	var failed []slog.Attr // name and error of the entries whose renewals started failing
 	hook := w.c.hook != nil && w.c.hook.Renewed != nil
 	w.mu.Lock()
 	for i, e := range batch {
@@ -364,6 +366,9 @@ func (w *watchdog) renew(batch []*entry, items []renewItem) {
 			lost = append(lost, w.lose(e, "not_owner", nil))
 			continue
 		default:
+			if e.lastErr == nil && len(e.locks) > 0 { // the first failure of a run: say so once
+				failed = append(failed, slog.Attr{Key: e.locks[0].k.name, Value: slog.AnyValue(it.err)})
+			}
 			e.lastErr = it.err
 			e.next = time.Now().Add(min(w.interval(e.ttl)/8, 250*time.Millisecond))
 		}
@@ -376,6 +381,10 @@ func (w *watchdog) renew(batch []*entry, items []renewItem) {
 	for _, r := range reports {
 		w.c.hook.Renewed(r.l.Context(), HoldInfo{Lock: r.l, TTL: r.it.ttl, Start: sent, Duration: took,
 			Renewed: r.it.ok, Err: r.it.err})
+	}
+	for _, f := range failed {
+		w.c.log(slog.LevelWarn, "renewal failed; retrying until the lock's validity ends", slog.String("name", f.Key),
+			slog.Any("error", f.Value.Any()))
 	}
 	for _, ls := range lost {
 		w.lost(ls)

@@ -13,7 +13,7 @@ require (
 	github.com/Shopify/toxiproxy/v2 v2.12.0
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/lockkit/lockkit v0.0.0-00010101000000-000000000000
+	github.com/lockkit/lockkit v0.1.0
 	github.com/lockkit/lockkit/examples v0.0.0-00010101000000-000000000000
 	github.com/lockkit/lockkit/internal/pgtest v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.23.0

@@ -128,7 +128,7 @@ func linClient(addr string, id int, ttl time.Duration, end time.Time, emit func(
 		call := time.Now()
 		name := linName(call)
 		sends.acquiring(tok)
-		l, err := c.Acquire(ctx, name, ttl, core.WithOwner(tok), core.WithWait(ttl/2+mrand.N(ttl)))
+		l, err := c.Acquire(ctx, name, ttl, core.WithToken(tok), core.WithWait(ttl/2+mrand.N(ttl)))
 		ret := time.Now()
 		acqSent := sends.acquiring("")
 		ev := linEvent{Kind: "acq", Name: name, Client: id, Tok: tok, Call: us(call), Ret: us(ret)}

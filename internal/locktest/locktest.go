@@ -3,6 +3,7 @@ package locktest
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"testing"
 	"time"
@@ -17,6 +18,8 @@ const CloseTimeout = 2 * time.Second
 // NewClient returns a core.Client over rdb, closed (releasing what it holds) when the test ends.
 func NewClient(t testing.TB, rdb redis.UniversalClient, opts ...core.Option) *core.Client {
 	t.Helper()
+	// Quiet by default (tests lose locks on purpose); a test that checks the logs passes its own.
+	opts = append([]core.Option{core.WithLogger(slog.New(slog.DiscardHandler))}, opts...)
 	c, err := core.New(rdb, opts...)
 	if err != nil {
 		t.Fatal(err)
