@@ -127,6 +127,8 @@ func TestChaosSafety(t *testing.T) {
 			ttls:   []time.Duration{100 * msec, 200 * msec, 300 * msec, 500 * msec, time.Second, 2 * time.Second, 3 * time.Second},
 			fair:   true, dur: dur / 2})
 	})
+	t.Run("failover", func(t *testing.T) { runFailover(t, rep, seed, dur) })
+	t.Run("election", func(t *testing.T) { runElection(t, rep, seed, dur/2) })
 	t.Logf("safety checker (seed %d):\n\n%s", seed, rep.Markdown())
 }
 
