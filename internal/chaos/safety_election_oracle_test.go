@@ -9,10 +9,11 @@ import (
 // The election variant's observer oracle. What Observe promises (election/observe.go, issue #27):
 // it reports leaders in term order — never an older term after a newer one; a vacancy (the zero
 // Leader) is not a term, so it resets nothing — and each report names a leader that campaigned with
-// that value and got that fence. Whether it must report every term is the final doc's call: the
-// terms an observer did not report while it was observing are counted, and those it skipped
-// although its path was healthy throughout and the term lasted minObservedTerm (or the duration
-// given) are a violation only when asked for (LOCKKIT_SAFETY_OBSERVE_EVERY=1, or =DURATION).
+// that value and got that fence. The stronger promises of the fixed Observe — every proclaimed
+// term while its subscription is healthy, and no term twice — are checked when asked for
+// (LOCKKIT_SAFETY_OBSERVE_EVERY=1, or =DURATION: only terms that lasted that long must be
+// reported); otherwise the terms an observer did not report while it was observing, and those
+// it reported again after a vacancy, are counted.
 
 // minObservedTerm is the shortest term an observer with a healthy path must report (when asked
 // to): a few of the slowest observer's round trips.
@@ -38,7 +39,7 @@ func (s observeStats) String() string {
 
 // checkObserve checks the observers' reports against the campaigns. Observer j's commands and
 // faults are on history target slots+j. every makes a term of minTerm or more skipped on a healthy
-// path a violation.
+// path, and a term reported again after a vacancy, a violation.
 func checkObserve(r run, cps []*campaign, reps []observerReport, slots int, every bool, minTerm time.Duration) ([]verdict, observeStats) {
 	o := newOracle(r)
 	byValue := map[string]*campaign{}
@@ -100,6 +101,9 @@ func checkObserve(r run, cps []*campaign, reps []observerReport, slots int, ever
 					name, rp.Fence, rp.Value, newest)
 			case rp.Fence == newest && vacant:
 				st.repeats[j]++
+				if every {
+					o.flag("observe-repeat", rp.At, ids(rp.Fence), "observer %s reported the term with fence %d (%s) again after a vacancy", name, rp.Fence, rp.Value)
+				}
 			}
 			newest, vacant = max(newest, rp.Fence), false
 		}

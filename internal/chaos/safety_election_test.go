@@ -177,8 +177,9 @@ func runElection(t *testing.T, rep *chaos.Report, seed uint64, dur time.Duration
 }
 
 // observeEvery returns whether a term an observer did not report although its path was healthy
-// is a violation, not only counted, and how long such a term lasted at least:
-// LOCKKIT_SAFETY_OBSERVE_EVERY=1 (terms of minObservedTerm or more) or =DURATION (e.g. 5ms).
+// (and a term it reported twice) is a violation, not only counted, and how long such a term lasted
+// at least: LOCKKIT_SAFETY_OBSERVE_EVERY=1 (terms of minObservedTerm or more) or =DURATION (e.g.
+// 1ns: every term).
 func observeEvery(t *testing.T) (bool, time.Duration) {
 	switch s := os.Getenv("LOCKKIT_SAFETY_OBSERVE_EVERY"); s {
 	case "", "0":
