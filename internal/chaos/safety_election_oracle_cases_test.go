@@ -35,11 +35,15 @@ func TestSafetyOracle_observeCases(t *testing.T) {
 		skipped int
 	}{
 		{name: "every term in order, with vacancies", reps: all},
+		{name: "every term in order, with vacancies, checked for the stronger promises", reps: all, every: true},
 		{name: "an older term after a newer one, across a vacancy",
 			reps: []observerReport{begin, rep(105*tms, 10, "v1"), rep(110*tms, 30, "v3"), vac(155 * tms), rep(160*tms, 20, "v2"), vac(400 * tms)},
 			bad:  "observe-order"},
 		{name: "a term again after a vacancy is not out of order",
 			reps: []observerReport{begin, rep(105*tms, 10, "v1"), vac(155 * tms), rep(160*tms, 10, "v1"), rep(205*tms, 20, "v2"), rep(305*tms, 30, "v3"), vac(400 * tms)}},
+		{name: "a vacancy while the term reported last was live, when vacancies must follow ends",
+			reps:  []observerReport{begin, rep(105*tms, 10, "v1"), vac(120 * tms), rep(205*tms, 20, "v2"), rep(305*tms, 30, "v3"), vac(400 * tms)},
+			every: true, bad: "observe-vacancy"},
 		{name: "a leader nobody campaigned as",
 			reps: []observerReport{begin, rep(105*tms, 10, "v9"), vac(400 * tms)}, skipped: 2, bad: "observe-unknown"},
 		{name: "a leader with another term's fence",

@@ -10,7 +10,8 @@ import (
 // it reports leaders in term order — never an older term after a newer one; a vacancy (the zero
 // Leader) is not a term, so it resets nothing — and each report names a leader that campaigned with
 // that value and got that fence. The stronger promises of the fixed Observe — every proclaimed
-// term while its subscription is healthy, and no term twice — are checked when asked for
+// term while its subscription is healthy, no term twice, and a vacancy only once the term reported
+// before it has ended — are checked when asked for
 // (LOCKKIT_SAFETY_OBSERVE_EVERY=1, or =DURATION: only terms that lasted that long must be
 // reported); otherwise the terms an observer did not report while it was observing, and those
 // it reported again after a vacancy, are counted.
@@ -85,6 +86,12 @@ func checkObserve(r run, cps []*campaign, reps []observerReport, slots int, ever
 			if rp.Fence == 0 {
 				st.vacancies[j]++
 				vacant = true
+				// The read that showed the vacancy came before the report: the term reported last
+				// must have ended by then (its Term.Context live after it means its lock was live).
+				if h := byFence[newest]; every && h != nil && h.Live > rp.At+o.slack(rp.At-time.Second, h.Live) {
+					o.flag("observe-vacancy", rp.At, []int{h.ID}, "observer %s reported a vacancy while the term with fence %d it reported last was live %v longer",
+						name, newest, ms(h.Live-rp.At))
+				}
 				continue
 			}
 			reported[rp.Fence] = true
