@@ -174,6 +174,7 @@ func runElection(t *testing.T, rep *chaos.Report, seed uint64, dur time.Duration
 	slices.SortStableFunc(bad, func(a, b verdict) int { return cmp.Compare(a.At, b.At) })
 	t.Logf("election, seed %d: %d campaigns, %d terms; %s", seed, len(el.campaigns), len(r.holds), st)
 	report(t, row, h, r, bad, soft, seed, "election")
+	saveArtifact(t, "election-observers", seed, map[string]any{"campaigns": el.campaigns, "reports": el.reports})
 }
 
 // observeEvery returns whether a term an observer did not report although its path was healthy

@@ -2,9 +2,11 @@ package chaos_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -130,6 +132,7 @@ func runFailoverVariant(t *testing.T, rep *chaos.Report, seed uint64, ack bool, 
 	}
 	t.Logf("%s, seed %d: %d failovers %v; %s\n%s", name, seed, len(ft.fos), sortedCounts(kinds), st, describeFailovers(ft.fos))
 	report(t, row, h, r, bad, soft, seed, name)
+	saveArtifact(t, name+"-failovers", seed, map[string]any{"acked": acked, "failovers": ft.fos})
 }
 
 // runFailover loops until the workload stops: the lock or permit operations of the other
@@ -223,4 +226,19 @@ func (w *worker) holdLong() {
 	defer rcancel()
 	w.h.op()
 	_ = l.Release(rctx)
+}
+
+// saveArtifact writes v as JSON beside report's history when LOCKKIT_CHAOS_ARTIFACTS is set.
+func saveArtifact(t *testing.T, name string, seed uint64, v any) {
+	dir := os.Getenv("LOCKKIT_CHAOS_ARTIFACTS")
+	if dir == "" {
+		return
+	}
+	b, err := json.MarshalIndent(v, "", " ")
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, fmt.Sprintf("safety-%s-%d.json", name, seed)), b, 0o644)
+	}
+	if err != nil {
+		t.Error(err)
+	}
 }
