@@ -62,6 +62,14 @@ func TestSafetyOracle_failoverCases(t *testing.T) {
 				return h
 			}()}},
 			fos: []failover{fo(150*tms, 0)}, acked: noAck, unsure: "do-lost"},
+		{name: "a lease nobody holds, after a failover, is inconclusive",
+			r: run{holds: []hold{on(permitHold(1, "a", 1, 0, 10*tms, 120*tms, 1), 0)},
+				permits: []permitSnap{{Name: "n", From: 5 * time.Second, To: 5*time.Second + tms, Leases: []lease{{Tok: "a", Left: 900 * tms, Limit: 1}}}}},
+			fos: []failover{fo(150*tms, 0)}, acked: ack, unsure: "orphan"},
+		{name: "a lease nobody holds, long after any failover",
+			r: run{holds: []hold{on(permitHold(1, "a", 1, 0, 10*tms, 120*tms, 1), 0)},
+				permits: []permitSnap{{Name: "n", From: 9 * time.Second, To: 9*time.Second + tms, Leases: []lease{{Tok: "a", Left: 900 * tms, Limit: 1}}}}},
+			fos: []failover{fo(150*tms, 0)}, acked: ack, bad: "orphan"},
 		{name: "a context its caller cancelled before the loss was not live",
 			r: run{holds: []hold{func() hold {
 				h := a(900 * tms)

@@ -84,9 +84,10 @@ func (ft *failoverTopo) waitSynced() time.Duration {
 }
 
 // failoverKinds are the faults of the failover variant, weighted: a replica that stalls right
-// after acknowledging an acquisition and is then promoted (4), a master killed (2) or stopped (2)
-// and its replica promoted, a replica that stalls and catches up (1), and a storm of the other
-// variants' path faults (1). LOCKKIT_SAFETY_SKIP leaves kinds out (the storm's own kinds too).
+// after acknowledging an acquisition and is then promoted (4; 6 with WithReplicaAck, where it is
+// what the promise is about), a master killed (2) or stopped (2) and its replica promoted, a
+// replica that stalls and catches up (1), and a storm of the other variants' path faults (1).
+// LOCKKIT_SAFETY_SKIP leaves kinds out (the storm's own kinds too).
 var failoverKinds = [...]string{"stall", "stall", "stall", "stall", "kill", "kill", "stop", "stop", "lag", "storm"}
 
 // inject runs faults separated by calm periods, on the test goroutine, until end.
@@ -96,6 +97,9 @@ func (ft *failoverTopo) inject(rnd *rand.Rand, end time.Time, pxs [][]*chaos.Pro
 		if !skip[k] {
 			kinds = append(kinds, k)
 		}
+	}
+	if slices.Contains(ft.acked, true) && !skip["stall"] {
+		kinds = append(kinds, "stall", "stall")
 	}
 	for len(kinds) > 0 {
 		calm := randIn(rnd, 300*time.Millisecond, time.Second)
@@ -119,7 +123,7 @@ func (ft *failoverTopo) inject(rnd *rand.Rand, end time.Time, pxs [][]*chaos.Pro
 }
 
 // stall stops the replica (SIGSTOP) and cuts its link right after it acknowledged an acquisition
-// (the first long hold to return within the next two seconds, with a TTL of 500 ms to a second,
+// (the first long hold to return within the next two seconds, with a TTL of 700 ms to a second,
 // by a client with WithReplicaAck if there are any: see target), for that
 // acquisition's TTL and a bit more, while its holder keeps renewing on the master. Then either the
 // master dies and the stalled replica is promoted with its old copy (promote), or it resumes and
@@ -203,10 +207,10 @@ func (ft *failoverTopo) failover(kind string, rnd *rand.Rand, from time.Duration
 }
 
 // target reports whether a stall should follow the acquisition of hd: a long hold (holdLong: a
-// lock or a permit) with a TTL of 500 ms to a second (its renewal interval gives another owner time
+// lock or a permit) with a TTL of 700 ms to a second (its renewal interval gives another owner time
 // to come in after the promotion), by a client with WithReplicaAck if any client has it.
 func (ft *failoverTopo) target(hd hold) bool {
-	if hd.Kind != "long" || hd.TTL < 500*time.Millisecond || hd.TTL > time.Second || hd.End != 0 {
+	if hd.Kind != "long" || hd.TTL < 700*time.Millisecond || hd.TTL > time.Second || hd.End != 0 {
 		return false
 	}
 	return !slices.Contains(ft.acked, true) || ft.acked[hd.Client]
