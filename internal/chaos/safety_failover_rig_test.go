@@ -117,7 +117,7 @@ func (ft *failoverTopo) inject(rnd *rand.Rand, end time.Time, pxs [][]*chaos.Pro
 				time.Sleep(randIn(rnd, 0, 200*time.Millisecond))
 			}
 		default:
-			ft.failover(kind, rnd, ft.h.now())
+			ft.failover(kind, rnd, ft.h.now(), -1)
 		}
 	}
 }
@@ -133,8 +133,9 @@ func (ft *failoverTopo) inject(rnd *rand.Rand, end time.Time, pxs [][]*chaos.Pro
 func (ft *failoverTopo) stall(rnd *rand.Rand, promote bool) {
 	d := randIn(rnd, 300*time.Millisecond, time.Second)
 	extra := randIn(rnd, 50*time.Millisecond, 300*time.Millisecond)
+	late := -1
 	if hd, ok := ft.h.justAcquired(2*time.Second, ft.target); ok {
-		d = hd.TTL + extra
+		d, late = hd.TTL+extra, hd.Client
 	}
 	from := ft.h.now()
 	rep := ft.replica()
@@ -142,7 +143,7 @@ func (ft *failoverTopo) stall(rnd *rand.Rand, promote bool) {
 	ft.link[ft.master].Set("")
 	time.Sleep(d)
 	if promote {
-		ft.failover("stall", rnd, from)
+		ft.failover("stall", rnd, from, late)
 		return
 	}
 	ft.srvs[rep].Resume(ft.t)
@@ -152,9 +153,11 @@ func (ft *failoverTopo) stall(rnd *rand.Rand, promote bool) {
 }
 
 // failover takes the master down (killed, or stopped: kind "stop"), promotes the replica after up
-// to 100 ms, moves the clients' paths to it — all at once, or one by one over up to 400 ms (a client
-// that learns late) — and brings the old master back as its replica.
-func (ft *failoverTopo) failover(kind string, rnd *rand.Rand, from time.Duration) {
+// to 100 ms, moves the clients' paths to it — all at once, or one by one over up to 400 ms — and
+// brings the old master back as its replica. Client late (-1: none), the holder a stall was aimed
+// at, learns of the new master last, 200–800 ms after the promotion, as a Sentinel client that
+// missed +switch-master does: its holds' renewals fail until then.
+func (ft *failoverTopo) failover(kind string, rnd *rand.Rand, from time.Duration, late int) {
 	t := ft.t
 	old, rep := ft.master, ft.replica()
 	f := failover{Kind: kind, From: from, Down: ft.h.now()}
@@ -180,6 +183,9 @@ func (ft *failoverTopo) failover(kind string, rnd *rand.Rand, from time.Duration
 			delays[i] = d
 		}
 	}
+	if d := randIn(rnd, 200*time.Millisecond, 800*time.Millisecond); late >= 0 {
+		delays[late] = d
+	}
 	order := rnd.Perm(len(ft.paths))
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(delays[a], delays[b]) })
 	f.Switch = make([]time.Duration, len(ft.paths))
@@ -201,6 +207,9 @@ func (ft *failoverTopo) failover(kind string, rnd *rand.Rand, from time.Duration
 	how := "clients switched together"
 	if !together {
 		how = fmt.Sprintf("clients switched over %v", ms(f.Switch[order[len(order)-1]]-f.Promote))
+	}
+	if late >= 0 {
+		how += fmt.Sprintf(", the holder's client %d %v after the promotion", late, ms(f.Switch[late]-f.Promote))
 	}
 	ft.h.addFault(span{Kind: "failover-" + kind, Target: -1, From: f.From, To: f.Synced,
 		Detail: fmt.Sprintf("down %v, promoted %v, %s", ms(f.Down), ms(f.Promote), how)})
