@@ -39,7 +39,7 @@ var failoverTTLs = []time.Duration{200 * time.Millisecond, 300 * time.Millisecon
 // runFailover runs the two sub-variants, each on its own servers.
 func runFailover(t *testing.T, rep *chaos.Report, seed uint64, dur time.Duration) {
 	t.Run("noack", func(t *testing.T) { runFailoverVariant(t, rep, seed, false, dur/2) })
-	t.Run("ack", func(t *testing.T) { runFailoverVariant(t, rep, seed, true, dur*3/4) })
+	t.Run("ack", func(t *testing.T) { runFailoverVariant(t, rep, seed, true, dur) })
 }
 
 func runFailoverVariant(t *testing.T, rep *chaos.Report, seed uint64, ack bool, dur time.Duration) {
