@@ -23,8 +23,8 @@ import (
 // clients (each over its own chaos proxy) Campaign on one election with short TTLs, lead for a
 // short or a long while, and Resign, or lose leadership to the faults (reply delay and loss,
 // resets, a paused redis-server) or to their client's Close. Observers Observe the election
-// throughout: three 1, 2 and 5 ms from Redis (a DelayProxy nothing else touches), one through a
-// chaos proxy the faults hit too, and one direct. Every term is a hold of the election's lock, so the lock
+// throughout: four 1, 2, 5 and 10 ms from Redis (a DelayProxy nothing else touches), one through
+// a chaos proxy the faults hit too, and one direct. Every term is a hold of the election's lock, so the lock
 // oracle checks "at most one live leader" and "fences increase in acquisition order"; the
 // observers' reports are checked by checkObserve.
 
@@ -35,12 +35,12 @@ var electionTTLs = []time.Duration{100 * time.Millisecond, 200 * time.Millisecon
 // electionName is the election every campaigner and observer uses.
 const electionName = "e0"
 
-// observerNames names the observers, by index: three a few ms from Redis (DelayProxy, nothing
+// observerNames names the observers, by index: four a few ms from Redis (DelayProxy, nothing
 // else touches their path), one through a chaos proxy the faults hit, and one direct.
-var observerNames = []string{"1ms", "2ms", "5ms", "faulted", "direct"}
+var observerNames = []string{"1ms", "2ms", "5ms", "10ms", "faulted", "direct"}
 
 // observerDelays are the reply delays of the first observers' paths.
-var observerDelays = []time.Duration{time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond}
+var observerDelays = []time.Duration{time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond}
 
 // campaign is one Campaign call: its value (unique), and the hold of its term if it won.
 type campaign struct {

@@ -128,7 +128,7 @@ func TestChaosSafety(t *testing.T) {
 			fair:   true, dur: dur / 2})
 	})
 	t.Run("failover", func(t *testing.T) { runFailover(t, rep, seed, dur) })
-	t.Run("election", func(t *testing.T) { runElection(t, rep, seed, dur/2) })
+	t.Run("election", func(t *testing.T) { runElection(t, rep, seed, dur*3/4) })
 	t.Logf("safety checker (seed %d):\n\n%s", seed, rep.Markdown())
 }
 
