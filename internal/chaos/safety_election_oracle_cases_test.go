@@ -62,7 +62,7 @@ func TestSafetyOracle_observeCases(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			bad, st := checkObserve(run{holds: holds, faults: c.faults}, cps, c.reps, 0, c.every, minObservedTerm)
+			bad, st := checkObserve(run{holds: holds, faults: c.faults}, cps, c.reps, []int{0, 1, 2, 3, 4, 5}, c.every, minObservedTerm)
 			if got := props(bad); got != c.bad {
 				t.Errorf("violations %q, want %q: %+v", got, c.bad, bad)
 			}

@@ -39,9 +39,9 @@ func (s observeStats) String() string {
 }
 
 // checkObserve checks the observers' reports against the campaigns. Observer j's commands and
-// faults are on history target slots+j. every makes a term of minTerm or more skipped on a healthy
+// faults are on history target targets[j]. every makes a term of minTerm or more skipped on a healthy
 // path, and a term reported again after a vacancy, a violation.
-func checkObserve(r run, cps []*campaign, reps []observerReport, slots int, every bool, minTerm time.Duration) ([]verdict, observeStats) {
+func checkObserve(r run, cps []*campaign, reps []observerReport, targets []int, every bool, minTerm time.Duration) ([]verdict, observeStats) {
 	o := newOracle(r)
 	byValue := map[string]*campaign{}
 	byFence := map[int64]*hold{}
@@ -114,7 +114,9 @@ func checkObserve(r run, cps []*campaign, reps []observerReport, slots int, ever
 			}
 			newest, vacant = max(newest, rp.Fence), false
 		}
-		// Terms that began after its first report and ended before its last one.
+		// Terms that began after its first report and ended before its last one; one is skipped
+		// on a healthy path if the path had nothing wrong from a second before it (a subscription
+		// a fault broke may take that long to come back) until 100 ms after.
 		from, to := mine[0].At, mine[len(mine)-1].At
 		for _, cp := range cps {
 			h := o.byID[cp.Hold]
@@ -133,7 +135,7 @@ func checkObserve(r run, cps []*campaign, reps []observerReport, slots int, ever
 				continue
 			}
 			st.long[j]++
-			if !o.healthy(slots+j, h.Ret-100*time.Millisecond, end+100*time.Millisecond, slowCmd) {
+			if !o.healthy(targets[j], h.Ret-time.Second, end+100*time.Millisecond, slowCmd) {
 				continue
 			}
 			st.sound[j]++

@@ -86,7 +86,7 @@ func runElection(t *testing.T, rep *chaos.Report, seed uint64, dur time.Duration
 		o.MinRetryBackoff, o.MaxRetryBackoff = 5*time.Millisecond, 60*time.Millisecond
 		return o
 	}
-	var pxs [][]*chaos.Proxy // campaigner slots, then the faulted observer (slot index slots)
+	var pxs [][]*chaos.Proxy // the fault injector's paths: the campaigners', then the faulted observer's
 	all := make([]*slot, slots)
 	rdbs := make([]*redis.Client, slots)
 	for i := range all {
@@ -104,22 +104,26 @@ func runElection(t *testing.T, rep *chaos.Report, seed uint64, dur time.Duration
 		sl.c, sl.all = c, []*core.Client{c}
 		all[i] = sl
 	}
-	// The observers: target slots+j in the history (their commands' spans, the faults on their path).
+	// The observers, each a target of its own in the history (its commands' spans, and for the
+	// faulted one the faults on its path: its index among the fault injector's paths).
 	var observed sync.WaitGroup
+	targets := make([]int, len(observerNames))
 	for j := range observerNames {
 		var addr string
+		targets[j] = 100 + j
 		switch {
 		case j < len(observerDelays):
 			addr = srv.StartDelayProxy(t, observerDelays[j]).Addr()
 		case observerNames[j] == "faulted":
 			px := chaos.NewProxy(t, srv.Addr())
+			targets[j] = len(pxs)
 			pxs = append(pxs, []*chaos.Proxy{px})
 			addr = px.Addr()
 		default:
 			addr = srv.Addr()
 		}
 		rdb := redisVia(t, options(), addr)
-		rdb.AddHook(redisHook{h: h, client: slots + j})
+		rdb.AddHook(redisHook{h: h, client: targets[j]})
 		locks := newClient(t, rdb)
 		e, err := election.New(locks, rdb, electionName)
 		if err != nil {
@@ -169,7 +173,7 @@ func runElection(t *testing.T, rep *chaos.Report, seed uint64, dur time.Duration
 	r := h.result(false)
 	bad, soft := check(r)
 	every, minTerm := observeEvery(t)
-	obad, st := checkObserve(r, el.campaigns, el.reports, slots, every, minTerm)
+	obad, st := checkObserve(r, el.campaigns, el.reports, targets, every, minTerm)
 	bad = append(bad, obad...)
 	slices.SortStableFunc(bad, func(a, b verdict) int { return cmp.Compare(a.At, b.At) })
 	t.Logf("election, seed %d: %d campaigns, %d terms; %s", seed, len(el.campaigns), len(r.holds), st)
