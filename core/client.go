@@ -47,6 +47,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	id := clientIDPrefix + newToken()[:16]
 	n := newNode(rdb, &s, id)
 	n.replicas, n.replicaWait, n.label = o.replicas, o.replicaWait, holderLabel(o.label)
+	n.fenced = true
 	return newClient(n, o, id, 0), nil
 }
 
@@ -160,8 +161,12 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 	if err != nil {
 		return nil, err
 	}
-	if len(ao.owner) > maxToken || strings.IndexByte(ao.owner, 0) >= 0 || ao.maxWait < 0 || ao.maxHold < 0 {
+	if len(ao.owner) > maxToken || strings.IndexByte(ao.owner, 0) >= 0 || len(ao.token) > maxToken ||
+		strings.IndexByte(ao.token, 0) >= 0 || ao.maxWait < 0 || ao.maxHold < 0 {
 		return nil, invalid("owner token over %d bytes or with a NUL byte, or negative wait or maximum hold", maxToken)
+	}
+	if ao.owner != "" && ao.token != "" {
+		return nil, invalid("WithOwner and WithToken cannot be combined")
 	}
 	if ao.guard != "" && (ao.fair || !sameSlot(ao.guard, name) || len(ao.guard) > 2*maxNameLen) {
 		return nil, invalid("guard key (%d bytes) must have the lock's hash tag {name} as its first and cannot be used with Fair", len(ao.guard))
@@ -183,8 +188,11 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 		return c.take(ctx, l, wait, ao, name)
 	}
 	l.k.init(c.opt.prefix, name)
-	l.token = ao.owner
+	l.token = ao.owner + ao.token
 	l.outer = heldIn(ctx, c, l.k.lock())
+	if l.outer != nil && l.token != "" && l.outer.token != l.token {
+		l.outer = nil // another owner's acquisition: not nested in the context's hold
+	}
 	l.hold = any("0") // a fresh token's first hold: unique for that token
 	if l.token == "" {
 		if l.outer != nil {
@@ -193,11 +201,17 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 			l.token = newToken()
 		}
 	}
-	if l.token != "" && (ao.owner != "" || l.outer != nil) {
+	if l.token != "" && (ao.owner != "" || ao.token != "" || l.outer != nil) {
 		l.hold = c.id + "/" + strconv.FormatInt(c.holds.Add(1), 10) // unique among the owner's holds
 	}
 	l.tok = l.token
 	l.req = acquireReq{token: l.tok, hold: l.hold, ttl: ttl, ttlArg: ms(ttl)}
+	switch _, rl := c.st.(*redlock); {
+	case l.outer != nil && !rl:
+		l.req.entry = l.outer.fence // the acquisition the context holds, and no other
+	case l.outer != nil || ao.owner != "":
+		l.req.entry = "0" // any acquisition of the token (Redlock's nodes may record different fences)
+	}
 	if ao.guard != "" {
 		l.req.guard = []string{l.k.arr[0], l.k.arr[1], ao.guard}
 	}
@@ -283,5 +297,13 @@ func (c *Client) lost(ls lostSet) {
 			h.Lost(l.Context(), in)
 		}
 		l.cancel(cause)
+	}
+	if ls.why == "expired" {
+		// Declared expired while a renewal may still be on its way: one that reaches Redis in
+		// time re-extends the lock, which nobody would hold for a full TTL. Give the holds back
+		// (owner-checked: a lock that passed on is not touched).
+		for _, l := range lost {
+			c.giveBack(l)
+		}
 	}
 }

@@ -22,17 +22,9 @@
 //   - Permits(n) turns an acquisition into one of n permits of a counting semaphore: a held permit
 //     is a Lock with its own lease, renewal, context, fence and release (docs/guarantees.md).
 //
-// Keys (prefix "lockkit:" by default; every key of a lock shares the {name} hash tag):
-//
-//	lockkit:{NAME}                 hash: owner token -> hold count (and the fence, and when and by
-//	                               whom it was taken), with the lock's TTL
-//	lockkit:{NAME}:fence           fencing counter, expires 10s (or the TTL) after the last acquisition
-//	lockkit:{NAME}:receipt:FENCE   marks that acquisition released, for 5s (replayed releases)
-//	lockkit:{NAME}:released        release channel (SPUBLISH on a cluster)
-//	lockkit:{NAME}:queue           fair-mode waiter queue (sorted set) and
-//	lockkit:{NAME}:queue:deadlines the deadlines its waiters refreshed (hash)
-//	lockkit:{NAME}:permits         semaphore (Permits): token -> lease expiry (zset), with
-//	                               :permits:limits, :permits:fences, :permits:released, ...
+// The Redis keys and channels a Client writes, with their types and lifetimes, are listed in
+// docs/keys.md, the one description of the schema (a test checks it against the keys a workload
+// leaves); the ACL a Redis user needs for them is in docs/security.md.
 //
 // Instrumentation plugs in through Hook; package otel provides OpenTelemetry tracing and metrics.
 package core

@@ -151,8 +151,17 @@ type redisError struct {
 func (e *redisError) Error() string          { return "lockkit: redis " + e.op + ": " + e.err.Error() }
 func (e *redisError) Unwrap() error          { return e.err }
 func (e *redisError) Is(target error) bool   { return target == ErrUnavailable }
-func (e *redisError) ErrorType() string      { return ErrUnavailable.typ }
+func (e *redisError) ErrorType() string      { return errorTypeOr(e.err, ErrUnavailable.typ) }
 func unavailable(op string, err error) error { return &redisError{op: op, err: err} }
+
+// errorTypeOr returns the ErrorType of the first error in err's chain that has one, else def.
+func errorTypeOr(err error, def string) string {
+	var t interface{ ErrorType() string }
+	if errors.As(err, &t) {
+		return t.ErrorType()
+	}
+	return def
+}
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)

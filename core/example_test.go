@@ -117,6 +117,26 @@ func ExampleWithOwner() {
 	fmt.Println(in.Reentrant(), in.Fence() == l.Fence())
 }
 
+func ExampleWithToken() {
+	ctx := context.Background()
+	locks, _ := core.New(redis.NewClient(&redis.Options{Addr: "localhost:6379"}))
+	// A task delivered twice (at-least-once queues do that) takes its lock under a token derived
+	// from the task ID: the second delivery re-enters the first one's lock instead of waiting for
+	// it, and a delivery after the first one's lock ended takes it afresh.
+	taskID := "6f1c2e9a"
+	l, err := locks.Acquire(ctx, "invoice:7", time.Minute, core.WithToken("task:"+taskID))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Release(ctx)
+	again, err := locks.Acquire(ctx, "invoice:7", time.Minute, core.WithToken("task:"+taskID))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer again.Release(ctx)
+	fmt.Println(l.Reentrant(), again.Reentrant())
+}
+
 func ExampleWithGuard() {
 	ctx := context.Background()
 	locks, _ := core.New(redis.NewClient(&redis.Options{Addr: "localhost:6379"}))

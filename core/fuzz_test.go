@@ -89,7 +89,7 @@ func FuzzAcquire_validation(f *testing.F) {
 		ok := validAcquire(name, ttl, owner, guard, wait)
 		var opts []core.AcquireOption
 		if owner != "" {
-			opts = append(opts, core.WithOwner(owner))
+			opts = append(opts, core.WithToken(owner))
 		}
 		if guard != "" {
 			opts = append(opts, core.WithGuard(guard))

@@ -85,8 +85,10 @@ func digest(token string) string {
 // Inspect reads what Redis holds about the named lock: whether it is held, by whom (a digest of
 // the owner token, the hold count, since when, the holder's host, pid and label), its remaining
 // TTL, its fence and how many fair waiters are queued; and the same about each permit of the
-// semaphore of that name (Permits), with the semaphore's limit. It only reads (one read-only
-// script): no TTL is extended, no waiter woken.
+// semaphore of that name (Permits), with the semaphore's limit. It only reads (one script flagged
+// no-writes, sent with EVALSHA_RO, so that a user with read-only access to the keys may call it; see
+// docs/security.md): no TTL is extended, no waiter woken. A client that routes read-only commands
+// to replicas (ClusterOptions.ReadOnly) may get a replica's answer, which can lag.
 //
 // On Redlock it answers the quorum's view: the lock is held when a quorum of nodes has the same
 // holder; TTL is the shortest among those nodes and Fence the one a quorum of them records (the
@@ -155,7 +157,8 @@ func permitKeys(k *keys) [5]string {
 
 func (n *node) inspect(ctx context.Context, k *keys) (LockInfo, error) {
 	p := permitKeys(k)
-	v, err := n.s.inspect.Run(ctx, n.rdb, []string{k.arr[0], k.arr[1], k.arr[2], p[0], p[1], p[2], p[4], k.arr[3]}).Slice()
+	// EVALSHA_RO (EVAL_RO after a NOSCRIPT): a read-only user (%R~) may run it.
+	v, err := n.s.inspect.RunRO(ctx, n.rdb, []string{k.arr[0], k.arr[1], k.arr[2], p[0], p[1], p[2], p[4], k.arr[3]}).Slice()
 	if err != nil {
 		return LockInfo{}, err
 	}

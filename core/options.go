@@ -128,7 +128,8 @@ type AcquireOption func(*acquireOptions)
 
 type acquireOptions struct {
 	maxWait time.Duration
-	owner   string
+	owner   string // WithOwner: re-enter only
+	token   string // WithToken: take or re-enter under this token
 	fair    bool
 	guard   string
 	maxHold time.Duration
@@ -141,10 +142,23 @@ type acquireOptions struct {
 // returns a *NotAcquiredError.
 func WithWait(d time.Duration) AcquireOption { return func(o *acquireOptions) { o.maxWait = d } }
 
-// WithOwner acquires as the given owner token, usually the Token of a lock held elsewhere (another
-// goroutine without the lock's context, or another process): if that owner holds the lock, the call
-// re-enters it. The token must be 1 to 128 bytes.
+// WithOwner re-enters the lock held by the given owner token, usually the Token of a lock held
+// elsewhere (another goroutine without the lock's context, or another process): the call adds a
+// hold to that owner's acquisition, keeps its fence and reports Reentrant. It never takes the lock
+// afresh: if the owner does not hold the lock (it was released, expired, force-released or lost),
+// the call fails at once, without waiting, with an error matching ErrNotHeld and ErrLost. The token
+// must be 1 to 128 bytes. To take a lock afresh under a token of your own, see WithToken.
 func WithOwner(token string) AcquireOption { return func(o *acquireOptions) { o.owner = token } }
+
+// WithToken acquires under the given owner token (1 to 128 bytes, no NUL byte) instead of a new
+// random one: if that token holds the lock already, the call re-enters it as WithOwner does;
+// otherwise it takes the lock afresh (a new fence, Reentrant false), waiting as any acquisition.
+// Choose tokens that are unique per unit of work, e.g. derived from a task ID, so that a unit of
+// work delivered twice re-enters its own lock instead of waiting for itself (asynqlock does this).
+// A hold of an earlier acquisition under the same token (one that was force-released or expired
+// meanwhile) is not renewed by the new acquisition: it hears at its next renewal that the lock
+// is not its own.
+func WithToken(token string) AcquireOption { return func(o *acquireOptions) { o.token = token } }
 
 // Fair makes a waiting Acquire take its turn in a FIFO queue kept in Redis, so that waiters in every
 // process are served in arrival order. All acquirers of a name should use it for the order to hold.

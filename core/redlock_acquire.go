@@ -117,12 +117,14 @@ func (rl *redlock) acquire(ctx context.Context, k *keys, r *acquireReq) (acquire
 // acquireQuorum turns the nodes' answers to an acquisition into one; it writes the fence back or
 // undoes the grants as needed.
 func (rl *redlock) acquireQuorum(ctx context.Context, k *keys, r *acquireReq, got []nodeGrant, start time.Time) (acquireResult, error) {
-	var ok, failed int
+	var ok, failed, notHeld int
 	var out acquireResult
 	for _, g := range got {
 		switch {
 		case g.err != nil:
 			failed++
+		case g.res.notHeld:
+			notHeld++
 		case g.res.guarded:
 			out.guarded, out.value = true, g.res.value
 		case g.res.ok:
@@ -146,6 +148,9 @@ func (rl *redlock) acquireQuorum(ctx context.Context, k *keys, r *acquireReq, go
 	switch {
 	case out.guarded:
 		return acquireResult{guarded: true, value: out.value}, nil
+	case notHeld > 0 && ok+failed < rl.quorum:
+		// A re-entry: the token cannot hold the lock on a quorum any more.
+		return acquireResult{notHeld: true}, nil
 	case failed > len(rl.nodes)-rl.quorum:
 		errs := make([]error, len(got))
 		for i := range got {

@@ -6,8 +6,9 @@ const maxPermits = 100000
 // Permits makes Acquire, TryAcquire and Do take one of n permits of the semaphore named name,
 // instead of the lock: at most n holders at once (1 <= n <= 100000). A held permit is a *Lock
 // with everything a lock has — its own owner token and TTL, renewal by the Client's watchdog, a
-// Context cancelled (with cause) on Release or loss, a Fence that strictly increases per name
-// (the counter is shared with the lock of the same name), Extend, TTL, WithMaxHold, hooks — except
+// Context cancelled (with cause) on Release or loss, a Fence that strictly increases among the
+// permits of a name (the semaphore's own counter; the lock of the same name keeps its own fences,
+// which these do not order), Extend, TTL, WithMaxHold, hooks — except
 // re-entry: every acquisition takes a new permit, so WithOwner and WithGuard are refused with
 // ErrInvalid. A semaphore and the lock of the same name are independent: holding one does not
 // exclude the other.

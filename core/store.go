@@ -1,10 +1,10 @@
 package core
 
 import (
+	"bytes"
 	"context"
 	"embed"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"strconv"
@@ -19,14 +19,30 @@ import (
 var luaFiles embed.FS
 
 // mustScript loads a script made of the named embedded files, in order (lib.lua holds functions
-// that several scripts share; Redis scripts cannot include one another).
+// that several scripts share; Redis scripts cannot include one another). The last file is the
+// script itself: a shebang on its first line ("#!lua flags=no-writes") is moved to the front, the
+// only place where Redis reads a script's flags.
 func mustScript(names ...string) *redis.Script {
-	var src strings.Builder
-	for _, name := range names {
+	files := make([][]byte, len(names))
+	for i, name := range names {
 		b, err := luaFiles.ReadFile("lua/" + name)
 		if err != nil {
 			panic(err)
 		}
+		if bytes.HasPrefix(b, []byte("#!")) && i != len(names)-1 {
+			panic("core: " + name + " has a shebang but is not the script's last file")
+		}
+		files[i] = b
+	}
+	var src strings.Builder
+	last := files[len(files)-1]
+	if bytes.HasPrefix(last, []byte("#!")) {
+		line, rest, _ := bytes.Cut(last, []byte("\n"))
+		src.Write(line)
+		src.WriteByte('\n')
+		files[len(files)-1] = rest
+	}
+	for _, b := range files {
 		src.Write(b)
 	}
 	return redis.NewScript(src.String())
@@ -97,6 +113,7 @@ type acquireResult struct {
 	epoch      int64  // fair: the caller is queued in Redis, since EPOCH (see fair_lib.lua)
 	guarded    bool   // the guard key exists; nothing was taken
 	value      string // the guard key's value
+	notHeld    bool   // a re-entry found no acquisition of its token to enter (see lk_entry)
 }
 
 // acquireReq is one acquire attempt.
@@ -112,6 +129,10 @@ type acquireReq struct {
 	floorArg  any           // floor, boxed once (nil: boxed per call)
 	limit     int           // a semaphore's permits (Permits); 0 for a lock
 	waiting   waitMark      // what the acquire script records about the caller's waiting
+	// entry marks a re-entry (through a lock's context, or WithOwner): the fence of the
+	// acquisition it enters, or "0" for any acquisition of the token. nil: the call may take the
+	// lock afresh. A re-entry never takes a lock (lk_entry in lock_lib.lua).
+	entry any
 }
 
 // waitMark tells the acquire script whether a release of the lock must be published.
@@ -137,6 +158,7 @@ func (m waitMark) arg() any {
 type renewItem struct {
 	keys  []string
 	token any
+	fence any // the acquisition's fence: a lock's hold renews only that acquisition (renew.lua)
 	ttl   time.Duration
 	seq   uint64 // the entry's seq when the renewal was sent
 	sem   bool   // a permit's lease (sem_renew.lua)
@@ -180,6 +202,10 @@ type node struct {
 	replicas    int           // WithReplicaAck: replicas that must acknowledge an acquisition or ReleaseSet
 	replicaWait time.Duration // and how long to wait for them
 	label       any           // "host pid label", recorded with each fresh acquisition (Inspect)
+	// fenced: owner checks (renewal, TTL, Extend) also match the acquisition's fence. Off on
+	// Redlock's nodes, which may record different fences for one acquisition (the quorum's is
+	// written back only where needed).
+	fenced bool
 }
 
 func newNode(rdb redis.UniversalClient, s *scripts, id string) *node {
@@ -216,11 +242,11 @@ func (n *node) acquire(ctx context.Context, k *keys, r *acquireReq) (acquireResu
 		}
 		return parseAcquire(v)
 	}
-	v, acked, err := n.acked(ctx, script, keys, args...)
-	if err != nil {
-		return acquireResult{}, err
-	}
-	res, err := parseAcquire(v)
+	var res acquireResult
+	acked, err := n.acked(ctx, script, keys, args, func(v any) (need bool, err error) {
+		res, err = parseAcquire(v)
+		return err == nil && res.ok, err // only what the caller will hold must reach the replicas
+	})
 	if err != nil || !res.ok {
 		return res, err
 	}
@@ -237,7 +263,11 @@ func (n *node) acquireCall(k *keys, r *acquireReq) (*redis.Script, []string, []a
 		return n.semAcquireCall(k, r)
 	}
 	if r.fair {
-		return n.s.acquireFair, k.fair(), []any{r.token, ms(r.ttl), ms(r.waiterTTL), r.hold, n.label, n.pubCmd}
+		args := []any{r.token, ms(r.ttl), ms(r.waiterTTL), r.hold, n.label, n.pubCmd}
+		if r.entry != nil {
+			args = append(args, r.entry)
+		}
+		return n.s.acquireFair, k.fair(), args
 	}
 	var floor, ttl any = "", r.ttlArg
 	if r.floor > 0 {
@@ -250,6 +280,9 @@ func (n *node) acquireCall(k *keys, r *acquireReq) (*redis.Script, []string, []a
 		ttl = ms(r.ttl)
 	}
 	args := []any{r.token, ttl, r.hold, n.label, floor, r.waiting.arg()}
+	if r.entry != nil {
+		args = append(args, r.entry)
+	}
 	if r.guard != nil {
 		return n.s.acquireGuarded, r.guard, args
 	}
@@ -269,6 +302,9 @@ func parseAcquire(v any) (acquireResult, error) {
 			e, _ := x[2].(int64)
 			return acquireResult{busy: true, epoch: e, retryAfter: time.Duration(-1-w) * time.Millisecond}, nil
 		}
+		if len(x) == 1 && x[0] == "nothold" {
+			return acquireResult{notHeld: true}, nil
+		}
 		if len(x) == 2 && x[0] == "guarded" {
 			val, _ := x[1].(string)
 			return acquireResult{guarded: true, value: val}, nil
@@ -283,57 +319,6 @@ func parseAcquire(v any) (acquireResult, error) {
 	}
 	return acquireResult{}, errors.New("unexpected acquire reply")
 }
-
-// acked runs script and WAIT (WithReplicaAck) on one connection, a pipeline to the master of the
-// script's first key, so that WAIT counts the replicas that received this script's writes. It
-// returns the script's reply and the number of replicas that acknowledged.
-func (n *node) acked(ctx context.Context, script *redis.Script, keys []string, args ...any) (any, int64, error) {
-	var p redis.Pipeliner
-	if c, ok := n.rdb.(*redis.ClusterClient); ok {
-		m, err := c.MasterForKey(ctx, keys[0])
-		if err != nil {
-			return nil, 0, err
-		}
-		p = m.Pipeline()
-	} else {
-		p = n.rdb.Pipeline()
-	}
-	send := func() (*redis.Cmd, *redis.Cmd, error) {
-		ev := p.EvalSha(ctx, script.Hash(), keys, args...)
-		w := p.Do(ctx, "WAIT", n.replicas, ms(n.replicaWait))
-		_, err := p.Exec(ctx)
-		return ev, w, err
-	}
-	ev, w, err := send()
-	if isNoScript(ev.Err()) {
-		if err = script.Load(ctx, n.rdb).Err(); err != nil {
-			return nil, 0, err
-		}
-		ev, w, err = send()
-	}
-	if err != nil {
-		return nil, 0, err
-	}
-	acked, _ := w.Int64()
-	return ev.Val(), acked, nil
-}
-
-// ackError reports that fewer replicas than WithReplicaAck asks for acknowledged a write in time.
-type ackError struct {
-	what        string // "the lock", or "the value" of ReleaseSet
-	acked, want int64
-	wait        time.Duration
-}
-
-func (e *ackError) Error() string {
-	msg := fmt.Sprintf("only %d of %d replicas acknowledged %s within %v", e.acked, e.want, e.what, e.wait)
-	if e.what == ackedValue {
-		msg += ": the value was written and the lock released, but the write may not survive a failover"
-	}
-	return msg
-}
-
-const ackedValue = "the value"
 
 func (n *node) release(ctx context.Context, k *keys, token, hold any, fair bool, _ time.Duration) (int64, error) {
 	return n.releaseWith(ctx, k, token, hold, fair, n.id)
@@ -363,13 +348,16 @@ func (n *node) releaseSet(ctx context.Context, k *keys, token, hold any, key str
 	if n.replicas == 0 {
 		return n.s.releaseSet.Run(ctx, n.rdb, keys, args...).Int64()
 	}
-	v, acked, err := n.acked(ctx, n.s.releaseSet, keys, args...)
+	var holds int64
+	acked, err := n.acked(ctx, n.s.releaseSet, keys, args, func(v any) (bool, error) {
+		var ok bool
+		if holds, ok = v.(int64); !ok {
+			return false, errors.New("unexpected release reply")
+		}
+		return holds >= 0, nil // the value was written
+	})
 	if err != nil {
 		return 0, err
-	}
-	holds, ok := v.(int64)
-	if !ok {
-		return 0, errors.New("unexpected release reply")
 	}
 	if holds >= 0 && acked < int64(n.replicas) {
 		return holds, &ackError{what: ackedValue, acked: acked, want: int64(n.replicas), wait: n.replicaWait}
@@ -392,7 +380,14 @@ func (n *node) renew(ctx context.Context, items []renewItem) error {
 }
 
 func (n *node) renewOnce(ctx context.Context, items []renewItem) error {
-	pipe := n.rdb.Pipeline()
+	if n.replicas > 0 {
+		return n.renewAcked(ctx, items)
+	}
+	return n.renewVia(ctx, n.rdb.Pipeline(), items)
+}
+
+// renewVia sends the renewal scripts of items in pipe and fills in their outcomes.
+func (n *node) renewVia(ctx context.Context, pipe redis.Pipeliner, items []renewItem) error {
 	cmds := make([]*redis.Cmd, len(items))
 	sha := n.s.renew.Hash()
 	for i := range items {
@@ -400,7 +395,7 @@ func (n *node) renewOnce(ctx context.Context, items []renewItem) error {
 			cmds[i] = pipe.EvalSha(ctx, n.s.sem.renew.Hash(), items[i].keys, items[i].token, ms(items[i].ttl))
 			continue
 		}
-		cmds[i] = pipe.EvalSha(ctx, sha, items[i].keys, items[i].token, ms(items[i].ttl))
+		cmds[i] = pipe.EvalSha(ctx, sha, items[i].keys, items[i].token, ms(items[i].ttl), n.fenceArg(items[i].fence))
 	}
 	_, err := pipe.Exec(ctx)
 	failed := 0
@@ -440,12 +435,22 @@ func isNoScript(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
 }
 
-func (n *node) pttl(ctx context.Context, k *keys, token any, _ time.Duration) (time.Duration, bool, error) {
-	script := n.s.pttl
-	if k.sem != nil {
-		script = n.s.sem.pttl
+// fenceArg is the fence an owner check matches (see node.fenced): "" for none.
+func (n *node) fenceArg(fence any) any {
+	if !n.fenced || fence == nil {
+		return ""
 	}
-	v, err := script.Run(ctx, n.rdb, k.arr[:1], token).Int64()
+	return fence
+}
+
+func (n *node) pttl(ctx context.Context, k *keys, token any, _ time.Duration) (time.Duration, bool, error) {
+	var v int64
+	var err error
+	if k.sem != nil {
+		v, err = n.s.sem.pttl.Run(ctx, n.rdb, k.arr[:1], token).Int64()
+	} else {
+		v, err = n.s.pttl.Run(ctx, n.rdb, k.arr[:1], token, n.fenceArg(k.fenceArg())).Int64()
+	}
 	if err != nil || v == -3 {
 		return 0, false, err
 	}
@@ -456,12 +461,25 @@ func (n *node) pttl(ctx context.Context, k *keys, token any, _ time.Duration) (t
 }
 
 func (n *node) extend(ctx context.Context, k *keys, token any, ttl time.Duration) (bool, error) {
-	script := n.s.renew
+	script, args := n.s.renew, []any{token, ms(ttl), n.fenceArg(k.fenceArg())}
 	if k.sem != nil {
-		script = n.s.sem.renew
+		script, args = n.s.sem.renew, args[:2]
 	}
-	v, err := script.Run(ctx, n.rdb, k.renewKeys(), token, ms(ttl)).Int64()
-	return v == 1, err
+	if n.replicas == 0 {
+		v, err := script.Run(ctx, n.rdb, k.renewKeys(), args...).Int64()
+		return v == 1, err
+	}
+	// WithReplicaAck: the extension counts only once the replicas have it (a replica promoted
+	// without it would let the lock expire earlier than the holder counts on).
+	var v int64
+	acked, err := n.acked(ctx, script, k.renewKeys(), args, func(r any) (bool, error) {
+		v, _ = r.(int64)
+		return v == 1, nil
+	})
+	if err == nil && v == 1 && acked < int64(n.replicas) {
+		err = &ackError{what: "the extension", acked: acked, want: int64(n.replicas), wait: n.replicaWait}
+	}
+	return v == 1 && err == nil, err
 }
 
 func (n *node) dequeue(ctx context.Context, k *keys, r *acquireReq) error {

@@ -130,6 +130,13 @@ func (wc *waitCall) attempt(ctx context.Context) (done bool, err error) {
 			return true, wc.notAcquired(cerr)
 		}
 		return true, unavailable("acquire", aerr)
+	case r.notHeld:
+		// A re-entry whose owner no longer holds the lock: this Client's holds of that
+		// acquisition are lost too (their next renewal would say so).
+		wc.res = r
+		lost := &LostError{Name: k.name, Reason: "not_owner"}
+		c.wd.lostToken(k.lock(), l.tok)
+		return true, errors.Join(ErrNotHeld, lost)
 	case r.ok:
 		wc.res = r
 		if k.sem == nil {

@@ -51,12 +51,19 @@ func (w *watchdog) holding(key string, token any) bool {
 // add registers a freshly acquired Lock, sent being when its acquire request was sent; held is what
 // the hook was told the acquisition adds to the locks the Client holds (HoldInfo.Held).
 func (w *watchdog) add(l *Lock, sent time.Time, held int) bool {
+	var stale lostSet
+	defer func() { w.c.lost(stale) }() // (after w.mu is unlocked)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.stopped {
 		return false
 	}
 	e := w.held[l.k.lock()]
+	if e != nil && !e.gone && e.tok == l.tok && l.holds == 1 && e.k.fence != l.k.fence {
+		// A fresh acquisition under the token (WithToken) while this Client held an earlier one:
+		// that one is gone (expired, or force-released), and its holds are lost.
+		stale, e = w.lose(e, "not_owner", nil), nil
+	}
 	if e == nil || e.tok != l.tok || e.gone {
 		e = &l.own
 		*e = entry{k: &l.k, tok: l.tok, idx: -1}
@@ -175,6 +182,18 @@ func (w *watchdog) notOwner(e *entry) {
 	w.c.lost(ls)
 }
 
+// lostToken ends the Client's holds of key under token, if any: Redis said that token holds no
+// acquisition of the lock (a re-entry found none).
+func (w *watchdog) lostToken(key string, token any) {
+	w.mu.Lock()
+	var ls lostSet
+	if e := w.held[key]; e != nil && !e.gone && e.tok == token {
+		ls = w.lose(e, "not_owner", nil)
+	}
+	w.mu.Unlock()
+	w.c.lost(ls)
+}
+
 // extended records a successful Extend sent at sent. Renewals in flight, sent with the old TTL, are
 // made stale: their replies cannot lengthen the validity beyond what the new TTL allows.
 func (w *watchdog) extended(e *entry, sent time.Time, ttl time.Duration) {
@@ -259,7 +278,8 @@ func (w *watchdog) collect(now time.Time) (batch []*entry, items []renewItem, lo
 		e.inflight = true
 		heap.Fix(&w.h, 0)
 		batch = append(batch, e)
-		items = append(items, renewItem{keys: e.k.renewKeys(), token: e.tok, ttl: e.ttl, seq: e.seq, sem: e.k.sem != nil})
+		items = append(items, renewItem{keys: e.k.renewKeys(), token: e.tok, fence: e.k.fenceArg(), ttl: e.ttl, seq: e.seq,
+			sem: e.k.sem != nil})
 	}
 	wait := time.Hour
 	if len(w.h) > 0 {

@@ -10,10 +10,15 @@
 // Campaign without polling: the leader's release wakes one of them through the Client's release
 // subscription.
 //
+// A term lasts until it is resigned or lost: a Client's core.WithDefaultMaxHold does not apply to
+// it; WithMaxTerm bounds it.
+//
 // The leader's value is stored in its lock's value (after the lock's own fields), so it expires,
 // is renewed and is deleted with the lock, and is announced on the channel PREFIX{@election/NAME}:leader
 // (SPUBLISH on a cluster). Observers subscribe to that channel and to the lock's release channel,
-// and read the lock when its TTL runs out (a leader that died announces nothing).
+// and read the lock when its TTL runs out (a leader that died announces nothing). Observe reports
+// leaders in fence order, every proclaimed term while its subscription is healthy (see Observe
+// for what it may skip otherwise).
 //
 // An Election needs the go-redis client its core.Client was made with (New, not NewRedlock).
 package election

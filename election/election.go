@@ -31,6 +31,14 @@ type Option func(*Election)
 // a third of it.
 func WithTTL(d time.Duration) Option { return func(e *Election) { e.ttl = d } }
 
+// WithMaxTerm ends each term d after its leader took the lock, even while its renewals succeed
+// (default 0: terms are not limited). The term's context is then cancelled with a
+// *core.MaxHoldError cause (matching core.ErrMaxHold, not core.ErrLost) and leadership is released,
+// which wakes the next campaigner: it bounds how long one leader keeps leading. Without it a term
+// lasts until it is resigned or lost, whatever core.WithDefaultMaxHold the Client has: leadership
+// is meant to last.
+func WithMaxTerm(d time.Duration) Option { return func(e *Election) { e.maxTerm = d } }
+
 // namespace holds every election's lock: no other lock name can reach it (see core.InNamespace).
 const namespace = "election"
 
@@ -43,6 +51,7 @@ type Election struct {
 	raw     string // the election's name
 	key     string // the lock's Redis key
 	ttl     time.Duration
+	maxTerm time.Duration // WithMaxTerm; 0: none
 	pubCmd  string
 	cluster bool
 	script  *redis.Script
@@ -66,6 +75,9 @@ func New(locks *core.Client, rdb redis.UniversalClient, name string, opts ...Opt
 	if e.ttl < core.MinTTL || e.ttl > core.MaxTTL {
 		return nil, fmt.Errorf("%w: election TTL %v outside [%v, %v]", core.ErrInvalid, e.ttl, core.MinTTL, core.MaxTTL)
 	}
+	if e.maxTerm < 0 {
+		return nil, fmt.Errorf("%w: election maximum term %v is negative", core.ErrInvalid, e.maxTerm)
+	}
 	if _, ok := rdb.(*redis.ClusterClient); ok {
 		e.cluster, e.pubCmd = true, "SPUBLISH"
 	}
@@ -81,12 +93,14 @@ type Term struct {
 
 // Campaign waits until the caller leads (until ctx ends), then records value as the leader's
 // value and announces it to observers. Followers are woken by the leader's release, or try when
-// its lock expires. The returned Term's context is cancelled when leadership ends.
+// its lock expires. The returned Term's context is cancelled when leadership ends. A term is not
+// limited in time unless WithMaxTerm says so (a Client's core.WithDefaultMaxHold does not apply).
 //
 // Errors are core's: ErrNotAcquired joined with ctx.Err() when ctx ended the wait, ErrUnavailable,
 // ErrClosed; ErrLost if leadership was lost before value could be recorded.
 func (e *Election) Campaign(ctx context.Context, value string) (*Term, error) {
-	l, err := e.locks.Acquire(ctx, e.raw, e.ttl, core.InNamespace(namespace))
+	// WithMaxHold(0) unless WithMaxTerm: the Client's WithDefaultMaxHold does not cut terms.
+	l, err := e.locks.Acquire(ctx, e.raw, e.ttl, core.InNamespace(namespace), core.WithMaxHold(e.maxTerm))
 	if err != nil {
 		return nil, err
 	}
@@ -107,9 +121,12 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Term, error) {
 	return &Term{l: l, value: value}, nil
 }
 
-// Context is cancelled when the term ends: with cause core.ErrReleased after Resign, or a
-// *core.LostError when leadership was lost, before anyone else could lead. Do the leader's work
-// under it.
+// Context is cancelled when the term ends; context.Cause says why: core.ErrReleased after Resign;
+// a *core.LostError when leadership was lost (renewals failed until the lock's validity deadline,
+// or it was taken away), before anyone else could lead; a *core.MaxHoldError (matching
+// core.ErrMaxHold) when the election's WithMaxTerm limit ended it; core.ErrClosed when the Client
+// was closed. It derives from the context passed to Campaign, so it also ends with that one (and
+// its cause). Do the leader's work under it.
 func (t *Term) Context() context.Context { return t.l.Context() }
 
 // Fence is the term's fencing token: larger than that of every earlier term of the election.
@@ -133,29 +150,33 @@ type Leader struct {
 // Leader returns the current leader (the zero Leader when nobody leads). A leader that has taken
 // the lock but not yet recorded its value is reported as no leader.
 func (e *Election) Leader(ctx context.Context) (Leader, error) {
-	ld, _, err := e.read(ctx)
-	return ld, err
+	s, err := e.read(ctx)
+	return s.leader, err
 }
 
-// read returns the leader and the lock's remaining TTL.
-func (e *Election) read(ctx context.Context) (Leader, time.Duration, error) {
+// read reads the lock: its fence, whether it is held, the proclaimed leader and its TTL.
+func (e *Election) read(ctx context.Context) (lockState, error) {
 	p := e.rdb.Pipeline()
 	get := p.Get(ctx, e.key)
 	pt := p.PTTL(ctx, e.key)
 	if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return Leader{}, 0, fmt.Errorf("%w: election %q: %w", core.ErrUnavailable, e.name, err)
+		return lockState{}, fmt.Errorf("%w: election %q: %w", core.ErrUnavailable, e.name, err)
 	}
-	// The lock's value: TOKEN FENCE HOLDS W RELEASED ACQUIRED LABEL, separated by NUL bytes,
-	// then the leader's value once proclaimed (see proclaim.lua).
+	// The lock's value (docs/keys.md): held, TOKEN FENCE HOLDS W BASE ACQUIRED LABEL separated by
+	// NUL bytes, then the leader's value once proclaimed (see proclaim.lua); free, "" FENCE BASE.
 	fields := strings.SplitN(get.Val(), "\x00", 8)
-	if len(fields) < 8 || fields[0] == "" {
-		return Leader{}, 0, nil
+	if len(fields) < 2 {
+		return lockState{}, nil
 	}
 	f, err := strconv.ParseInt(fields[1], 10, 64)
-	if err != nil || f == 0 {
-		return Leader{}, 0, nil
+	if err != nil || f <= 0 {
+		return lockState{}, nil // not a lock's value: as if there were none
 	}
-	return Leader{Value: fields[7], Fence: f}, pt.Val(), nil
+	s := lockState{fence: f, held: fields[0] != "", pttl: pt.Val()}
+	if s.held && len(fields) == 8 {
+		s.leader = Leader{Value: fields[7], Fence: f}
+	}
+	return s, nil
 }
 
 // parseAnnounce reads a leader message: "FENCE VALUE".

@@ -2,7 +2,9 @@ package election_test
 
 import (
 	"context"
+	"errors"
 	"log"
+	"time"
 
 	"github.com/lockkit/lockkit/core"
 	"github.com/lockkit/lockkit/election"
@@ -36,3 +38,26 @@ func Example() {
 }
 
 func runScheduler(ctx context.Context, fence int64) { <-ctx.Done() }
+
+// A leader hands over at least every hour: its term ends with a cause matching core.ErrMaxHold,
+// and it campaigns again, behind the campaigners already waiting.
+func ExampleWithMaxTerm() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	locks, _ := core.New(rdb)
+	defer locks.Close(ctx)
+	el, err := election.New(locks, rdb, "rotating", election.WithMaxTerm(time.Hour))
+	if err != nil {
+		log.Fatal(err)
+	}
+	for {
+		term, err := el.Campaign(ctx, "host-a:8080")
+		if err != nil {
+			log.Fatal(err)
+		}
+		runScheduler(term.Context(), term.Fence())
+		if cause := context.Cause(term.Context()); !errors.Is(cause, core.ErrMaxHold) {
+			log.Fatalf("leadership ended: %v", cause)
+		}
+	}
+}

@@ -6,14 +6,19 @@ replace (
 	github.com/lockkit/lockkit => ../
 	github.com/lockkit/lockkit/internal/embedredis => ../internal/embedredis
 	github.com/lockkit/lockkit/internal/pgtest => ../internal/pgtest
+	github.com/lockkit/lockkit/jobs/gocronlock => ../jobs/gocronlock
 )
 
 require (
+	github.com/go-co-op/gocron/v2 v2.21.2
+	github.com/google/uuid v1.6.0
 	github.com/hibiken/asynq v0.26.0
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/lockkit/lockkit v0.0.0-00010101000000-000000000000
+	github.com/jonboulle/clockwork v0.5.0
+	github.com/lockkit/lockkit v0.1.0
 	github.com/lockkit/lockkit/internal/embedredis v0.0.0-00010101000000-000000000000
 	github.com/lockkit/lockkit/internal/pgtest v0.0.0-00010101000000-000000000000
+	github.com/lockkit/lockkit/jobs/gocronlock v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/robfig/cron/v3 v3.0.1
 	go.opentelemetry.io/otel v1.47.0
@@ -32,7 +37,6 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
-	github.com/google/uuid v1.6.0 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.31.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect

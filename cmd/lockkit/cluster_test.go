@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/lockkit/lockkit/core"
 	"github.com/lockkit/lockkit/internal/locktest"
@@ -13,7 +12,7 @@ import (
 )
 
 // The commands on a 3-master cluster: ls scans every master (from one seed), inspect, release and
-// watch find each name's master.
+// watch find each name's master; then the docs' command lines with --cluster.
 func TestCLI_cluster(t *testing.T) {
 	bin := build(t)
 	cl := redistest.StartCluster(t)
@@ -48,39 +47,6 @@ func TestCLI_cluster(t *testing.T) {
 	s.run("", "idem", "--cluster", "--url", seed, "scope", "key")
 	s.run("", "inspect", "--cluster", "--sentinel", "x:1", "--master", "m", "x")
 	s.golden("cluster")
+	// The docs' command lines for a cluster (see TestDocs_commands).
+	t.Run("docs", func(t *testing.T) { runDocCommands(t, bin, clusterTarget(t, cl), isCluster) })
 }
-
-// The least-privilege ACL of docs/security.md for the command is enough for every command, and
-// the lockkit application user's ACL is still enough to take the locks: ACL LOG stays empty.
-func TestCLI_leastPrivilegeACL(t *testing.T) {
-	bin := build(t)
-	srv := redistest.Start(t, redistest.WithACL(appACL, opsACL))
-	rdb := srv.Client(t) // the application user (the first line)
-	ctx := context.Background()
-	c := locktest.NewClient(t, rdb)
-	acquire(t, c, ctx, "a")
-	acquire(t, c, ctx, "b", core.Fair())
-	rdb.Set(ctx, "lockkit:idem:{@s/k}", "record", time.Minute)
-	// A live permit of semaphore "p" (written as the admin: the service ACL above predates them).
-	srv.Do(t, "ZADD", "lockkit:{p}:permits", time.Now().Add(time.Minute).UnixMilli(), "token")
-	url := "redis://lockkit-ops:ops-secret@" + srv.Addr()
-	s := newSession(t, bin)
-	for _, args := range [][]string{
-		{"ls"}, {"ls", "--json"}, {"inspect", "a"}, {"inspect", "--json", "b"}, {"idem", "--body", "s", "k"},
-		{"idem", "s", "none"}, {"watch", "--for", "300ms", "a"}, {"release", "--force", "--yes", "a"},
-		{"release", "--force", "--yes", "b"}, {"ls", "p"}, {"inspect", "p"}, {"release", "--force", "--yes", "p"},
-	} {
-		if _, code := s.run("", append(args, "--url", url)...); code != 0 && code != 3 {
-			t.Errorf("lockkit %v: exit %d\n%s", args, code, s.script.String())
-		}
-	}
-	if log := srv.Do(t, "ACL", "LOG"); len(log.([]any)) != 0 {
-		t.Fatalf("ACL LOG: %v", log)
-	}
-}
-
-// appACL is the lockkit user of docs/security.md; opsACL is the lockkit command's.
-const (
-	appACL = "user lockkit on >lockkit-secret resetkeys ~lockkit:* resetchannels &lockkit:* -@all +evalsha +eval +script|load +get +set +pexpire +pttl +time +hget +hset +hdel +zadd +zscore +zpopmin +zrem +publish +subscribe +unsubscribe +ping +wait"
-	opsACL = "user lockkit-ops on >ops-secret resetkeys ~lockkit:* resetchannels &lockkit:* -@all +evalsha +eval +script|load +time +hvals +hgetall +pttl +get +scan +type +strlen +del +set +lindex +lpop +hget +hdel +publish +subscribe +unsubscribe +ping +pubsub|numsub +zrangebyscore +zscore +hmget +zcount +lrange +zrange +zrem"
-)

@@ -6,12 +6,23 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"net"
+	"net/url"
 	"os"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
+
+// defaultURL is the server used when neither --url nor REDIS_URL names one (said on stderr).
+const defaultURL = "redis://127.0.0.1:6379"
+
+// wantURL says what --url takes; it ends every complaint about one.
+const wantURL = "want redis://[user:pass@]host:port[/db] or host:port (rediss:// for TLS, unix:///path for a socket)"
 
 // list is a flag that may be repeated or given comma-separated.
 type list []string
@@ -26,7 +37,33 @@ func (l *list) Set(v string) error {
 	return nil
 }
 
-// conn holds the connection flags every command takes.
+// duration is a time.Duration flag whose error says what to type.
+type duration struct{ d *time.Duration }
+
+func (d duration) String() string {
+	if d.d == nil {
+		return ""
+	}
+	return d.d.String()
+}
+
+func (d duration) Set(v string) error {
+	x, err := time.ParseDuration(v)
+	if err != nil || x < 0 {
+		return errors.New("want a duration such as 300ms, 5s or 1m")
+	}
+	*d.d = x
+	return nil
+}
+
+// durationVar registers a duration flag with a helpful error.
+func durationVar(fs *flag.FlagSet, p *time.Duration, name string, value time.Duration, usage string) {
+	*p = value
+	fs.Var(duration{p}, name, usage)
+}
+
+// conn holds the flags every command takes: where Redis is, how to reach it, the key prefix and
+// the output format. They may be given before or after the command and its arguments.
 type conn struct {
 	urls      list
 	cluster   bool
@@ -37,47 +74,102 @@ type conn struct {
 	insecure  bool
 	timeout   time.Duration
 	json      bool
+
+	target string // the server connected to, password hidden: for error hints
 }
 
-func (c *conn) register(fs *flag.FlagSet, read bool) {
-	fs.Var(&c.urls, "url", "Redis URL: redis://[user:pass@]host:port[/db], rediss:// for TLS (default $REDIS_URL, else redis://127.0.0.1:6379); with --cluster, one or more seed nodes")
+// globalOrder is the order in which the help lists the flags every command takes.
+var globalOrder = []string{"url", "cluster", "sentinel", "master", "cacert", "insecure", "prefix", "timeout", "json"}
+
+func (c *conn) register(fs *flag.FlagSet) {
+	fs.Var(&c.urls, "url", "the Redis server, a `URL`: redis://[user:pass@]host:port[/db] or host:port, rediss:// for TLS, "+
+		"unix:///path for a socket; default $REDIS_URL, else "+defaultURL+" (said on stderr); with --cluster, "+
+		"seed nodes (repeat --url, or separate them by commas)")
 	fs.BoolVar(&c.cluster, "cluster", false, "connect to a Redis Cluster through the --url seed node(s)")
-	fs.Var(&c.sentinels, "sentinel", "Sentinel address host:port (repeatable); needs --master; credentials, db and TLS come from --url")
-	fs.StringVar(&c.master, "master", "", "the master name Sentinel monitors")
-	fs.StringVar(&c.prefix, "prefix", "lockkit:", "the key prefix of the lockkit clients (core.WithPrefix)")
-	fs.StringVar(&c.cacert, "cacert", "", "PEM file of the CA that signed the server's certificate (rediss://)")
+	fs.Var(&c.sentinels, "sentinel", "a Sentinel at `ADDR`, host:port (repeatable), and --master NAME its master; --url "+
+		"gives the master's credentials, db and TLS")
+	fs.StringVar(&c.master, "master", "", "the master `NAME` Sentinel monitors")
+	fs.StringVar(&c.cacert, "cacert", "", "PEM `FILE` of the CA that signed the server's certificate (rediss://)")
 	fs.BoolVar(&c.insecure, "insecure", false, "do not verify the server's TLS certificate")
-	fs.DurationVar(&c.timeout, "timeout", 5*time.Second, "timeout of each request to Redis")
-	if read {
-		fs.BoolVar(&c.json, "json", false, "print JSON")
-	}
+	fs.StringVar(&c.prefix, "prefix", "lockkit:", "the key `PREFIX` of the lockkit clients (core.WithPrefix)")
+	durationVar(fs, &c.timeout, "timeout", 5*time.Second, "timeout of each request to Redis, a `DURATION` such as 300ms, 5s, 1m")
+	fs.BoolVar(&c.json, "json", false, "print JSON Lines: one JSON object per line (ls: one per lock or semaphore name; "+
+		"inspect, release, idem: one; watch: one per event)")
 }
 
-// client returns the go-redis client the flags describe.
-func (c *conn) client() (redis.UniversalClient, error) {
+// parseURL reads one --url (or REDIS_URL) value: a redis://, rediss:// or unix:// URL, or host:port.
+func parseURL(v string) (*redis.Options, error) {
+	bad := fmt.Errorf("invalid --url %q: %s", redact(v), wantURL)
+	if !strings.Contains(v, "://") {
+		if err := checkHostPort(v); err != nil {
+			return nil, bad
+		}
+		v = "redis://" + v
+	}
+	o, err := redis.ParseURL(v)
+	if err != nil {
+		return nil, bad
+	}
+	return o, nil
+}
+
+// checkHostPort accepts host:port with a port from 1 to 65535.
+func checkHostPort(v string) error {
+	host, port, err := net.SplitHostPort(v)
+	if err != nil {
+		return err
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || host == "" {
+		return errors.New("bad host:port")
+	}
+	return nil
+}
+
+// userinfo finds the password of a URL that url.Parse rejects.
+var userinfo = regexp.MustCompile(`//([^:@/]*):[^@/]*@`)
+
+// redact hides the password of a URL.
+func redact(v string) string {
+	if u, err := url.Parse(v); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	return userinfo.ReplaceAllString(v, "//$1:xxxxx@")
+}
+
+// client returns the go-redis client the flags describe. When no server is named it says, on
+// note, which one it uses.
+func (c *conn) client(note io.Writer) (redis.UniversalClient, error) {
 	urls := c.urls
 	if len(urls) == 0 {
 		u := os.Getenv("REDIS_URL")
+		if u == "" && len(c.sentinels) == 0 {
+			fmt.Fprintf(note, "lockkit: no --url or REDIS_URL; using %s\n", defaultURL)
+		}
 		if u == "" {
-			u = "redis://127.0.0.1:6379"
+			u = defaultURL
 		}
 		urls = list{u}
 	}
-	var opts []*redis.Options
+	var (
+		opts    []*redis.Options
+		targets []string
+	)
 	for _, u := range urls {
-		o, err := redis.ParseURL(u)
+		targets = append(targets, redact(u))
+		o, err := parseURL(u)
 		if err != nil {
-			return nil, usageError{fmt.Errorf("--url: %w", err)}
+			return nil, usageError{error: err}
 		}
 		if err := c.tls(o); err != nil {
 			return nil, err
 		}
 		opts = append(opts, o)
 	}
+	c.target = strings.Join(targets, ",")
 	o := opts[0]
 	switch {
 	case c.cluster && len(c.sentinels) > 0:
-		return nil, usageError{errors.New("--cluster and --sentinel exclude each other")}
+		return nil, usageError{error: errors.New("--cluster and --sentinel exclude each other")}
 	case c.cluster:
 		co := &redis.ClusterOptions{Username: o.Username, Password: o.Password, TLSConfig: o.TLSConfig,
 			ReadTimeout: c.timeout, WriteTimeout: c.timeout, DialTimeout: c.timeout, DisableIdentity: true,
@@ -88,14 +180,20 @@ func (c *conn) client() (redis.UniversalClient, error) {
 		return redis.NewClusterClient(co), nil
 	case len(c.sentinels) > 0:
 		if c.master == "" {
-			return nil, usageError{errors.New("--sentinel needs --master")}
+			return nil, usageError{error: errors.New("--sentinel needs --master NAME")}
 		}
+		for _, s := range c.sentinels {
+			if checkHostPort(s) != nil {
+				return nil, usageError{error: fmt.Errorf("invalid --sentinel %q: want host:port", s)}
+			}
+		}
+		c.target = "Sentinel " + c.sentinels.String() + ", master " + c.master
 		return redis.NewFailoverClient(&redis.FailoverOptions{MasterName: c.master, SentinelAddrs: c.sentinels,
 			Username: o.Username, Password: o.Password, DB: o.DB, TLSConfig: o.TLSConfig,
 			ReadTimeout: c.timeout, WriteTimeout: c.timeout, DialTimeout: c.timeout, DisableIdentity: true,
 			MaxRetries: 1, DialerRetries: 1}), nil
 	case len(opts) > 1:
-		return nil, usageError{errors.New("several --url need --cluster")}
+		return nil, usageError{error: errors.New("several --url need --cluster")}
 	}
 	o.ReadTimeout, o.WriteTimeout, o.DialTimeout, o.DisableIdentity = c.timeout, c.timeout, c.timeout, true
 	o.MaxRetries, o.DialerRetries = 1, 1 // an operator's command: fail fast
@@ -106,7 +204,7 @@ func (c *conn) client() (redis.UniversalClient, error) {
 func (c *conn) tls(o *redis.Options) error {
 	if o.TLSConfig == nil {
 		if c.cacert != "" || c.insecure {
-			return usageError{errors.New("--cacert and --insecure need a rediss:// URL")}
+			return usageError{error: errors.New("--cacert and --insecure need a rediss:// URL")}
 		}
 		return nil
 	}

@@ -34,20 +34,20 @@ type idemRecord struct {
 	Hash   map[string]string `json:"hash,omitempty"`   // --body: a hash's fields and values
 }
 
+func setupIdem(fs *flag.FlagSet) runner {
+	body := fs.Bool("body", false, "print the stored value (it may hold personal data)")
+	var retention time.Duration
+	durationVar(fs, &retention, "retention", 24*time.Hour, "the adapter's retention, to tell a record's age from its TTL")
+	return func(ctx context.Context, e *env, args []string) error {
+		return cmdIdem(ctx, e, args, *body, retention)
+	}
+}
+
 // cmdIdem reports the idempotency record PREFIX idem:{NAME} and whether its lock NAME is held.
 // NAME is SCOPE/KEY; a SCOPE without '@' is a namespace (http-idem, grpc-idem, cron...), as the
 // adapters name their records' locks (@http-idem/HASH: `lockkit ls '@http-idem/*'` lists them).
-func cmdIdem(ctx context.Context, args []string, out io.Writer) error {
-	var c conn
-	fs := flag.NewFlagSet("idem", flag.ContinueOnError)
-	c.register(fs, true)
-	body := fs.Bool("body", false, "print the stored value (it may hold personal data)")
-	retention := fs.Duration("retention", 24*time.Hour, "the adapter's retention, to tell a record's age from its TTL")
-	pos, err := parse(fs, args, 2, 2)
-	if err != nil {
-		return err
-	}
-	locks, rdb, closeAll, err := c.open()
+func cmdIdem(ctx context.Context, e *env, pos []string, body bool, retention time.Duration) error {
+	locks, rdb, closeAll, err := e.open()
 	if err != nil {
 		return err
 	}
@@ -56,17 +56,17 @@ func cmdIdem(ctx context.Context, args []string, out io.Writer) error {
 	if !strings.HasPrefix(pos[0], "@") && isNamespace(pos[0]) {
 		name = core.Namespaced(pos[0], pos[1])
 	}
-	rec := idemRecord{Key: c.prefix + "idem:{" + name + "}", Status: "none"}
+	rec := idemRecord{Key: e.prefix + "idem:{" + name + "}", Status: "none"}
 	typ, err := rdb.Type(ctx, rec.Key).Result()
 	if err != nil {
 		return err
 	}
 	if typ != "none" {
 		rec.Status, rec.Type = "stored", typ
-		if err := readRecord(ctx, rdb, &rec, *body); err != nil {
+		if err := readRecord(ctx, rdb, &rec, body); err != nil {
 			return err
 		}
-		if rec.TTLMS > 0 && *retention > 0 {
+		if rec.TTLMS > 0 && retention > 0 {
 			rec.AgeMS = max(retention.Milliseconds()-rec.TTLMS, 0)
 		}
 	} else {
@@ -78,10 +78,10 @@ func cmdIdem(ctx context.Context, args []string, out io.Writer) error {
 			rec.Status = "in_progress"
 		}
 	}
-	if c.json {
-		err = printJSON(out, rec)
+	if e.json {
+		err = printJSON(e.out, rec)
 	} else {
-		err = printRecord(out, rec)
+		err = printRecord(e.out, rec)
 	}
 	if err == nil && rec.Status == "none" {
 		return errNotFound

@@ -3,8 +3,9 @@
 //
 //	go install github.com/lockkit/lockkit/cmd/lockkit@latest
 //
-// Run "lockkit help" for the commands, the connection flags and the exit codes. It uses only the
-// standard library, go-redis and lockkit's own packages.
+// Run "lockkit help" for the commands, the connection flags and the exit codes, and
+// "lockkit help COMMAND" for a command's. It uses only the standard library, go-redis and
+// lockkit's own packages.
 package main
 
 import (
@@ -15,6 +16,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
 	"strings"
 	"syscall"
 
@@ -31,53 +33,13 @@ const (
 	exitAborted  = 4 // release: not confirmed
 )
 
-const help = `lockkit — inspect and operate lockkit's locks in Redis
+// usageError is a bad command line: exit code 2. listed: the message lists the commands already.
+type usageError struct {
+	error
+	listed bool
+}
 
-Usage:
-  lockkit ls [PATTERN]             list held locks and semaphore permits whose name matches the glob
-                                   PATTERN (default *)
-  lockkit inspect NAME             who holds NAME (and its semaphore's permits), since when, TTL, fence,
-                                   fair waiters
-  lockkit release --force NAME     delete NAME's lock and permits whoever holds them, wake waiters
-                                   (asks for confirmation on stdin unless --yes)
-  lockkit watch NAME               print acquisitions, handoffs, releases, expiries and waiters
-                                   of NAME as they happen (--for D, or until interrupted)
-  lockkit idem SCOPE KEY           the idempotency record PREFIXidem:{@SCOPE/KEY} (SCOPE: the
-                                   adapter's namespace, e.g. http-idem, grpc-idem; KEY: the hash
-                                   "lockkit ls '@http-idem/*'" shows): stored or not, in progress,
-                                   kind, age (--retention, default 24h), TTL; the value only with
-                                   --body. A SCOPE starting with @ is used as it is.
-  lockkit help                     this text
-
-Flags (every command; put them before or after the arguments):
-  --url URL          redis://[user:pass@]host:port[/db], or rediss:// for TLS; default $REDIS_URL,
-                     else redis://127.0.0.1:6379
-  --cluster          Redis Cluster: --url names seed node(s) (repeat --url, or separate by commas)
-  --sentinel ADDR    a Sentinel (repeatable) and --master NAME its master; --url gives the
-                     credentials, db and TLS of the master
-  --cacert FILE      the CA of a rediss:// server; --insecure skips verification
-  --prefix P         the lockkit clients' key prefix (default lockkit:)
-  --timeout D        per request (default 5s)
-  --json             JSON output (ls, inspect, watch: one object per line, idem)
-  release: --force (required), --yes; watch: --for D, --interval D (poll, default 100ms);
-  idem: --body
-
-Exit codes:
-  0  done (inspect: the lock or a permit is held)
-  1  Redis unreachable or a command failed
-  2  usage error
-  3  nothing there: inspect found the lock and permits free, release found nothing held, idem found
-     no record
-  4  release not confirmed
-
-Token digests: a holder is shown by the first 12 hex digits of the SHA-256 of its owner token,
-never the token. Redis commands used (for an ACL): see docs/security.md.
-`
-
-// usageError is a bad command line: exit code 2.
-type usageError struct{ error }
-
-// notFound ends a command with exit code 3 after its output.
+// errNotFound ends a command with exit code 3 after its output.
 var errNotFound = errors.New("not found")
 
 // errAborted ends a release that was not confirmed.
@@ -98,28 +60,49 @@ func main() {
 
 // run runs one command line and returns the exit code.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, help)
-		return exitUsage
+	name, rest, help, err := split(args)
+	switch {
+	case err != nil:
+		return report(stderr, "", nil, err)
+	case name == "" && (help || len(args) == 0):
+		w, code := stdout, exitOK
+		if !help {
+			w, code = stderr, exitUsage
+		}
+		writeHelp(w)
+		return code
+	case name == "":
+		return report(stderr, "", nil, usageError{error: errors.New(`no command given (see "lockkit help")`)})
 	}
-	cmd, args := args[0], args[1:]
-	var err error
-	switch cmd {
-	case "help", "-h", "--help", "-help":
-		fmt.Fprint(stdout, help)
+	cmd, ok := lookup(name)
+	if !ok {
+		return report(stderr, "", nil, unknownCommand(name))
+	}
+	if help {
+		writeCommandHelp(stdout, cmd)
 		return exitOK
-	case "ls":
-		err = cmdLs(ctx, args, stdout)
-	case "inspect":
-		err = cmdInspect(ctx, args, stdout)
-	case "release":
-		err = cmdRelease(ctx, args, stdin, stdout, stderr)
-	case "watch":
-		err = cmdWatch(ctx, args, stdout)
-	case "idem":
-		err = cmdIdem(ctx, args, stdout)
-	default:
-		err = usageError{fmt.Errorf("unknown command %q", cmd)}
+	}
+	e := &env{in: stdin, out: stdout, errOut: stderr}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	e.register(fs)
+	body := cmd.setup(fs)
+	pos, err := parse(fs, rest, cmd.min, cmd.max)
+	if errors.Is(err, flag.ErrHelp) {
+		writeCommandHelp(stdout, cmd)
+		return exitOK
+	}
+	if err == nil {
+		err = body(ctx, e, pos)
+	}
+	return report(stderr, name, e, err)
+}
+
+// report writes what went wrong (with a hint where one helps) and returns the exit code.
+func report(w io.Writer, cmd string, e *env, err error) int {
+	prefix := "lockkit"
+	if cmd != "" {
+		prefix += " " + cmd
 	}
 	var ue usageError
 	switch {
@@ -128,52 +111,123 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case errors.Is(err, errNotFound):
 		return exitNotFound
 	case errors.Is(err, errAborted):
-		fmt.Fprintln(stderr, "lockkit:", err)
+		fmt.Fprintf(w, "%s: %v\n", prefix, err)
 		return exitAborted
-	case errors.Is(err, flag.ErrHelp):
-		return exitUsage
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "lockkit %s: %v (see lockkit help)\n", cmd, ue.error)
+		fmt.Fprintf(w, "%s: %s\n", prefix, strings.TrimPrefix(ue.Error(), "lockkit: "))
+		if !ue.listed && cmd != "" {
+			fmt.Fprintf(w, "Run \"lockkit help %s\" for its usage.\n", cmd)
+		}
 		return exitUsage
 	}
-	fmt.Fprintf(stderr, "lockkit %s: %s\n", cmd, strings.TrimPrefix(err.Error(), "lockkit: "))
+	fmt.Fprintf(w, "%s: %s\n", prefix, strings.TrimPrefix(err.Error(), "lockkit: "))
+	if e != nil {
+		if h := hint(err, e.target); h != "" {
+			fmt.Fprintf(w, "hint: %s\n", h)
+		}
+	}
 	return exitFailed
 }
 
+// split finds the command in a command line: the first argument that is neither a flag every
+// command takes nor its value. It returns the command's name, the other arguments, and whether
+// help was asked for with -h or --help before it.
+func split(args []string) (name string, rest []string, help bool, err error) {
+	global := globalFlags()
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "-h" || a == "-help" || a == "--help":
+			help = true
+			continue
+		case a == "--":
+			if i+1 < len(args) {
+				return args[i+1], append(rest, args[i+2:]...), help, nil
+			}
+			return "", rest, help, nil
+		case !strings.HasPrefix(a, "-") || a == "-":
+			return a, append(rest, args[i+1:]...), help, nil
+		}
+		flagName, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		f := global.Lookup(flagName)
+		if f == nil {
+			return "", nil, help, usageError{error: fmt.Errorf("unknown flag --%s before the command (a command's own flags go after it; see \"lockkit help\")", flagName)}
+		}
+		rest = append(rest, a)
+		if !hasValue && !isBool(f) {
+			if i+1 == len(args) {
+				return "", nil, help, usageError{error: fmt.Errorf("flag --%s needs an argument", flagName)}
+			}
+			i++
+			rest = append(rest, args[i])
+		}
+	}
+	return "", rest, help, nil
+}
+
 // parse parses flags placed before or after the positional arguments, and checks their number.
+// Everything after "--" is an argument.
 func parse(fs *flag.FlagSet, args []string, min, max int) ([]string, error) {
-	fs.SetOutput(io.Discard)
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			return nil, usageError{err}
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, usageError{error: errors.New(flagMessage(err.Error()))}
 		}
-		if fs.NArg() == 0 {
+		rest := fs.Args()
+		if len(rest) == 0 {
 			break
 		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			pos = append(pos, rest...)
+			break
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
 	}
 	if len(pos) < min || len(pos) > max {
-		if min == max {
-			return nil, usageError{fmt.Errorf("want %d argument(s), got %d", min, len(pos))}
+		want := fmt.Sprintf("%d to %d", min, max)
+		switch {
+		case min == max:
+			want = fmt.Sprint(min)
+		case min == 0:
+			want = fmt.Sprintf("at most %d", max)
 		}
-		return nil, usageError{fmt.Errorf("want %d to %d arguments, got %d", min, max, len(pos))}
+		return nil, usageError{error: fmt.Errorf("want %s argument(s), got %d: lockkit %s", want, len(pos), synopsis(fs.Name()))}
 	}
 	return pos, nil
 }
 
-// open connects as the flags say and returns the connection, a core.Client over it (which sends
-// only what its methods need), and a function that closes both.
-func (c *conn) open() (*core.Client, redis.UniversalClient, func(), error) {
-	rdb, err := c.client()
+// synopsis returns "NAME ARGS" of a command.
+func synopsis(name string) string {
+	c, _ := lookup(name)
+	return strings.TrimSpace(c.name + " " + c.args)
+}
+
+// flagDash spells the package flag's single-dash flag names as the help does: --name.
+var flagDash = regexp.MustCompile(`(^|\s)-([a-z])`)
+
+// flagMessage rewrites an error of package flag into the help's terms.
+func flagMessage(msg string) string {
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		return "unknown flag --" + name
+	}
+	return flagDash.ReplaceAllString(msg, "$1--$2")
+}
+
+// open connects as the flags say and returns a core.Client over the connection (which sends only
+// what its methods need), the connection, and a function that closes both.
+func (e *env) open() (*core.Client, redis.UniversalClient, func(), error) {
+	rdb, err := e.client(e.errOut)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	locks, err := core.New(rdb, core.WithPrefix(c.prefix))
+	locks, err := core.New(rdb, core.WithPrefix(e.prefix))
 	if err != nil {
 		rdb.Close()
-		return nil, nil, nil, usageError{err}
+		return nil, nil, nil, usageError{error: err}
 	}
 	return locks, rdb, func() {
 		_ = locks.Close(context.Background())

@@ -19,12 +19,20 @@ import (
 
 	"github.com/lockkit/lockkit/core"
 	"github.com/lockkit/lockkit/internal/locktest"
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	redis.SetLogger(quiet{}) // the doc fixture cuts a client's network: its dial errors are expected
+	goleak.VerifyTestMain(m)
+}
+
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
 
 // build compiles the command into a temporary directory.
 func build(t *testing.T) string {
@@ -78,9 +86,16 @@ var volatile = []struct {
 	{regexp.MustCompile(`  +`), "  "}, // tabwriter alignment follows the masked values' widths
 }
 
-// run runs the command with args (stdin: input) and adds it to the transcript; it returns the exit
-// code.
+// run runs the command with args (stdin: input) and adds it to the transcript; it returns its
+// stdout and exit code.
 func (s *session) run(input string, args ...string) (string, int) {
+	s.t.Helper()
+	stdout, _, code := s.run3(input, args...)
+	return stdout, code
+}
+
+// run3 is run, returning stderr too.
+func (s *session) run3(input string, args ...string) (string, string, int) {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -103,7 +118,7 @@ func (s *session) run(input string, args ...string) (string, int) {
 		fmt.Fprintf(&s.script, "[stderr]\n%s", s.clean(stderr.String()))
 	}
 	fmt.Fprintf(&s.script, "[exit %d]\n\n", code)
-	return stdout.String(), code
+	return stdout.String(), stderr.String(), code
 }
 
 func (s *session) clean(out string) string {
@@ -144,6 +159,9 @@ func acquire(t *testing.T, c *core.Client, ctx context.Context, name string, opt
 	}
 	return l
 }
+
+// columns splits a table's row (tabwriter pads with two spaces or more).
+var columns = regexp.MustCompile(`  +`)
 
 // eventually is locktest.Eventually.
 func eventually(t *testing.T, what string, cond func() bool) {

@@ -59,7 +59,7 @@ func TestCLI_single(t *testing.T) {
 	s.maskLock(pool2, "pool2")
 	s.maskLock(job, "job")
 	s.run("", "ls")
-	s.run("", "ls", "invoice:*")
+	s.run("", "--url", srv.Addr(), "ls", "invoice:*") // flags before the command; host:port
 	s.run("", "ls", "--json", "report:*")
 	s.run("", "inspect", "invoice:42")
 	s.run("", "inspect", "invoice:42", "--json")

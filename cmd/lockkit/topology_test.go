@@ -3,6 +3,7 @@ package main_test
 import (
 	"context"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/lockkit/lockkit/internal/locktest"
@@ -29,11 +30,11 @@ func TestCLI_sentinelAndTLS(t *testing.T) {
 		if out, code := se.run("", "inspect", "--url", "rediss://"+srv.Addr(), "--insecure", "over-tls"); code != 0 || !heldYes.MatchString(out) {
 			t.Fatalf("rediss:// --insecure: exit %d:\n%s", code, se.script.String())
 		}
-		if _, code := se.run("", "inspect", "--url", "rediss://"+srv.Addr(), "over-tls"); code != 1 {
-			t.Fatalf("unverified certificate: exit %d, want 1:\n%s", code, se.script.String())
+		if _, stderr, code := se.run3("", "inspect", "--url", "rediss://"+srv.Addr(), "over-tls"); code != 1 || !strings.Contains(stderr, "\nhint: --cacert FILE names the CA") {
+			t.Fatalf("unverified certificate: exit %d, want 1 and a hint:\n%s", code, se.script.String())
 		}
-		if _, code := se.run("", "inspect", "--url", "redis://"+srv.Addr(), "--timeout", "1s", "over-tls"); code != 1 {
-			t.Fatalf("plain text to a TLS server: exit %d, want 1:\n%s", code, se.script.String())
+		if _, stderr, code := se.run3("", "inspect", "--url", "redis://"+srv.Addr(), "--timeout", "1s", "over-tls"); code != 1 || !strings.Contains(stderr, "if it uses TLS, connect with rediss://") {
+			t.Fatalf("plain text to a TLS server: exit %d, want 1 and a hint:\n%s", code, se.script.String())
 		}
 	})
 }

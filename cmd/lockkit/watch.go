@@ -23,34 +23,34 @@ type event struct {
 	Subscribers int         `json:"subscribed_processes"`
 }
 
+func setupWatch(fs *flag.FlagSet) runner {
+	var forD, interval time.Duration
+	durationVar(fs, &forD, "for", 0, "stop after this long (default: until interrupted)")
+	durationVar(fs, &interval, "interval", 100*time.Millisecond, "how often to read the lock")
+	return func(ctx context.Context, e *env, args []string) error {
+		if interval < time.Millisecond {
+			return usageError{error: fmt.Errorf("--interval %v too short: want 1ms or more", interval)}
+		}
+		return cmdWatch(ctx, e, args[0], forD, interval)
+	}
+}
+
 // cmdWatch prints what happens to a lock: from its release channel (releases, as they happen) and
 // from polling (acquisitions, handoffs, expiries, waiters).
-func cmdWatch(ctx context.Context, args []string, out io.Writer) error {
-	var c conn
-	fs := flag.NewFlagSet("watch", flag.ContinueOnError)
-	c.register(fs, true)
-	forD := fs.Duration("for", 0, "stop after this long (default: until interrupted)")
-	interval := fs.Duration("interval", 100*time.Millisecond, "how often to read the lock")
-	pos, err := parse(fs, args, 1, 1)
-	if err != nil {
-		return err
-	}
-	if *interval < time.Millisecond {
-		return usageError{fmt.Errorf("--interval %v too short", *interval)}
-	}
-	locks, rdb, closeAll, err := c.open()
+func cmdWatch(ctx context.Context, e *env, name string, forD, interval time.Duration) error {
+	locks, rdb, closeAll, err := e.open()
 	if err != nil {
 		return err
 	}
 	defer closeAll()
-	if *forD > 0 {
+	if forD > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, *forD)
+		ctx, cancel = context.WithTimeout(ctx, forD)
 		defer cancel()
 	}
-	w := &watcher{locks: locks, rdb: rdb, name: pos[0], out: out, json: c.json}
-	w.ch = c.prefix + "{" + w.name + "}:released"
-	return w.run(ctx, *interval)
+	w := &watcher{locks: locks, rdb: rdb, name: name, out: e.out, json: e.json}
+	w.ch = e.prefix + "{" + w.name + "}:released"
+	return w.run(ctx, interval)
 }
 
 type watcher struct {

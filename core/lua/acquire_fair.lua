@@ -4,7 +4,9 @@
 -- A caller that finds the lock held queues up, or refreshes its place if it is queued already.
 -- KEYS[1] lock, KEYS[2] (unused), KEYS[3] queue (ZSET), KEYS[4] deadlines (HASH)
 -- ARGV[1] owner token, ARGV[2] TTL in ms, ARGV[3] waiter timeout in ms (0: try without joining the
--- queue), ARGV[4] hold id, ARGV[5] holder label, ARGV[6] publish command (PUBLISH or SPUBLISH)
+-- queue), ARGV[4] hold id, ARGV[5] holder label, ARGV[6] publish command (PUBLISH or SPUBLISH),
+-- ARGV[7] (a re-entry only) the fence of the acquisition re-entered, or 0 for any (see lk_entry:
+-- a re-entry neither takes the lock nor queues)
 -- (lib.lua, lock_lib.lua and fair_lib.lua first.)
 -- Returns as acquire.lua. A lock the caller's token holds with this hold already answers
 -- {fence, holds} as a replay does: a release handed it to this waiter, whose grant message has not
@@ -12,6 +14,9 @@
 -- its lease from this attempt. A queued caller gets {-1 - wait, 'queued', EPOCH} (EPOCH names its
 -- queueing in grants); wait is the holder's PTTL.
 local s = lk_get(KEYS[1])
+if ARGV[7] then
+  return lk_entry(KEYS[1], s, ARGV[1], ARGV[4], ARGV[2], ARGV[7])
+end
 if s and s.tok == ARGV[1] then
   if lk_has(s.holds, ARGV[4]) then
     redis.call('PEXPIRE', KEYS[1], ARGV[2], 'GT')

@@ -1,10 +1,11 @@
 -- The hot path of acquire.lua, first in the script so that nothing else is defined when it
 -- returns: a free (or missing) lock is taken with GET + TIME + SET (GET + SET over Redlock, whose
 -- clients pass a fence floor) and as few Lua strings as possible. Anything else (a lock held by
--- someone, a re-entry) falls through to acquire.lua, with the value already read in v.
+-- someone, a re-entry) falls through to acquire.lua, with the value already read in v. A re-entry
+-- (ARGV[7] given) never takes a free lock: it falls through too.
 -- (Keys and arguments: see acquire.lua; the value's layout: see lock_lib.lua.)
 local v = redis.call('GET', KEYS[1])
-if not v or v:byte(1) == 0 then
+if not ARGV[7] and (not v or v:byte(1) == 0) then
   local prev, base = 0, ''
   if v then
     local p = v:find('\0', 2, true)

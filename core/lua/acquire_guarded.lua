@@ -9,6 +9,9 @@ if g then
   return {'guarded', g}
 end
 local s = lk_get(KEYS[1])
+if ARGV[7] then
+  return lk_entry(KEYS[1], s, ARGV[1], ARGV[3], ARGV[2], ARGV[7])
+end
 if not s or s.tok == '' then
   return lk_take(KEYS[1], s, ARGV[1], ARGV[3], ARGV[2], ARGV[5], ARGV[4], ARGV[6])
 end

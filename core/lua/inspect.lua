@@ -1,6 +1,8 @@
+#!lua flags=no-writes
 -- Read-only: what Client.Inspect reports about a name's lock and semaphore, in one round trip. It
--- writes nothing and changes no TTL.
--- (lib.lua, lock_lib.lua and fair_lib.lua first.)
+-- writes nothing and changes no TTL: flagged no-writes (Redis refuses it any write) and sent with
+-- EVALSHA_RO, so that a user with read-only access to the keys (%R~) can run it.
+-- (lib.lua, lock_lib.lua and fair_lib.lua first; the loader puts the flags line before them.)
 -- KEYS[1] lock, KEYS[2] the semaphore's fence counter, KEYS[3] the lock's fair queue (ZSET),
 -- KEYS[4] permits (ZSET token -> lease expiry), KEYS[5] permit limits (ZSET token -> limit),
 -- KEYS[6] permit fences (HASH token -> fence, token NUL -> holder label), KEYS[7] the semaphore's

@@ -124,14 +124,28 @@ end
 
 -- lk_reenter adds hold to the holds of the owner's lock s, keeping the longer of the two TTLs,
 -- and returns {fence, holds}. A replay of the call that took or re-entered with this hold changes
--- nothing and answers the same.
+-- nothing but rewrites the value as it is, so that the replay's connection has a write for WAIT
+-- to count (WithReplicaAck: the first call's write may not have reached the replicas), and
+-- answers the same.
 local function lk_reenter(key, s, hold, ttl)
   if not lk_has(s.holds, hold) then
     s.holds = s.holds .. ' ' .. hold
-    lk_keep(key, s)
-    redis.call('PEXPIRE', key, ttl, 'GT')
   end
+  lk_keep(key, s)
+  redis.call('PEXPIRE', key, ttl, 'GT')
   return {s.f, lk_count(s.holds)}
+end
+
+-- lk_entry is a re-entry (through a lock's context, or WithOwner): it enters the acquisition the
+-- token holds (of fence fenceArg, or any when it is '0') and answers as lk_reenter. It never takes
+-- a lock: when the token holds no such acquisition (the lock expired, was deleted or force-released,
+-- or another owner holds it) it answers {'nothold'}, and the holder that would have been entered
+-- hears the same at its next renewal.
+local function lk_entry(key, s, token, hold, ttl, fenceArg)
+  if s and s.tok == token and (fenceArg == '0' or s.f == tonumber(fenceArg)) then
+    return lk_reenter(key, s, hold, ttl)
+  end
+  return {'nothold'}
 end
 
 -- lk_busy returns -1 - the remaining TTL of a lock held by someone else, after flagging it for a

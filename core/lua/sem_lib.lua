@@ -3,7 +3,8 @@
 --   permits (ZSET token -> lease expiry, server clock in ms): one member per held permit;
 --   limits  (ZSET token -> the limit its acquirer passed);
 --   fences  (HASH token -> the permit's fence, token NUL -> ACQUIRED_MS HOST PID LABEL for Inspect);
--- plus the name's fence counter (shared with the lock of the same name). A lease is live while the
+-- plus the semaphore's fence counter (NAME:fence; the lock of the same name keeps its fence in its
+-- own value and never reads it). A lease is live while the
 -- server's clock is below its expiry; expired leases are dropped by the next acquire or release
 -- (reclaim).
 -- Waiters queue in Redis (fair or not): queue (LIST of tokens, FIFO), deadlines (HASH token -> ms

@@ -4,142 +4,93 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
-// aclCommands is the least a lockkit client needs on a plain (or Sentinel) server: the scripts
-// (EVALSHA, with EVAL and SCRIPT LOAD after a NOSCRIPT), the commands the scripts run (Redis checks
-// them against the caller's ACL), the release channels (SUBSCRIBE/UNSUBSCRIBE, PING on an idle
-// subscription) and WAIT for WithReplicaAck. On a cluster add SPUBLISH, SSUBSCRIBE, SUNSUBSCRIBE
-// and CLUSTER (go-redis reads the topology with CLUSTER SLOTS/SHARDS).
-var aclCommands = []string{
-	"evalsha", "eval", "script|load", // scripts
-	"get", "set", "pexpire", "pttl", "time", // in the lock scripts
-	"zadd", "zscore", "zpopmin", "zrem", "hget", "hset", "hdel", // in the fair-mode scripts
-	"publish",                          // in the release scripts
-	"subscribe", "unsubscribe", "ping", // the release subscription
-	"wait", // WithReplicaAck
+// The ACLs these tests run are read from docs/security.md, the one source: a `user` line of the
+// doc that lacks a command its workload needs fails them, and so does one that lists a command
+// the workload can do without.
+
+// The users and optional features of docs/security.md.
+const (
+	serviceUser = "lockkit"
+	viewerUser  = "lockkit-viewer"
+
+	featurePermits = "core.Permits"
+	featureInspect = "Client.Inspect"
+	featureForce   = "Client.ForceRelease"
+	featureCluster = "Redis Cluster"
+)
+
+// securityDoc is what docs/security.md documents for ACLs.
+type securityDoc struct {
+	users  map[string]string   // user name -> the doc's `user` line, as written
+	extras map[string][]string // optional feature -> the rules to add to the service's line
 }
 
-// aclLine is the ACL of a lockkit user limited to the key prefix, the channel prefix and the
-// commands in cmds.
-func aclLine(cmds []string) string {
-	return "user lockkit on >lockkit-secret resetkeys ~lockkit:* resetchannels &lockkit:* -@all +" + strings.Join(cmds, " +")
+// readSecurityDoc reads the `user` lines (fenced code blocks that start with "user ") and the table
+// of optional features of docs/security.md.
+func readSecurityDoc(t testing.TB) securityDoc {
+	t.Helper()
+	md := locktest.Doc(t, "docs/security.md")
+	d := securityDoc{users: locktest.ACLUsers(md), extras: map[string][]string{}}
+	for _, row := range locktest.TableRows(locktest.Section(t, md, "Optional features")) {
+		if len(row) < 2 {
+			continue
+		}
+		add := locktest.CodeSpans(row[1])
+		for _, f := range []string{featurePermits, featureInspect, featureForce, featureCluster} {
+			if strings.Contains(row[0], f) && len(add) == 1 {
+				d.extras[f] = strings.Fields(add[0])
+			}
+		}
+	}
+	for _, u := range []string{serviceUser, viewerUser} {
+		if d.users[u] == "" {
+			t.Fatalf("docs/security.md has no `user %s ...` line", u)
+		}
+	}
+	for _, f := range []string{featurePermits, featureInspect, featureForce, featureCluster} {
+		if len(d.extras[f]) == 0 {
+			t.Fatalf("docs/security.md's optional features name no commands for %s", f)
+		}
+		for _, r := range d.extras[f] {
+			if !strings.HasPrefix(r, "+") || slices.Contains(strings.Fields(d.users[serviceUser]), r) {
+				t.Fatalf("%s: %q is not a command the service's line lacks", f, r)
+			}
+		}
+	}
+	return d
 }
 
-// aclWorkload exercises everything a lockkit client sends: try, wait (woken by a release), re-entry,
-// renewals, Extend, TTL, fair mode, a guard with ReleaseSet, replica acknowledgement, Close.
-func aclWorkload(ctx context.Context, rdb redis.UniversalClient) error {
-	c, err := core.New(rdb)
-	if err != nil {
-		return err
-	}
-	defer c.Close(context.Background())
-	acked, err := core.New(rdb, core.WithReplicaAck(1, 10*time.Millisecond))
-	if err != nil {
-		return err
-	}
-	defer acked.Close(context.Background())
-	l, err := c.Acquire(ctx, "acl", 300*time.Millisecond)
-	if err != nil {
-		return fmt.Errorf("acquire: %w", err)
-	}
-	if _, err := c.TryAcquire(ctx, "acl", time.Second); !errors.Is(err, core.ErrNotAcquired) {
-		return fmt.Errorf("try: %v", err)
-	}
-	in, err := c.Acquire(l.Context(), "acl", time.Second)
-	if err != nil {
-		return fmt.Errorf("re-enter: %w", err)
-	}
-	if err := in.Release(ctx); err != nil {
-		return fmt.Errorf("release inner: %w", err)
-	}
-	waited := make(chan error, 1)
-	go func() {
-		w, err := c.Acquire(ctx, "acl", time.Second, core.WithWait(5*time.Second))
-		if err == nil {
-			err = w.Release(ctx)
+// commands returns the commands a `user` line grants ("+get", "+script|load").
+func commands(line string) []string {
+	var out []string
+	for _, f := range strings.Fields(line) {
+		if strings.HasPrefix(f, "+") {
+			out = append(out, f)
 		}
-		waited <- err
-	}()
-	time.Sleep(400 * time.Millisecond) // a renewal runs (TTL/3) while the waiter waits
-	// Extend a lock (TestCoreBug_extendDuringRenewal_dataRace covers Extend racing a renewal).
-	x, err := c.Acquire(ctx, "extend", 10*time.Second)
-	if err != nil {
-		return fmt.Errorf("acquire: %w", err)
 	}
-	if err := x.Extend(ctx, 20*time.Second); err != nil {
-		return fmt.Errorf("extend: %w", err)
-	}
-	if _, err := x.TTL(ctx); err != nil {
-		return fmt.Errorf("ttl: %w", err)
-	}
-	if err := x.Release(ctx); err != nil {
-		return fmt.Errorf("release: %w", err)
-	}
-	if l.Context().Err() != nil {
-		return fmt.Errorf("lost: %v", context.Cause(l.Context()))
-	}
-	if err := l.Release(ctx); err != nil {
-		return fmt.Errorf("release: %w", err)
-	}
-	if err := <-waited; err != nil {
-		return fmt.Errorf("waiter: %w", err)
-	}
-	f, err := c.Acquire(ctx, "fair", time.Second, core.Fair())
-	if err != nil {
-		return fmt.Errorf("fair: %w", err)
-	}
-	fw := make(chan error, 1)
-	go func() {
-		w, err := c.Acquire(ctx, "fair", time.Second, core.Fair(), core.WithWait(5*time.Second))
-		if err == nil {
-			err = w.Release(ctx)
-		}
-		fw <- err
-	}()
-	time.Sleep(50 * time.Millisecond) // let the fair waiter queue up
-	if err := f.Release(ctx); err != nil {
-		return fmt.Errorf("fair release: %w", err)
-	}
-	if err := <-fw; err != nil {
-		return fmt.Errorf("fair waiter: %w", err)
-	}
-	f2, err := c.Acquire(ctx, "fair", time.Second, core.Fair())
-	if err != nil {
-		return fmt.Errorf("fair again: %w", err)
-	}
-	// A fair waiter that gives up leaves the queue (the dequeue script).
-	if _, err := c.Acquire(ctx, "fair", time.Second, core.Fair(), core.WithWait(50*time.Millisecond)); !errors.Is(err, core.ErrNotAcquired) {
-		return fmt.Errorf("fair timeout: %v", err)
-	}
-	if err := f2.Release(ctx); err != nil {
-		return fmt.Errorf("fair release: %w", err)
-	}
-	g, err := c.Acquire(ctx, "job", time.Second, core.WithGuard("lockkit:done:{job}"))
-	if err != nil {
-		return fmt.Errorf("guard: %w", err)
-	}
-	if err := g.ReleaseSet(ctx, "lockkit:done:{job}", []byte("ok"), time.Minute); err != nil {
-		return fmt.Errorf("release set: %w", err)
-	}
-	if _, err := c.Acquire(ctx, "job", time.Second, core.WithGuard("lockkit:done:{job}")); !errors.Is(err, core.ErrGuarded) {
-		return fmt.Errorf("guarded: %v", err)
-	}
-	// No replica here: WAIT answers 0 and the acquisition is refused (and undone), which shows that
-	// WAIT itself was allowed.
-	if _, err := acked.Acquire(ctx, "acked", time.Second); err == nil || !strings.Contains(err.Error(), "replicas acknowledged") {
-		return fmt.Errorf("replica ack: %v", err)
-	}
-	_, err = c.Acquire(ctx, "closed", time.Minute) // held when the client closes
-	return err
+	return out
 }
+
+// without returns line without the rule drop.
+func without(line, drop string) string {
+	f := strings.Fields(line)
+	return strings.Join(slices.DeleteFunc(f, func(s string) bool { return s == drop }), " ")
+}
+
+// with returns line with the rules add.
+func with(line string, add []string) string { return line + " " + strings.Join(add, " ") }
 
 // aclDenials returns the ACL LOG entries of srv (commands, keys and channels denied).
 func aclDenials(t *testing.T, srv *redistest.Server) []string {
@@ -161,10 +112,23 @@ func aclDenials(t *testing.T, srv *redistest.Server) []string {
 	return out
 }
 
+// startReplica starts a replica of srv and waits until it is in sync.
+func startReplica(t *testing.T, srv *redistest.Server) {
+	r := redistest.Start(t)
+	r.Do(t, "REPLICAOF", "127.0.0.1", strconv.Itoa(srv.Port()))
+	locktest.Eventually(t, 10*time.Second, "the replica in sync", func() bool {
+		info := fmt.Sprint(r.Do(t, "INFO", "replication"))
+		return strings.Contains(info, "master_link_status:up")
+	})
+}
+
+// The service's line runs the whole lock workload, WithReplicaAck with a replica included, and
+// Redis denies nothing.
 func TestSecurity_ACL_minimalCommandSet(t *testing.T) {
-	srv := redistest.Start(t, redistest.WithACL(aclLine(aclCommands)))
-	ctx := context.Background()
-	if err := aclWorkload(ctx, srv.Client(t)); err != nil {
+	line := readSecurityDoc(t).users[serviceUser]
+	srv := redistest.Start(t, redistest.WithACL(line))
+	startReplica(t, srv)
+	if err := lockWorkload(context.Background(), srv.Client(t), true); err != nil {
 		t.Fatal(err)
 	}
 	if d := aclDenials(t, srv); len(d) > 0 {
@@ -172,23 +136,23 @@ func TestSecurity_ACL_minimalCommandSet(t *testing.T) {
 	}
 }
 
-// Every command of the set is needed: without any one of them the workload fails or Redis logs a
-// denial. (PING and UNSUBSCRIBE are left out of this check: they are only sent on a subscription
-// idle for 5 s, and for a channel without waiters for 3 s.)
+// Every command of the service's line is needed: without any one of them the workload fails or
+// Redis logs a denial. (PING and UNSUBSCRIBE are left out of this check, as the doc says: they are
+// only sent on a subscription idle for 5 s, and for a channel without waiters for 3 s.)
 func TestSecurity_ACL_everyCommandNeeded(t *testing.T) {
-	for _, drop := range aclCommands {
-		if drop == "ping" || drop == "unsubscribe" {
+	line := readSecurityDoc(t).users[serviceUser]
+	for _, idle := range []string{"+ping", "+unsubscribe"} {
+		if !slices.Contains(commands(line), idle) {
+			t.Errorf("the service's line lacks %s", idle)
+		}
+	}
+	for _, drop := range commands(line) {
+		if drop == "+ping" || drop == "+unsubscribe" {
 			continue
 		}
 		t.Run(drop, func(t *testing.T) {
 			t.Parallel()
-			var cmds []string
-			for _, c := range aclCommands {
-				if c != drop {
-					cmds = append(cmds, c)
-				}
-			}
-			srv := redistest.Start(t, redistest.WithACL(aclLine(cmds)))
+			srv := redistest.Start(t, redistest.WithACL(without(line, drop)))
 			err := aclWorkload(context.Background(), srv.Client(t))
 			if d := aclDenials(t, srv); err == nil && len(d) == 0 {
 				t.Fatalf("the workload needs no %s", drop)
@@ -197,9 +161,125 @@ func TestSecurity_ACL_everyCommandNeeded(t *testing.T) {
 	}
 }
 
-// The ACL keeps a lockkit user inside its prefix: another prefix or a plain command is refused.
+// Each optional feature runs with the service's line and the commands the doc lists for it, and
+// needs each of them.
+func TestSecurity_ACL_optionalFeatures(t *testing.T) {
+	doc := readSecurityDoc(t)
+	workloads := map[string]func(ctx context.Context, rdb, admin redis.UniversalClient) error{
+		featurePermits: permitsWorkload,
+		featureInspect: inspectWorkload,
+		featureForce:   forceReleaseWorkload,
+	}
+	run := func(t *testing.T, feature, line string) ([]string, error) {
+		srv := redistest.Start(t, redistest.WithACL(line))
+		admin := redis.NewClient(srv.AdminOptions())
+		t.Cleanup(func() { _ = admin.Close() })
+		err := workloads[feature](context.Background(), srv.Client(t), admin)
+		return aclDenials(t, srv), err
+	}
+	for feature := range workloads {
+		line := with(doc.users[serviceUser], doc.extras[feature])
+		t.Run(feature, func(t *testing.T) {
+			t.Parallel()
+			if d, err := run(t, feature, line); err != nil || len(d) > 0 {
+				t.Fatalf("%v; denied: %v", err, d)
+			}
+		})
+		for _, drop := range doc.extras[feature] {
+			t.Run(feature+"/without"+drop, func(t *testing.T) {
+				t.Parallel()
+				if d, err := run(t, feature, without(line, drop)); err == nil && len(d) == 0 {
+					t.Fatalf("%s needs no %s", feature, drop)
+				}
+			})
+		}
+	}
+}
+
+// The read-only operator (%R~) inspects a busy name, and cannot force-release it.
+func TestSecurity_ACL_readOnlyOperator(t *testing.T) {
+	line := readSecurityDoc(t).users[viewerUser]
+	srv := redistest.Start(t, redistest.WithACL(line))
+	admin := redis.NewClient(srv.AdminOptions())
+	t.Cleanup(func() { _ = admin.Close() })
+	ctx := context.Background()
+	srv.Do(t, "SCRIPT", "FLUSH") // EVAL_RO first, then EVALSHA_RO
+	for range 2 {
+		if err := inspectWorkload(ctx, srv.Client(t), admin); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := aclDenials(t, srv); len(d) > 0 {
+		t.Fatalf("denied: %v", d)
+	}
+	c := newClient(t, srv.Client(t))
+	b, err := busyName(ctx, admin, "ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.stop()
+	if _, err := c.ForceRelease(ctx, "ro"); !errors.Is(err, core.ErrUnavailable) || !strings.Contains(err.Error(), "NOPERM") {
+		t.Fatalf("force release as the read-only operator: %v, want NOPERM", err)
+	}
+	if _, err := c.TryAcquire(ctx, "ro-lock", time.Second); err == nil || !strings.Contains(err.Error(), "NOPERM") {
+		t.Fatalf("acquire as the read-only operator: %v, want NOPERM", err)
+	}
+}
+
+// The service's line with the cluster's additions runs the lock workload on a Redis Cluster (whose
+// replicas acknowledge WithReplicaAck), and needs each addition (but SUNSUBSCRIBE, sent for idle
+// channels only).
+func TestSecurity_ACL_cluster(t *testing.T) {
+	doc := readSecurityDoc(t)
+	line := with(doc.users[serviceUser], doc.extras[featureCluster])
+	cl := redistest.StartCluster(t, redistest.WithACL(line))
+	user := strings.Fields(line)[1]
+	run := func(line string) ([]string, error) {
+		var denied []string
+		for _, n := range cl.Nodes() {
+			n.Do(t, "ACL", "SETUSER", user, "reset")
+			n.Do(t, append([]any{"ACL", "SETUSER"}, anys(strings.Fields(line)[1:])...)...)
+			n.Do(t, "ACL", "LOG", "RESET")
+		}
+		for _, m := range cl.Masters(t) {
+			m.Flush(t)
+		}
+		rdb := cl.Client(t)
+		err := lockWorkload(context.Background(), rdb, true)
+		_ = rdb.Close()
+		for _, n := range cl.Nodes() {
+			denied = append(denied, aclDenials(t, n)...)
+		}
+		return denied, err
+	}
+	if d, err := run(line); err != nil || len(d) > 0 {
+		t.Fatalf("%v; denied: %v", err, d)
+	}
+	if !slices.Contains(doc.extras[featureCluster], "+sunsubscribe") {
+		t.Error("the cluster's additions lack +sunsubscribe")
+	}
+	for _, drop := range doc.extras[featureCluster] {
+		if drop == "+sunsubscribe" {
+			continue // sent for channels idle 3 s only, as UNSUBSCRIBE
+		}
+		if d, err := run(without(line, drop)); err == nil && len(d) == 0 {
+			t.Errorf("a cluster needs no %s", drop)
+		}
+	}
+}
+
+func anys(s []string) []any {
+	out := make([]any, len(s))
+	for i, x := range s {
+		out[i] = x
+	}
+	return out
+}
+
+// The service's ACL keeps a lockkit user inside its prefix: another prefix or a plain command is
+// refused.
 func TestSecurity_ACL_confinesToPrefix(t *testing.T) {
-	srv := redistest.Start(t, redistest.WithACL(aclLine(aclCommands)))
+	srv := redistest.Start(t, redistest.WithACL(readSecurityDoc(t).users[serviceUser]))
 	rdb := srv.Client(t)
 	ctx := context.Background()
 	other := newClient(t, rdb, core.WithPrefix("other:"))
@@ -252,9 +332,9 @@ func TestSecurity_TLS(t *testing.T) {
 	}
 }
 
-// TLS, a password and the minimal ACL together.
+// TLS, a password and the service's ACL together.
 func TestSecurity_TLSWithACL(t *testing.T) {
-	srv := redistest.Start(t, redistest.WithTLS(), redistest.WithACL(aclLine(aclCommands)))
+	srv := redistest.Start(t, redistest.WithTLS(), redistest.WithACL(readSecurityDoc(t).users[serviceUser]))
 	if err := aclWorkload(context.Background(), srv.Client(t)); err != nil {
 		t.Fatal(err)
 	}

@@ -225,7 +225,14 @@ func (r *Run) Store(ctx context.Context, rec []byte, ttl time.Duration) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.s.cfg.TTL)
 	defer cancel()
 	err := r.l.ReleaseSet(sctx, r.req.Key.record, rec, ttl)
-	if err != nil {
+	switch {
+	case unacked(err):
+		// Stored and released, but the replicas did not acknowledge it (core.WithReplicaAck): the
+		// caller gets its answer, and a failover to a replica without the record runs the work
+		// again. Nobody else would hear of it.
+		r.s.log(ctx, slog.LevelError, r.req, "response stored but not acknowledged by the replicas: "+
+			"after a failover a retry may run the work again", err)
+	case err != nil:
 		r.s.warn(ctx, r.req, "response not stored", err)
 	}
 	return err
@@ -251,8 +258,19 @@ func (r *Run) Release(ctx context.Context, why string) error {
 	return err
 }
 
+// unacked reports whether err says that a write was done but too few replicas acknowledged it.
+func unacked(err error) bool {
+	var t interface{ ErrorType() string }
+	return errors.As(err, &t) && t.ErrorType() == "replica_ack"
+}
+
 // warn logs what a caller is not told.
 func (s *Store) warn(ctx context.Context, req *Request, msg string, err error) {
+	s.log(ctx, slog.LevelWarn, req, msg, err)
+}
+
+// log logs msg about req at level.
+func (s *Store) log(ctx context.Context, level slog.Level, req *Request, msg string, err error) {
 	lg := s.cfg.Logger
 	if lg == nil {
 		return
@@ -261,5 +279,5 @@ func (s *Store) warn(ctx context.Context, req *Request, msg string, err error) {
 	if err != nil {
 		attrs = append(attrs[:len(attrs):len(attrs)], slog.Any("error", err))
 	}
-	lg.LogAttrs(context.WithoutCancel(ctx), slog.LevelWarn, "lockkit: "+s.cfg.Component+": "+msg, attrs...)
+	lg.LogAttrs(context.WithoutCancel(ctx), level, "lockkit: "+s.cfg.Component+": "+msg, attrs...)
 }

@@ -26,6 +26,7 @@ type DelayProxy struct {
 	wg       sync.WaitGroup
 	mu       sync.Mutex
 	conns    map[net.Conn]struct{}
+	done     chan struct{} // closed when the proxy closes: replies still held back are dropped
 }
 
 // StartDelayProxy starts a DelayProxy to s on a free 127.0.0.1 port, delaying replies by d. It is
@@ -46,7 +47,7 @@ func NewDelayProxy(t testing.TB, upstream string) *DelayProxy {
 	if err != nil {
 		t.Fatalf("redistest: delay proxy: %v", err)
 	}
-	p := &DelayProxy{upstream: upstream, ln: ln, conns: make(map[net.Conn]struct{})}
+	p := &DelayProxy{upstream: upstream, ln: ln, conns: make(map[net.Conn]struct{}), done: make(chan struct{})}
 	p.wg.Add(1)
 	go p.accept()
 	t.Cleanup(p.close)
@@ -79,6 +80,11 @@ func (p *DelayProxy) Options() *redis.Options {
 	o.Addr = p.Addr()
 	return o
 }
+
+// Close stops the proxy: every connection through it is closed and the replies it still holds back
+// are dropped (as a network partition would drop them). Tests need not call it: the proxy is closed
+// when the test ends.
+func (p *DelayProxy) Close() { p.close() }
 
 // track registers c for closing; it reports false (and closes c) once the proxy is closed.
 func (p *DelayProxy) track(c net.Conn) bool {
@@ -138,7 +144,14 @@ func (p *DelayProxy) accept() {
 			defer client.Close()
 			for c := range replies {
 				if w := time.Until(c.at.Add(p.wait())); w > 0 {
-					time.Sleep(w) // the injected latency itself
+					t := time.NewTimer(w) // the injected latency itself
+					select {
+					case <-t.C:
+					case <-p.done:
+						t.Stop()
+						_ = server.Close()
+						continue // (drain: the reader ends with the server connection)
+					}
 				}
 				if _, err := client.Write(c.b); err != nil {
 					_ = server.Close()
@@ -149,6 +162,12 @@ func (p *DelayProxy) accept() {
 }
 
 func (p *DelayProxy) close() {
+	select {
+	case <-p.done:
+		return
+	default:
+		close(p.done)
+	}
 	_ = p.ln.Close()
 	p.mu.Lock()
 	for c := range p.conns {

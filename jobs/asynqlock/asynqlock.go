@@ -193,7 +193,7 @@ func (m *middleware) acquire(ctx context.Context, key string, limit int) (*core.
 	if limit > 0 {
 		opts = append(opts, core.Permits(limit)) // a permit is never re-entered: no owner token
 	} else if tok, ok := ownerToken(ctx); ok {
-		opts = append(opts, core.WithOwner(tok))
+		opts = append(opts, core.WithToken(tok))
 	}
 	var (
 		l   *core.Lock

@@ -86,10 +86,12 @@
 // replay): the tick's fingerprint and "ok" or "failed". With the default prefix "lockkit:", a job
 // named JOB uses:
 //
-//	lockkit:{@cron/JOB}             the job's lock (core), while a run is in progress
-//	lockkit:{@cron/JOB}:fence       its fencing counter (core), one per job
+//	lockkit:{@cron/JOB}             the job's lock (core): held while a run is in progress, kept
+//	                                free 10 s after it (with the fence)
 //	lockkit:cron:{@cron/JOB}:TICK   the completion marker of a tick: TICK in Unix seconds; TTL until
 //	                                one gap after the next tick
+//
+// (docs/keys.md describes every key.)
 //
 // Markers written before the namespace was introduced (lockkit:cron:{cron/JOB}:TICK, value "ok")
 // are not read: during a rolling upgrade a tick may run once on an old replica and once on a new

@@ -106,9 +106,29 @@ func (l *lockkitImpl) close() error {
 
 const rawRelease = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`
 
+// floorOps sends the raw floor's two commands: the typed go-redis calls (on a plain client or an
+// AutoPipeliner) or commands built by hand and sent with Process (see autopipe.go).
+type floorOps interface {
+	setNX(ctx context.Context, key, token string, ttl time.Duration) (bool, error)
+	release(ctx context.Context, key, token string) (int64, error)
+}
+
+// typedOps is the raw floor as users write it: SetNX, then Script.Run (EVALSHA, EVAL on NOSCRIPT).
+type typedOps struct {
+	c   redis.Cmdable
+	del *redis.Script
+}
+
+func (o typedOps) setNX(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
+	return o.c.SetNX(ctx, key, token, ttl).Result()
+}
+
+func (o typedOps) release(ctx context.Context, key, token string) (int64, error) {
+	return o.del.Run(ctx, o.c, []string{key}, token).Int64()
+}
+
 type rawImpl struct {
-	rdb   *redis.Client
-	del   *redis.Script
+	ops   floorOps
 	ttl   time.Duration
 	retry time.Duration
 	bg    context.Context
@@ -118,15 +138,18 @@ func rawConfig() config {
 	return config{name: "raw floor", family: "raw", nodes: 1,
 		settings: "SET key token NX PX ttl; on failure sleep 1 ms and SET again; release = EVALSHA GET/compare/DEL",
 		make: func(rdbs []*redis.Client, ttl time.Duration) (impl, error) {
-			return &rawImpl{rdb: rdbs[0], del: redis.NewScript(rawRelease), ttl: ttl, retry: time.Millisecond,
-				bg: context.Background()}, nil
+			return newRaw(typedOps{c: rdbs[0], del: redis.NewScript(rawRelease)}, ttl), nil
 		}}
+}
+
+func newRaw(ops floorOps, ttl time.Duration) *rawImpl {
+	return &rawImpl{ops: ops, ttl: ttl, retry: time.Millisecond, bg: context.Background()}
 }
 
 func (r *rawImpl) critical(ctx context.Context, key string, body func()) (int, error) {
 	token := newToken()
 	for {
-		ok, err := r.rdb.SetNX(ctx, key, token, r.ttl).Result()
+		ok, err := r.ops.setNX(ctx, key, token, r.ttl)
 		if err != nil {
 			return 0, err
 		}
@@ -140,7 +163,7 @@ func (r *rawImpl) critical(ctx context.Context, key string, body func()) (int, e
 	if body != nil {
 		body()
 	}
-	n, err := r.del.Run(r.bg, r.rdb, []string{key}, token).Int64()
+	n, err := r.ops.release(r.bg, key, token)
 	if err == nil && n != 1 {
 		err = fmt.Errorf("raw: lock %s was not ours at release", key)
 	}

@@ -178,11 +178,13 @@ func rotate[T any](cs []T, r int) []T {
 }
 
 func uncontendedConfigs() []config {
-	return []config{rawConfig(), lockkitConfig(), redsyncDefaults(1), redislockDefaults()}
+	return []config{rawConfig(), rawAutoConfig(), rawCoalescedConfig(), lockkitConfig(), lockkitAutoConfig(),
+		lockkitCoalescedConfig(), redsyncDefaults(1), redislockDefaults()}
 }
 
 func hotConfigs() []config {
-	return []config{rawConfig(), lockkitConfig(), lockkitFairConfig(), redsyncDefaults(1), redsyncTuned(1), redislockDefaults(), redislockTuned()}
+	return []config{rawConfig(), lockkitConfig(), lockkitFairConfig(), lockkitAutoConfig(), lockkitFairAutoConfig(),
+		lockkitCoalescedConfig(), redsyncDefaults(1), redsyncTuned(1), redislockDefaults(), redislockTuned()}
 }
 
 func redlockUncontendedConfigs() []config {

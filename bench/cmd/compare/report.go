@@ -47,6 +47,7 @@ func (s *store) table(w io.Writer, scn, paramHead string, cols []column) {
 func uncontendedCols() []column {
 	return []column{
 		{key: "ops_s", head: "ops/s"}, {key: "ops_s", head: "ops/s vs raw floor", ratioTo: "raw floor"},
+		{key: "ops_s", head: "ops/s vs auto-pipelined floor", ratioTo: rawAutoName},
 		{key: "p50_us", head: "p50 µs"}, {key: "p99_us", head: "p99 µs"},
 		{key: "allocs_op", head: "allocs/op"}, {key: "bytes_op", head: "B/op"},
 		{key: "trips_op", head: "round trips/op"}, {key: "top_op", head: "top-level cmds/op"},
@@ -112,7 +113,7 @@ func writeReport(out io.Writer, h *harness, m *machine, rounds int, want map[str
 	writeMethod(w, p)
 
 	if want["uncontended"] {
-		fmt.Fprintf(w, "## Uncontended lock + unlock\n\nEach goroutine locks and unlocks its own key in a loop for %s. Latency is one lock + unlock. allocs/op and B/op are process-wide `runtime.MemStats` deltas over the window (the harness itself allocates nothing per operation). Retry settings do not matter here (nothing waits), so each library appears once, at its defaults.\n\n", p.window)
+		fmt.Fprintf(w, "## Uncontended lock + unlock\n\nEach goroutine locks and unlocks its own key in a loop for %s. Latency is one lock + unlock. allocs/op and B/op are process-wide `runtime.MemStats` deltas over the window (the harness itself allocates nothing per operation). Retry settings do not matter here (nothing waits), so each library appears once, at its defaults. The *auto-pipelined* and *coalesced when busy* rows send through go-redis's automatic pipelining (issue #31, bench/AUTOPIPELINE.md); *ops/s vs auto-pipelined floor* divides by the raw floor sent that way.\n\n", p.window)
 		s.table(w, "uncontended", "goroutines", uncontendedCols())
 	}
 	if want["hot"] {
@@ -152,7 +153,7 @@ func writeSettings(w io.Writer, p params, want map[string]bool) {
 	fmt.Fprintf(w, "## Libraries and settings\n\nEvery lock has a TTL of %s (redsync's default expiry) except in *Many held locks*. Every library gets its own go-redis v9 client with the same options (defaults, `PoolSize` %d).\n\n", p.ttl, poolSize)
 	fmt.Fprintf(w, "| row | settings |\n| --- | --- |\n")
 	seen := map[string]bool{}
-	for _, c := range append(append(hotConfigs(), redlockHotConfigs()...), redsyncDefaults(3)) {
+	for _, c := range append(append(append(uncontendedConfigs(), hotConfigs()...), redlockHotConfigs()...), redsyncDefaults(3)) {
 		if !seen[c.name] {
 			seen[c.name] = true
 			fmt.Fprintf(w, "| %s | %s |\n", c.name, c.settings)

@@ -68,6 +68,12 @@ func TestRig_countsTopLevelAndInScriptCommands(t *testing.T) {
 		{redislockDefaults(), 2 * ops, 2 * ops, func(n int64) bool { return n == 3*ops }},
 		// two EVALSHAs; the scripts do the lock's work (today acquire GET + TIME + SET, release GET + SET)
 		{lockkitConfig(), 2 * ops, 2 * ops, func(n int64) bool { return n >= 3*ops }},
+		// a lone caller through go-redis's automatic pipelining: every command a batch of its own
+		// (the hook sees it, one round trip each), or straight out when coalesced only when busy
+		{rawAutoConfig(), 2 * ops, 2 * ops, func(n int64) bool { return n == 2*ops }},
+		{rawCoalescedConfig(), 2 * ops, 2 * ops, func(n int64) bool { return n == 2*ops }},
+		{lockkitAutoConfig(), 2 * ops, 2 * ops, func(n int64) bool { return n >= 3*ops }},
+		{lockkitCoalescedConfig(), 2 * ops, 2 * ops, func(n int64) bool { return n >= 3*ops }},
 	}
 	for _, c := range cases {
 		t.Run(c.cfg.name, func(t *testing.T) {

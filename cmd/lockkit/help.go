@@ -1,0 +1,238 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+)
+
+// command is one of lockkit's commands: what "lockkit help" says about it, how many arguments it
+// takes, and its own flags and body.
+type command struct {
+	name     string
+	args     string // the arguments, as the synopsis shows them
+	summary  string // one line for the list of commands
+	about    string // what "lockkit help NAME" says, paragraphs separated by blank lines
+	examples []string
+	min, max int // number of arguments
+	// setup registers the command's own flags on fs and returns its body, which runs once they
+	// are parsed.
+	setup func(fs *flag.FlagSet) runner
+}
+
+// runner runs a command with its arguments.
+type runner func(ctx context.Context, e *env, args []string) error
+
+// env is what a command works with: the parsed connection flags and the standard streams.
+type env struct {
+	conn
+	in          io.Reader
+	out, errOut io.Writer
+}
+
+// commands returns lockkit's commands, in the order "lockkit help" lists them.
+func commands() []command {
+	return []command{
+		{name: "ls", args: "[PATTERN]", max: 1, setup: setupLs,
+			summary: "list held locks and permits whose name matches PATTERN (a glob, default *)",
+			about: `List the held locks and semaphore permits whose name matches the glob PATTERN (default *),
+one line per holder: NAME; KIND, "lock" or "permit/N" for a permit of a semaphore whose limit is
+N; HOLDER, the digest of its owner token, host/pid and label; HELD FOR; TTL; FENCE; QUEUED, the
+waiters queued in Redis (for a lock, its fair waiters, core.Fair: other waiters wait in their own
+processes, "lockkit watch" counts them; for a permit, every waiter for a permit of the semaphore).
+On a cluster it scans every master.
+
+Keys that match the pattern but are not lockkit locks are skipped, each with a warning on stderr.`,
+			examples: []string{"lockkit ls", "lockkit ls 'invoice:*' --json", "lockkit ls '@http-idem/*'"}},
+		{name: "inspect", args: "NAME", min: 1, max: 1, setup: setupInspect,
+			summary: "who holds NAME and its semaphore's permits, since when, TTL, fence, waiters",
+			about: `Show who holds the lock NAME (the digest of its owner token, host, pid, label, since when
+by the Redis clock, hold count), its TTL and fence and its fair waiters; then the permits of the
+semaphore of the same name, if any, each with its TTL and fence, and the waiters for a permit.
+A lock taken in a namespace is named @NAMESPACE/NAME (cronlock's job "report": @cron/report).
+
+Exit code 3 when the lock and the semaphore are free (the last fence is shown).`,
+			examples: []string{"lockkit inspect invoice:42", "lockkit inspect @cron/report --json"}},
+		{name: "release", args: "--force NAME", min: 1, max: 1, setup: setupRelease,
+			summary: "end a stuck hold: delete NAME's lock and permits, wake the waiters",
+			about: `Delete the lock NAME and every permit of the semaphore of that name, whoever holds them, and
+wake the next waiter (one permit waiter per freed permit). It shows the holders and asks for
+confirmation on stdin unless --yes. The holders learn it at their next renewal (their context
+is cancelled, cause "lost (not_owner)"); until then their work may go on.
+
+Exit code 3 when nothing was held, 4 when not confirmed.`,
+			examples: []string{"lockkit release --force invoice:42", "lockkit release --force --yes @cron/report"}},
+		{name: "watch", args: "NAME", min: 1, max: 1, setup: setupWatch,
+			summary: "print NAME's acquisitions, handoffs, releases, expiries, waiters as they happen",
+			about: `Print what happens to the lock NAME, one line per event, until --for has passed or it is
+interrupted (exit code 0): state (what it found first), acquired (a new holder after a free
+moment), handoff (a new holder right after the last one), released and force-released (the
+release message), expired (a hold that ended without a release: its holder died or stopped
+renewing), free, and waiting (a change in fair waiters or in the processes subscribed to the
+release channel: waiting, or waited in the last 3 s).`,
+			examples: []string{"lockkit watch --for 1m report:daily", "lockkit watch invoice:42 --json"}},
+		{name: "idem", args: "SCOPE KEY", min: 2, max: 2, setup: setupIdem,
+			summary: "an adapter's idempotency record: stored, in progress, or none",
+			about: `Read the idempotency record PREFIXidem:{@SCOPE/KEY} of the exactly-once layer (httpmw,
+grpcmw). SCOPE is the adapter's namespace (http-idem, grpc-idem; a SCOPE starting with @ is used
+as it is), KEY the hash that "lockkit ls '@http-idem/*'" shows for a request in flight. It says
+whether an outcome is stored (its kind, age from --retention, TTL; the stored value only with
+--body), in progress (its lock is held), or none (exit code 3).`,
+			examples: []string{"lockkit idem http-idem KEY", "lockkit idem --body --json http-idem KEY"}},
+		{name: "help", args: "[COMMAND]", max: 1,
+			summary: "this text, or a command's",
+			about:   `Show the commands and the flags, or what a command does, its arguments and flags.`,
+			setup: func(*flag.FlagSet) runner {
+				return func(_ context.Context, e *env, args []string) error {
+					if len(args) == 0 {
+						writeHelp(e.out)
+						return nil
+					}
+					cmd, ok := lookup(args[0])
+					if !ok {
+						return unknownCommand(args[0])
+					}
+					writeCommandHelp(e.out, cmd)
+					return nil
+				}
+			}},
+	}
+}
+
+// lookup finds a command by name.
+func lookup(name string) (command, bool) {
+	for _, c := range commands() {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+const exitCodes = `Exit codes:
+  0  done (inspect: the lock or a permit is held)
+  1  Redis unreachable, or a command failed
+  2  usage error
+  3  nothing there: inspect found the lock and permits free, release found nothing held, idem
+     found no record
+  4  release not confirmed
+`
+
+// writeHelp writes lockkit's help: the commands, the flags every command takes, the exit codes.
+func writeHelp(w io.Writer) {
+	fmt.Fprint(w, "lockkit — inspect and operate lockkit's locks in Redis\n\n")
+	fmt.Fprint(w, "Usage: lockkit COMMAND [ARGUMENTS] [FLAGS]   (flags may also come before COMMAND)\n\nCommands:\n")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-22s %s\n", c.name+" "+c.args, c.summary)
+	}
+	fmt.Fprint(w, "\nFlags (every command; before or after the command and its arguments):\n")
+	writeFlags(w, globalFlags(), globalOrder...)
+	fmt.Fprint(w, "\n"+exitCodes)
+	fmt.Fprint(w, `
+Holders are shown by the first 12 hex digits of the SHA-256 of their owner token, never the token.
+Redis commands used (for an ACL): docs/security.md. Run "lockkit help COMMAND" or
+"lockkit COMMAND -h" for a command's arguments, flags and examples.
+`)
+}
+
+// writeCommandHelp writes what "lockkit help NAME" and "lockkit NAME -h" say.
+func writeCommandHelp(w io.Writer, c command) {
+	fmt.Fprintf(w, "Usage: lockkit %s %s [FLAGS]\n\n%s\n", c.name, c.args, c.about)
+	if len(c.examples) > 0 {
+		fmt.Fprint(w, "\nExamples:\n")
+		for _, ex := range c.examples {
+			fmt.Fprintf(w, "  %s\n", ex)
+		}
+	}
+	own := flag.NewFlagSet(c.name, flag.ContinueOnError)
+	if c.setup != nil {
+		c.setup(own)
+	}
+	if c.name == "help" {
+		return
+	}
+	n := 0
+	own.VisitAll(func(*flag.Flag) { n++ })
+	if n > 0 {
+		fmt.Fprint(w, "\nFlags:\n")
+		writeFlags(w, own)
+	}
+	fmt.Fprint(w, "\nFlags of every command (before or after the command and its arguments):\n")
+	writeFlags(w, globalFlags(), globalOrder...)
+	fmt.Fprint(w, "\n"+exitCodes)
+}
+
+// globalFlags returns a flag set holding the flags every command takes.
+func globalFlags() *flag.FlagSet {
+	fs := flag.NewFlagSet("lockkit", flag.ContinueOnError)
+	new(conn).register(fs)
+	return fs
+}
+
+// writeFlags lists the flags of fs, their argument, what they do and their default: those named
+// in order first, in that order, then the others.
+func writeFlags(w io.Writer, fs *flag.FlagSet, order ...string) {
+	var flags []*flag.Flag
+	for _, name := range order {
+		if f := fs.Lookup(name); f != nil {
+			flags = append(flags, f)
+		}
+	}
+	fs.VisitAll(func(f *flag.Flag) {
+		if !slices.Contains(order, f.Name) {
+			flags = append(flags, f)
+		}
+	})
+	for _, f := range flags {
+		arg, usage := flag.UnquoteUsage(f)
+		if isBool(f) {
+			arg = ""
+		}
+		if d := f.DefValue; d != "" && d != "false" && d != "0s" && d != "[]" {
+			usage += " (default " + d + ")"
+		}
+		left := strings.TrimSpace("--" + f.Name + " " + arg)
+		lines := wrap(usage, 78)
+		fmt.Fprintf(w, "  %-19s %s\n", left, lines[0])
+		for _, l := range lines[1:] {
+			fmt.Fprintf(w, "  %-19s %s\n", "", l)
+		}
+	}
+}
+
+// isBool reports whether f is a flag that takes no argument.
+func isBool(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+// wrap breaks s into lines of at most width characters, at spaces.
+func wrap(s string, width int) []string {
+	var lines []string
+	line := ""
+	for _, word := range strings.Fields(s) {
+		if line != "" && len(line)+1+len(word) > width {
+			lines = append(lines, line)
+			line = ""
+		}
+		if line != "" {
+			line += " "
+		}
+		line += word
+	}
+	return append(lines, line)
+}
+
+// unknownCommand is the usage error of a command that does not exist; it lists the commands.
+func unknownCommand(name string) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "unknown command %q; the commands are:\n", name)
+	for _, c := range commands() {
+		fmt.Fprintf(&b, "  %-22s %s\n", c.name+" "+c.args, c.summary)
+	}
+	return usageError{error: errors.New(strings.TrimSuffix(b.String(), "\n")), listed: true}
+}

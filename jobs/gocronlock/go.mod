@@ -1,0 +1,23 @@
+module github.com/lockkit/lockkit/jobs/gocronlock
+
+go 1.26.0
+
+require (
+	github.com/go-co-op/gocron/v2 v2.21.2
+	github.com/google/uuid v1.6.0
+	github.com/jonboulle/clockwork v0.5.0
+	github.com/lockkit/lockkit v0.1.0
+	github.com/redis/go-redis/v9 v9.23.0
+	go.uber.org/goleak v1.3.0
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/robfig/cron/v3 v3.0.1 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+)
+
+// For development in this repository only: the go command ignores replace directives in the
+// go.mod of a dependency. A release sets the require above to the root's new tag.
+replace github.com/lockkit/lockkit => ../..
