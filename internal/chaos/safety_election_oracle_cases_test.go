@@ -45,7 +45,7 @@ func TestSafetyOracle_observeCases(t *testing.T) {
 			reps:  []observerReport{begin, rep(105*tms, 10, "v1"), vac(120 * tms), rep(205*tms, 20, "v2"), rep(305*tms, 30, "v3"), vac(400 * tms)},
 			every: true, bad: "observe-vacancy"},
 		{name: "a vacancy while the term reported last was live, after its key was lost",
-			reps:   []observerReport{begin, rep(105*tms, 10, "v1"), vac(120*tms), rep(205*tms, 20, "v2"), rep(305*tms, 30, "v3"), vac(400*tms)},
+			reps:   []observerReport{begin, rep(105*tms, 10, "v1"), vac(120 * tms), rep(205*tms, 20, "v2"), rep(305*tms, 30, "v3"), vac(400 * tms)},
 			faults: []span{{Kind: "del", Target: -1, From: 110 * tms, To: 111 * tms}},
 			every:  true},
 		{name: "a leader nobody campaigned as",
