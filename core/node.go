@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/lockkit/lockkit/core/internal/script"
@@ -24,6 +25,9 @@ type node struct {
 	// Redlock's nodes, which may record different fences for one acquisition (the quorum's is
 	// written back only where needed).
 	fenced bool
+	// primed records the masters whose client set up a connection before a Conn of it (prime).
+	primeMu sync.Mutex
+	primed  map[string]bool
 }
 
 func newNode(rdb redis.UniversalClient, id string, o *options) *node {
@@ -162,7 +166,7 @@ func (n *node) renewCall(it *renewItem) script.Call {
 	k := it.k
 	if k.sem != nil {
 		return (&script.SemRenew{Permits: k.main, Limits: k.sem.limits, Fences: k.sem.fences, Token: it.token,
-			TTL: ms(it.ttl)}).Call()
+			TTL: ms(it.ttl), Fence: k.fenceArg()}).Call()
 	}
 	return (&script.Renew{Lock: k.main, Token: it.token, TTL: ms(it.ttl), Fence: n.fenceArg(k)}).Call()
 }
@@ -236,7 +240,7 @@ func (n *node) fenceArg(k *keys) any {
 func (n *node) pttl(ctx context.Context, k *keys, token any, _ time.Duration) (time.Duration, bool, error) {
 	call := (&script.PTTL{Lock: k.main, Token: token, Fence: n.fenceArg(k)}).Call()
 	if k.sem != nil {
-		call = (&script.SemPTTL{Permits: k.main, Token: token}).Call()
+		call = (&script.SemPTTL{Permits: k.main, Fences: k.sem.fences, Token: token, Fence: k.fenceArg()}).Call()
 	}
 	v, err := call.Run(ctx, n.rdb).Int64()
 	if err != nil || v == -3 {

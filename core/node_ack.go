@@ -21,17 +21,49 @@ import (
 // conn returns a connection of its own to the master that holds key, or nil when the client
 // cannot give one (then a pipeline carries the script and WAIT together).
 func (n *node) conn(ctx context.Context, key string) (*redis.Conn, error) {
+	var m *redis.Client
 	switch c := n.rdb.(type) {
 	case *redis.ClusterClient:
-		m, err := c.MasterForKey(ctx, key)
-		if err != nil {
+		var err error
+		if m, err = c.MasterForKey(ctx, key); err != nil {
 			return nil, err
 		}
-		return m.Conn(), nil
 	case *redis.Client: // a plain or a Sentinel failover client
-		return c.Conn(), nil
+		m = c
+	default:
+		return nil, nil
 	}
-	return nil, nil
+	if err := n.prime(ctx, m); err != nil {
+		return nil, err
+	}
+	return m.Conn(), nil
+}
+
+// prime makes m set up one connection of its own before any Conn of it does. go-redis v9.23 shares
+// a client's Options with its Conns, and the first connection that finds the server without
+// maintenance notifications (Redis before 8) turns them off in those Options, under the lock of
+// whichever client or Conn set it up: Conns that set up connections concurrently would race on it
+// (go test -race). Once m has set one up, the Options say so and no later connection writes them.
+func (n *node) prime(ctx context.Context, m *redis.Client) error {
+	addr := m.Options().Addr
+	n.primeMu.Lock()
+	done := n.primed[addr]
+	n.primeMu.Unlock()
+	if done {
+		return nil
+	}
+	if err := m.Ping(ctx).Err(); err != nil {
+		return err
+	}
+	n.primeMu.Lock()
+	if n.primed == nil {
+		n.primed = map[string]bool{}
+	}
+	if len(n.primed) < 1024 { // (the masters of a cluster: a few)
+		n.primed[addr] = true
+	}
+	n.primeMu.Unlock()
+	return nil
 }
 
 // firstKey is the first key of call, which routes it on a cluster.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -287,5 +288,57 @@ func (h *lateRenewals) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 		h.ran.Add(1)
 		<-ctx.Done()
 		return ctx.Err()
+	}
+}
+
+// The checker's failover variant found a data race (go test -race) in WithReplicaAck's first calls:
+// each call took a connection of its own (redis.Client.Conn), and go-redis v9.23's Conns share the
+// client's Options, which the first connection set up against Redis 7 rewrites. Many first calls at
+// once on a new Client must not race.
+func TestReplicaAck_concurrentFirstCalls_noRace(t *testing.T) {
+	master, _ := startReplicated(t)
+	for round := range 3 {
+		c := newClient(t, master.Client(t), core.WithReplicaAck(1, time.Second))
+		var wg sync.WaitGroup
+		for i := range 16 {
+			wg.Go(func() {
+				l, err := c.TryAcquire(context.Background(), "race-"+strconv.Itoa(round)+"-"+strconv.Itoa(i), time.Second)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				_ = l.Release(context.Background())
+			})
+		}
+		wg.Wait()
+	}
+}
+
+// The checker's failover variant (seed 2) found a permit holder that renewed a lease it did not
+// hold: a failover lost its permit but brought back the waiter place it had queued before, a later
+// release granted that place a new lease (a new fence), and the holder's renewals, which checked
+// only the token, carried on with it. A permit's renewal, Extend and TTL match its fence too.
+func TestPermits_renewalOnlyTheLeaseItBelongsTo(t *testing.T) {
+	_, rdb, c := setup(t)
+	ctx := context.Background()
+	p, err := c.Acquire(ctx, "pf", 900*time.Millisecond, core.Permits(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Redis now records another lease under the holder's token: a new fence, as a grant writes it.
+	tok := p.Token()
+	if err := rdb.HSet(ctx, "lockkit:{pf}:permits:fences", tok, strconv.FormatInt(p.Fence()+1000, 10)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.TTL(ctx); !errors.Is(err, core.ErrNotHeld) {
+		t.Fatalf("TTL of a permit whose lease Redis gave another fence: %v, want ErrNotHeld", err)
+	}
+	if err := p.Extend(ctx, time.Second); !errors.Is(err, core.ErrNotHeld) {
+		t.Fatalf("Extend: %v, want ErrNotHeld", err)
+	}
+	select {
+	case <-p.Context().Done():
+	case <-time.After(2 * time.Second):
+		t.Fatal("the holder kept renewing a lease of another fence")
 	}
 }

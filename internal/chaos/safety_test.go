@@ -92,13 +92,16 @@ type safetyConfig struct {
 // Do and Client.Close on a few names, while faults hit random paths; an oracle then checks the
 // history (see check). One variant runs over one redis-server, one over three with Redlock; a third
 // takes semaphore permits (Permits) instead of locks, over one redis-server (see runPermits and
-// checkPermits).
+// checkPermits); failover runs locks and permits on a master whose replica is promoted while
+// holders hold, with and without WithReplicaAck (see runFailover and checkFailover); election runs
+// Campaign, Resign and Observe (see runElection and checkObserve).
 //
 // Every run logs its seed. The seed fixes each worker's choices and the fault schedule; the
 // interleaving is up to the machine, so a replay (-seed N, or LOCKKIT_SAFETY_SEED=N) runs the same
-// schedule of operations and faults, not the same history. `go test` runs about 45 s;
-// LOCKKIT_CHAOS=full (make chaos) five and a half minutes; LOCKKIT_SAFETY_DURATION sets the single-node
-// variant's length (Redlock and permits run half as long).
+// schedule of operations and faults, not the same history. `go test` runs about 95 s;
+// LOCKKIT_CHAOS=full (make chaos) eleven and a half minutes; LOCKKIT_SAFETY_DURATION sets the single-node
+// variant's length (Redlock, permits and failover without WithReplicaAck run half as long, election
+// three quarters).
 func TestChaosSafety(t *testing.T) {
 	seed := safetySeed(t)
 	t.Logf("safety checker seed %d: replay with -args -seed %d or LOCKKIT_SAFETY_SEED=%d", seed, seed, seed)
@@ -127,6 +130,8 @@ func TestChaosSafety(t *testing.T) {
 			ttls:   []time.Duration{100 * msec, 200 * msec, 300 * msec, 500 * msec, time.Second, 2 * time.Second, 3 * time.Second},
 			fair:   true, dur: dur / 2})
 	})
+	t.Run("failover", func(t *testing.T) { runFailover(t, rep, seed, dur) })
+	t.Run("election", func(t *testing.T) { runElection(t, rep, seed, dur*3/4) })
 	t.Logf("safety checker (seed %d):\n\n%s", seed, rep.Markdown())
 }
 

@@ -195,26 +195,26 @@ func (a *SemDequeue) Call() Call {
 // SemRenew calls sem_renew.lua: renew (or Extend) a permit's lease.
 type SemRenew struct {
 	Permits, Limits, Fences string
-	Token, TTL              any
+	Token, TTL, Fence       any
 }
 
 // Call builds the call.
 func (a *SemRenew) Call() Call {
-	c := Scripts().SemRenew.call(3, 5)
-	c.argv = append(c.argv, a.Permits, a.Limits, a.Fences, a.Token, a.TTL)
+	c := Scripts().SemRenew.call(3, 6)
+	c.argv = append(c.argv, a.Permits, a.Limits, a.Fences, a.Token, a.TTL, a.Fence)
 	return c
 }
 
 // SemPTTL calls sem_pttl.lua: a permit's remaining lease, owner-checked.
 type SemPTTL struct {
-	Permits string
-	Token   any
+	Permits, Fences string
+	Token, Fence    any
 }
 
 // Call builds the call.
 func (a *SemPTTL) Call() Call {
-	c := Scripts().SemPTTL.call(1, 2)
-	c.argv = append(c.argv, a.Permits, a.Token)
+	c := Scripts().SemPTTL.call(2, 4)
+	c.argv = append(c.argv, a.Permits, a.Fences, a.Token, a.Fence)
 	return c
 }
 

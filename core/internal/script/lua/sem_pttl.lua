@@ -1,10 +1,11 @@
 -- Owner-checked remaining lease of a permit (Lock.TTL). It writes nothing (see pttl.lua).
---! keys: permits
---! args: token
--- Returns the remaining lease in ms, or -3 when the token holds no live permit.
+--! keys: permits fences
+--! args: token fence
+-- fence: the permit's (sem_renew.lua: a holder's lease is the one that carries its fence).
+-- Returns the remaining lease in ms, or -3 when the token holds no live permit of that fence.
 --! include clock.lua
 local s = redis.call('ZSCORE', k_permits, a_token)
-if not s then
+if not s or redis.call('HGET', k_fences, a_token) ~= a_fence then
   return -3
 end
 local _, ms = now()
