@@ -1,17 +1,22 @@
-// Package otel traces and measures lockkit locks with OpenTelemetry: spans for lock waits, holds
+// Package lockotel traces and measures lockkit locks with OpenTelemetry: spans for lock waits, holds
 // and renewals, and metrics for wait and hold durations, acquisitions, renewals and losses.
 //
-// Import it beside go.opentelemetry.io/otel as
+// Its name needs no alias beside go.opentelemetry.io/otel:
 //
-//	import lockotel "github.com/lockkit/lockkit/otel"
+//	import "github.com/lockkit/lockkit/otel/lockotel"
 //
-// and install it on a client with one option:
+// Install it on a client with one option:
 //
 //	c, err := core.New(rdb, core.WithHook(lockotel.Hook()))
 //
 // Hook uses the global TracerProvider and MeterProvider unless WithTracerProvider and
 // WithMeterProvider name others. Every lock of the client is then traced, including those taken
 // by the lockkit middleware and job adapters, which go through the same client.
+//
+// The package belongs to the module github.com/lockkit/lockkit/otel (go get
+// github.com/lockkit/lockkit/otel/lockotel), so the OpenTelemetry API enters the module graph of
+// programs that use it and of no others. Until v0.2.0 it was package
+// github.com/lockkit/lockkit/otel; that path now forwards here and is deprecated.
 //
 // # Spans
 //
@@ -80,4 +85,4 @@
 // Without a hook, core allocates nothing for instrumentation. With no-op providers the hook costs a
 // few hundred nanoseconds and three allocations per lock; with the SDK the cost is that of two
 // sampled spans and a handful of measurements (see BenchmarkLockUnlock).
-package otel
+package lockotel

@@ -1,4 +1,4 @@
-package otel
+package lockotel
 
 import (
 	"go.opentelemetry.io/otel"
@@ -11,7 +11,7 @@ import (
 
 const (
 	// ScopeName is the instrumentation scope name of the tracer and the meter.
-	ScopeName = "github.com/lockkit/lockkit/otel"
+	ScopeName = "github.com/lockkit/lockkit/otel/lockotel"
 	// Version is the version of this instrumentation, reported as the scope version.
 	Version = "0.1.0"
 )

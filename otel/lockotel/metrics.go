@@ -1,4 +1,4 @@
-package otel
+package lockotel
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package otel_test
+package lockotel_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"go.opentelemetry.io/otel"
 
 	"github.com/lockkit/lockkit/core"
-	lockotel "github.com/lockkit/lockkit/otel"
+	"github.com/lockkit/lockkit/otel/lockotel"
 )
 
 // Install the hook on a client: every lock of the client is traced and measured with the global
