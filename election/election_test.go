@@ -18,7 +18,6 @@ import (
 	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 )
 
 const childEnv = "LOCKKIT_ELECTION_CHILD"
@@ -31,7 +30,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	goleak.VerifyTestMain(m)
+	locktest.VerifyTestMain(m)
 }
 
 // fencedWrite is a fenced store in Redis: a write is accepted only with a fence at least the

@@ -20,14 +20,13 @@ import (
 	"github.com/lockkit/lockkit/core"
 	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 func TestMain(m *testing.M) {
 	redis.SetLogger(quiet{}) // the doc fixture cuts a client's network: its dial errors are expected
-	goleak.VerifyTestMain(m)
+	locktest.VerifyTestMain(m)
 }
 
 type quiet struct{}

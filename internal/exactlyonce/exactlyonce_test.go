@@ -15,10 +15,9 @@ import (
 	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { locktest.VerifyTestMain(m) }
 
 func newStore(t testing.TB, locks *core.Client, cfg exactlyonce.Config) *exactlyonce.Store {
 	t.Helper()

@@ -3,9 +3,9 @@ package redistest_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/lockkit/lockkit/internal/locktest"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	locktest.VerifyTestMain(m)
 }

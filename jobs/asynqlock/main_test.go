@@ -12,10 +12,9 @@ import (
 	"github.com/lockkit/lockkit/core"
 	"github.com/lockkit/lockkit/jobs/asynqlock"
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { locktest.VerifyTestMain(m) }
 
 // newLocks returns a core.Client over rdb, closed when the test ends.
 func newLocks(t testing.TB, rdb redis.UniversalClient, opts ...core.Option) *core.Client {

@@ -14,14 +14,13 @@ import (
 	"github.com/lockkit/lockkit/jobs/cronlock"
 	"github.com/redis/go-redis/v9"
 	"github.com/robfig/cron/v3"
-	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
 	if addr := os.Getenv(childEnv); addr != "" {
 		os.Exit(runChildReplica(addr))
 	}
-	goleak.VerifyTestMain(m)
+	locktest.VerifyTestMain(m)
 }
 
 // newClient returns a core.Client over rdb, closed when the test ends.

@@ -14,10 +14,9 @@ import (
 	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/jobs/gocronlock"
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { locktest.VerifyTestMain(m) }
 
 // newClient returns a core.Client over rdb, closed when the test ends.
 func newClient(t testing.TB, rdb redis.UniversalClient) *core.Client {
