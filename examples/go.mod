@@ -4,9 +4,13 @@ go 1.26.0
 
 replace (
 	github.com/lockkit/lockkit => ../
-	github.com/lockkit/lockkit/internal/embedredis => ../internal/embedredis
 	github.com/lockkit/lockkit/internal/pgtest => ../internal/pgtest
+	github.com/lockkit/lockkit/jobs/asynqlock => ../jobs/asynqlock
+	github.com/lockkit/lockkit/jobs/cronlock => ../jobs/cronlock
 	github.com/lockkit/lockkit/jobs/gocronlock => ../jobs/gocronlock
+	github.com/lockkit/lockkit/lockkittest => ../lockkittest
+	github.com/lockkit/lockkit/middleware/grpcmw => ../middleware/grpcmw
+	github.com/lockkit/lockkit/otel => ../otel
 )
 
 require (
@@ -16,9 +20,13 @@ require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/jonboulle/clockwork v0.5.0
 	github.com/lockkit/lockkit v0.1.0
-	github.com/lockkit/lockkit/internal/embedredis v0.0.0-00010101000000-000000000000
 	github.com/lockkit/lockkit/internal/pgtest v0.0.0-00010101000000-000000000000
+	github.com/lockkit/lockkit/jobs/asynqlock v0.0.0-00010101000000-000000000000
+	github.com/lockkit/lockkit/jobs/cronlock v0.0.0-00010101000000-000000000000
 	github.com/lockkit/lockkit/jobs/gocronlock v0.0.0-00010101000000-000000000000
+	github.com/lockkit/lockkit/lockkittest v0.0.0-00010101000000-000000000000
+	github.com/lockkit/lockkit/middleware/grpcmw v0.0.0-00010101000000-000000000000
+	github.com/lockkit/lockkit/otel v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/robfig/cron/v3 v3.0.1
 	go.opentelemetry.io/otel v1.47.0

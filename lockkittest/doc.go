@@ -37,6 +37,10 @@
 // The embedded server, its go-redis client and the lockkit client are closed by t.Cleanup when
 // the test (or subtest) that made them ends; nothing needs a defer.
 //
-// This package is its own module (github.com/lockkit/lockkit/lockkittest), so the embedded
-// server enters the module graph only of modules that import it.
+// StartServer starts the same embedded server outside a test, for programs that should run
+// without a Redis to install (lockkit's examples and demo use it); the caller closes it.
+//
+// This package is its own module, github.com/lockkit/lockkit/lockkittest, which requires lockkit's
+// root module and miniredis and nothing else: one go get, and miniredis enters the module graph
+// only of modules that import it.
 package lockkittest

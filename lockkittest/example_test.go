@@ -3,8 +3,12 @@ package lockkittest_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/lockkit/lockkit/core"
 	"github.com/lockkit/lockkit/lockkittest"
@@ -51,4 +55,31 @@ func ExampleServer() {
 		}
 	}
 	_ = testContention
+}
+
+// A program that should run without a Redis to install (a demo, a local tool) starts the embedded
+// server itself and closes it when done.
+func ExampleStartServer() {
+	srv, err := lockkittest.StartServer()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), DisableIdentity: true})
+	defer rdb.Close()
+	locks, err := core.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locks.Close(context.Background())
+
+	err = locks.Do(context.Background(), "report", 10*time.Second, func(ctx context.Context) error {
+		fmt.Println("building the report under the lock")
+		return nil
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Output: building the report under the lock
 }

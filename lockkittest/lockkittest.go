@@ -4,32 +4,66 @@ import (
 	"testing"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/alicebob/miniredis/v2/server"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockkit/lockkit/core"
-	"github.com/lockkit/lockkit/internal/embedredis"
 	"github.com/lockkit/lockkit/internal/locktest"
 )
 
-// Server is an embedded Redis that lives as long as the test that started it.
+// Server is an embedded Redis (miniredis) on a loopback port.
 type Server struct {
-	mr *miniredis.Miniredis
+	mr   *miniredis.Miniredis
+	addr string
 }
 
-// NewServer starts an embedded Redis on a free loopback port, with TTLs counting down on the wall
-// clock, and closes it when the test ends.
+// StartServer starts an embedded Redis on a free loopback port, for a program that should run
+// without a Redis to install (a demo, an example, a local tool); close it when done. Tests use
+// NewServer, which closes it when the test ends.
+//
+// TTLs count down with the wall clock (miniredis's ClockTTL: every command first ages the keys by
+// the time elapsed), which lockkit's watchdog relies on: it renews with PEXPIRE and reads PTTL, so
+// a lock nobody renews expires on time, as on a real Redis. The server models one Redis server
+// only; see the package documentation for what it does not model.
+//
+// lockkit sends its read-only scripts (Inspect, Lock.TTL) with EVALSHA_RO. miniredis refuses TIME
+// in them (Redis allows it: TIME writes nothing), so they run as EVALSHA here; the embedded server
+// checks nothing about permissions anyway.
+func StartServer() (*Server, error) {
+	mr := miniredis.NewMiniRedis()
+	mr.ClockTTL(true)
+	if err := mr.StartAddr("127.0.0.1:0"); err != nil {
+		return nil, err
+	}
+	srv := mr.Server()
+	srv.SetPreHook(func(c *server.Peer, cmd string, args ...string) bool {
+		switch cmd {
+		case "EVALSHA_RO", "EVAL_RO":
+			srv.Dispatch(c, append([]string{cmd[:len(cmd)-3]}, args...))
+			return true
+		}
+		return false
+	})
+	return &Server{mr: mr, addr: mr.Addr()}, nil
+}
+
+// NewServer starts an embedded Redis on a free loopback port, as StartServer does, and closes it
+// when the test ends.
 func NewServer(t testing.TB) *Server {
 	t.Helper()
-	mr, err := embedredis.Start()
+	s, err := StartServer()
 	if err != nil {
 		t.Fatalf("lockkittest: start embedded redis: %v", err)
 	}
-	t.Cleanup(mr.Close)
-	return &Server{mr: mr}
+	t.Cleanup(s.Close)
+	return s
 }
 
-// Addr returns the server's host:port.
-func (s *Server) Addr() string { return s.mr.Addr() }
+// Close stops the server and closes its connections.
+func (s *Server) Close() { s.mr.Close() }
+
+// Addr returns the server's host:port (also after Close).
+func (s *Server) Addr() string { return s.addr }
 
 // Miniredis returns the embedded server itself, to inspect keys, make a lock expire with
 // FastForward, or make commands fail with SetError.
@@ -39,7 +73,7 @@ func (s *Server) Miniredis() *miniredis.Miniredis { return s.mr }
 // CLIENT SETINFO, which the embedded server does not know.
 func (s *Server) Redis(t testing.TB) *redis.Client {
 	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: s.mr.Addr(), DisableIdentity: true})
+	rdb := redis.NewClient(&redis.Options{Addr: s.addr, DisableIdentity: true})
 	t.Cleanup(func() { _ = rdb.Close() })
 	return rdb
 }

@@ -7,14 +7,14 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/lockkit/lockkit/core"
 	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/lockkittest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { locktest.VerifyTestMain(m) }
 
 func TestNewClient_runs_code_under_a_lock(t *testing.T) {
 	locks := lockkittest.NewClient(t)
@@ -125,5 +125,27 @@ func TestNewClient_cleanup(t *testing.T) {
 	if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
 		conn.Close()
 		t.Fatal("the embedded server still listens after its test ended")
+	}
+}
+
+// StartServer's server runs outside a test: TTLs count down on the wall clock, and Close stops it.
+func TestStartServer_runs_until_closed(t *testing.T) {
+	srv, err := lockkittest.StartServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), DisableIdentity: true})
+	defer rdb.Close()
+	if err := rdb.Set(t.Context(), "k", "v", 20*time.Millisecond).Err(); err != nil {
+		t.Fatal(err)
+	}
+	locktest.Eventually(t, 5*time.Second, "the key to expire", func() bool {
+		n, err := rdb.Exists(t.Context(), "k").Result()
+		return err == nil && n == 0
+	})
+	srv.Close()
+	if conn, err := net.DialTimeout("tcp", srv.Addr(), time.Second); err == nil {
+		conn.Close()
+		t.Fatal("the server still listens after Close")
 	}
 }

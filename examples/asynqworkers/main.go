@@ -23,8 +23,8 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/lockkit/lockkit/core"
-	"github.com/lockkit/lockkit/internal/embedredis"
 	"github.com/lockkit/lockkit/jobs/asynqlock"
+	"github.com/lockkit/lockkit/lockkittest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -60,12 +60,12 @@ func main() {
 
 func run(c config, out io.Writer) (bool, error) {
 	if c.addr == "" {
-		mr, err := embedredis.Start()
+		embedded, err := lockkittest.StartServer()
 		if err != nil {
 			return false, err
 		}
-		defer mr.Close()
-		c.addr = mr.Addr()
+		defer embedded.Close()
+		c.addr = embedded.Addr()
 		fmt.Fprintln(out, "embedded Redis (miniredis) at", c.addr)
 	}
 	// A queue of our own, deleted at the end, so that a shared Redis keeps nothing of the run.

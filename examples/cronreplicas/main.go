@@ -20,8 +20,8 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
-	"github.com/lockkit/lockkit/internal/embedredis"
 	"github.com/lockkit/lockkit/jobs/cronlock"
+	"github.com/lockkit/lockkit/lockkittest"
 	"github.com/redis/go-redis/v9"
 	"github.com/robfig/cron/v3"
 )
@@ -81,12 +81,12 @@ func (t *tally) event(ev cronlock.Event) {
 // run runs the replicas for duration and prints the runs and the summary to out.
 func run(out io.Writer, n int, duration time.Duration, addr string, maxSkew time.Duration) error {
 	if addr == "" {
-		mr, err := embedredis.Start()
+		embedded, err := lockkittest.StartServer()
 		if err != nil {
 			return err
 		}
-		defer mr.Close()
-		addr = mr.Addr()
+		defer embedded.Close()
+		addr = embedded.Addr()
 		fmt.Fprintln(out, "embedded Redis at", addr)
 	}
 	t := &tally{out: out, runs: map[int64]int{}, skips: map[string]int{}}

@@ -30,7 +30,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/lockkit/lockkit/internal/embedredis"
+	"github.com/lockkit/lockkit/lockkittest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -78,14 +78,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 	d := &demo{out: out, runID: randomID()}
 	if *addr == "" {
-		mr, err := embedredis.Start()
+		embedded, err := lockkittest.StartServer()
 		if err != nil {
 			fmt.Fprintln(stderr, "demo: embedded Redis:", err)
 			return exitFailed
 		}
-		defer mr.Close()
-		d.opts = &redis.Options{Addr: mr.Addr(), DisableIdentity: true}
-		fmt.Fprintf(out, "lockkit demo · embedded Redis (miniredis) at %s · -redis or REDIS_ADDR for a real one\n", mr.Addr())
+		defer embedded.Close()
+		d.opts = &redis.Options{Addr: embedded.Addr(), DisableIdentity: true}
+		fmt.Fprintf(out, "lockkit demo · embedded Redis (miniredis) at %s · -redis or REDIS_ADDR for a real one\n", embedded.Addr())
 	} else {
 		opts, err := redisOptions(*addr)
 		if err != nil {

@@ -24,7 +24,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/lockkit/lockkit/core"
 	"github.com/lockkit/lockkit/examples/fencing/fenced"
-	"github.com/lockkit/lockkit/internal/embedredis"
+	"github.com/lockkit/lockkit/lockkittest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -52,12 +52,12 @@ type named struct {
 func run(out io.Writer, addr, dsn string, ttl time.Duration) error {
 	ctx := context.Background()
 	if addr == "" {
-		mr, err := embedredis.Start()
+		embedded, err := lockkittest.StartServer()
 		if err != nil {
 			return err
 		}
-		defer mr.Close()
-		addr = mr.Addr()
+		defer embedded.Close()
+		addr = embedded.Addr()
 		fmt.Fprintln(out, "embedded Redis (miniredis) at", addr)
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: addr, DisableIdentity: true})

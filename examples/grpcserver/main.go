@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
-	"github.com/lockkit/lockkit/internal/embedredis"
+	"github.com/lockkit/lockkit/lockkittest"
 	"github.com/lockkit/lockkit/middleware/grpcmw"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
@@ -58,12 +58,12 @@ func main() {
 // serve runs the server until ctx ends.
 func serve(ctx context.Context, addr, redisAddr string) error {
 	if redisAddr == "" {
-		mr, err := embedredis.Start()
+		embedded, err := lockkittest.StartServer()
 		if err != nil {
 			return err
 		}
-		defer mr.Close()
-		redisAddr = mr.Addr()
+		defer embedded.Close()
+		redisAddr = embedded.Addr()
 		fmt.Println("embedded Redis at", redisAddr)
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr, DisableIdentity: true})

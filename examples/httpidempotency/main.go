@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
-	"github.com/lockkit/lockkit/internal/embedredis"
+	"github.com/lockkit/lockkit/lockkittest"
 	"github.com/lockkit/lockkit/middleware/httpmw"
 	"github.com/redis/go-redis/v9"
 )
@@ -43,12 +43,12 @@ func main() {
 func run(ctx context.Context, addr, redisAddr string, delay time.Duration) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	if redisAddr == "" {
-		mr, err := embedredis.Start()
+		embedded, err := lockkittest.StartServer()
 		if err != nil {
 			return err
 		}
-		defer mr.Close()
-		redisAddr = mr.Addr()
+		defer embedded.Close()
+		redisAddr = embedded.Addr()
 		log.Info("embedded Redis", "addr", redisAddr)
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr, DisableIdentity: true})

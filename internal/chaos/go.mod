@@ -5,8 +5,13 @@ go 1.26.0
 replace (
 	github.com/lockkit/lockkit => ../../
 	github.com/lockkit/lockkit/examples => ../../examples
-	github.com/lockkit/lockkit/internal/embedredis => ../embedredis
 	github.com/lockkit/lockkit/internal/pgtest => ../pgtest
+	github.com/lockkit/lockkit/jobs/asynqlock => ../../jobs/asynqlock
+	github.com/lockkit/lockkit/jobs/cronlock => ../../jobs/cronlock
+	github.com/lockkit/lockkit/jobs/gocronlock => ../../jobs/gocronlock
+	github.com/lockkit/lockkit/lockkittest => ../../lockkittest
+	github.com/lockkit/lockkit/middleware/grpcmw => ../../middleware/grpcmw
+	github.com/lockkit/lockkit/otel => ../../otel
 )
 
 require (

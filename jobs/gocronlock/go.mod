@@ -8,7 +8,6 @@ require (
 	github.com/jonboulle/clockwork v0.5.0
 	github.com/lockkit/lockkit v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
-	go.uber.org/goleak v1.3.0
 )
 
 require (
@@ -19,5 +18,6 @@ require (
 )
 
 // For development in this repository only: the go command ignores replace directives in the
-// go.mod of a dependency. A release sets the require above to the root's new tag.
+// go.mod of a dependency, and scripts/modcheck.sh builds this module without it. A release sets
+// the require above to the root's new tag (see docs/releasing.md).
 replace github.com/lockkit/lockkit => ../..

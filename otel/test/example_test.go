@@ -14,7 +14,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/lockkit/lockkit/core"
-	lockotel "github.com/lockkit/lockkit/otel"
+	"github.com/lockkit/lockkit/otel/lockotel"
 )
 
 // Export traces over OTLP/HTTP to a collector or Jaeger when OTEL_EXPORTER_OTLP_ENDPOINT is set

@@ -2,10 +2,14 @@ module github.com/lockkit/lockkit/otel/test
 
 go 1.26.0
 
-replace github.com/lockkit/lockkit => ../../
+replace (
+	github.com/lockkit/lockkit => ../../
+	github.com/lockkit/lockkit/otel => ../
+)
 
 require (
-	github.com/lockkit/lockkit v0.0.0-00010101000000-000000000000
+	github.com/lockkit/lockkit v0.1.0
+	github.com/lockkit/lockkit/otel v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.23.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp v1.47.0

@@ -21,7 +21,7 @@ import (
 
 	"github.com/lockkit/lockkit/core"
 	"github.com/lockkit/lockkit/internal/redistest"
-	lockotel "github.com/lockkit/lockkit/otel"
+	"github.com/lockkit/lockkit/otel/lockotel"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -17,7 +17,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/lockkit/lockkit/core"
-	lockotel "github.com/lockkit/lockkit/otel"
+	"github.com/lockkit/lockkit/otel/lockotel"
 )
 
 func TestWithKeyAttribute(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 
 	"github.com/lockkit/lockkit/core"
-	lockotel "github.com/lockkit/lockkit/otel"
+	"github.com/lockkit/lockkit/otel/lockotel"
 )
 
 func TestHook_renewals(t *testing.T) {

@@ -1,0 +1,20 @@
+module github.com/lockkit/lockkit/jobs/cronlock
+
+go 1.26.0
+
+require (
+	github.com/lockkit/lockkit v0.1.0
+	github.com/redis/go-redis/v9 v9.23.0
+	github.com/robfig/cron/v3 v3.0.1
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+)
+
+// For development in this repository only: the go command ignores replace directives in the
+// go.mod of a dependency, and scripts/modcheck.sh builds this module without it. A release sets
+// the require above to the root's new tag (see docs/releasing.md).
+replace github.com/lockkit/lockkit => ../..
