@@ -11,9 +11,11 @@
 # at one new pseudo-version into a temporary file-based module proxy, each go.mod requiring the
 # repository's other modules at that version, as a release's go.mod files do (docs/releasing.md).
 # Then, for every nested module, a copy whose go.mod has that version and no replace directive for
-# the repository's modules runs `go build ./...` and `go vet ./...` with GOWORK=off, resolving
-# lockkit's modules from that proxy only. Finally a scratch module that imports only core must
-# list nothing but lockkit, go-redis and the modules a module importing only go-redis lists.
+# the repository's modules is built and vetted (below) with GOWORK=off, resolving
+# lockkit's modules from that proxy only. A published module must not require an unpublished one
+# (examples, bench, internal/..., test modules), and the example programs must not import an
+# internal package. Finally a scratch module that imports only core must list nothing but
+# lockkit, go-redis and the modules a module importing only go-redis lists.
 #
 # lockkit's modules come from that proxy only, third-party modules from the module cache, then
 # from $GOPROXY (the Go module proxy): nothing else is reached. The run's lockkit versions are
@@ -95,6 +97,17 @@ if [ ${#failed[@]} -gt 0 ]; then
   exit 1
 fi
 
+# The example programs import only what their readers can import: no internal package (their
+# tests may use the test lab, which starts real Redis servers).
+if [ -d "$tmp/src/examples" ]; then
+  bad=$(cd "$tmp/src/examples" && $GO list -f '{{.ImportPath}}: {{join .Imports " "}}' ./... |
+    grep -E ' github\.com/lockkit/lockkit(/[^ ]*)?/internal/' || true)
+  if [ -n "$bad" ]; then
+    printf 'modcheck: example programs import internal packages:\n%s\n' "$bad" >&2
+    exit 1
+  fi
+fi
+
 # consumer DIR PKG...: a scratch module importing only PKG..., tidied; prints go list -m all
 # without the consumer itself. Its go.sum starts as the given module's, to spare checksum lookups.
 consumer() {
@@ -112,9 +125,14 @@ consumer() {
   cp "$sum" "$dir/go.sum"
   (
     cd "$dir"
-    while read -r _ path; do
-      $GO mod edit -require="$path@$version"
-    done < <(tail -n +2 <<<"$listing")
+    # Require only the modules that provide PKG...: the innermost module path holding each.
+    for p in "$@"; do
+      mod=
+      while read -r _ path; do
+        if [[ "$p" == "$path" || "$p" == "$path"/* ]] && [ ${#path} -gt ${#mod} ]; then mod=$path; fi
+      done < <(tail -n +2 <<<"$listing")
+      $GO mod edit -require="$mod@$version"
+    done
     $GO mod tidy >/dev/null
     $GO build -o /dev/null .
     $GO list -m all | tail -n +2
