@@ -17,8 +17,9 @@ import (
 // NamePrefix starts the name of every task lock in the default namespace: the lock of key "42"
 // is "@asynq/42" (core.Lock.Name), Redis key "lockkit:{@asynq/42}" with core's default prefix.
 //
-// Deprecated: task locks live in a core namespace (WithNamespace, default "asynq"); take one
-// directly with core.InNamespace("asynq"), name it with core.Namespaced("asynq", key).
+// Deprecated: use core.InNamespace("asynq") to take a task lock directly, and
+// core.Namespaced("asynq", key) to name one: task locks live in a core namespace (WithNamespace,
+// default "asynq").
 const NamePrefix = "@" + defaultNamespace + "/"
 
 const (
