@@ -14,7 +14,7 @@ import (
 type Option func(*options)
 
 type options struct {
-	adapter.Options // TTL, logger; the namespace is "gocron", a run tries once
+	adapter.Options               // TTL, logger; the namespace is "gocron", a run tries once
 	maxHold         time.Duration // when Has("WithMaxHold"); else the larger of the period and the TTL
 	maxSkew         time.Duration
 	clock           func() time.Time
