@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,9 +26,21 @@ type faultRig struct {
 	srvs []*redistest.Server
 	pxs  [][]*chaos.Proxy // per client slot, per node
 	skip map[string]bool  // fault kinds left out (LOCKKIT_SAFETY_SKIP)
+	// For key losses (safety_loss_test.go): direct connections to every node, the names in play,
+	// whether they are semaphores, and the gate (see workload.gate).
+	admins  []*redis.Client
+	names   []string
+	permits bool
+	gate    *sync.RWMutex
 }
 
-var faultKinds = [...]string{"latency", "replyloss", "reset", "pause"}
+// faultKinds are the kinds a storm draws from, with their weights: reply delays (6), losses (4),
+// resets and pauses (2), then key losses (safety_loss_test.go): DEL (2), FLUSHALL and a restart
+// without persistence (1; not over Redlock).
+var faultKinds = [...]struct {
+	kind   string
+	weight int
+}{{"latency", 6}, {"replyloss", 4}, {"reset", 2}, {"pause", 2}, {"del", 2}, {"flushall", 1}, {"restart", 1}}
 
 // inject runs storms and calm periods on the calling (test) goroutine until end.
 func (f *faultRig) inject(t *testing.T, end time.Time) {
@@ -36,7 +49,7 @@ func (f *faultRig) inject(t *testing.T, end time.Time) {
 		if time.Now().Add(calm).After(end) {
 			return
 		}
-		time.Sleep(calm) // no fault: the calm period
+		f.calm(t, calm) // no fault on the paths: the calm period
 		storm := time.Now().Add(randIn(f.rnd, 2*time.Second, 4*time.Second))
 		for time.Now().Before(storm) && time.Now().Before(end) {
 			f.one(t)
@@ -57,14 +70,10 @@ func (f *faultRig) one(t *testing.T) {
 		s.Detail = "node " + itoa(node)
 	}
 	var kinds []string
-	for _, k := range faultKinds { // weighted: reply delays (3), losses (2), resets and pauses (1)
-		if !f.skip[k] {
-			kinds = append(kinds, k)
-			switch k {
-			case "latency":
-				kinds = append(kinds, k, k)
-			case "replyloss":
-				kinds = append(kinds, k)
+	for _, k := range faultKinds {
+		if !f.skip[k.kind] && !(f.skip["keyloss"] && lossKinds[k.kind]) && !(k.kind == "restart" && len(f.srvs) > 1) {
+			for range k.weight {
+				kinds = append(kinds, k.kind)
 			}
 		}
 	}
@@ -72,6 +81,11 @@ func (f *faultRig) one(t *testing.T) {
 		return
 	}
 	kind := kinds[f.rnd.IntN(len(kinds))]
+	if lossKinds[kind] {
+		f.lose(t, kind)
+		time.Sleep(randIn(f.rnd, 100*time.Millisecond, 600*time.Millisecond)) // its consequences play out
+		return
+	}
 	if kind != "pause" && !f.h.claim(slot, kind) {
 		return // the path carries a fault a worker provoked
 	}

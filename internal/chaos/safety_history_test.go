@@ -51,6 +51,15 @@ type hold struct {
 	DoErr  string        `json:"do_err,omitempty"`
 	DoLive bool          `json:"do_live,omitempty"`
 	DoRet  time.Duration `json:"do_ret,omitempty"`
+	// MaxHold is the hold's own WithMaxHold limit (or its Client's WithDefaultMaxHold; 0: none).
+	// After a hold ended by its limit the worker reads Redis directly: HeldSeen is the last time
+	// its token still held the lock (or its permit) there, Freed the first time it no longer did.
+	MaxHold  time.Duration `json:"max_hold,omitempty"`
+	HeldSeen time.Duration `json:"held_seen,omitempty"`
+	Freed    time.Duration `json:"freed,omitempty"`
+	// Queue is a fair hold's queue timeout (its Client's WithFairWaiterTimeout): a grant's first
+	// lease is at most this long.
+	Queue time.Duration `json:"queue,omitempty"`
 }
 
 type extend struct {
@@ -82,6 +91,12 @@ type span struct {
 	From   time.Duration `json:"from"`
 	To     time.Duration `json:"to"`
 	Detail string        `json:"detail,omitempty"`
+	// A key loss (see lossKinds): the name whose keys it deleted ("" for every name), which of
+	// them (Keys: "lock", "permits", "fence"; "" for all) and whether it may not have run
+	// (Unsure: the command failed, so it may or may not have reached Redis).
+	Name   string `json:"name,omitempty"`
+	Keys   string `json:"keys,omitempty"`
+	Unsure bool   `json:"unsure,omitempty"`
 }
 
 // history is the record of one run; its methods are safe for concurrent use.
@@ -100,11 +115,16 @@ type history struct {
 	panics             []span
 	permits            []permitSnap // the semaphore scenario's reads of the permits in Redis
 	ops                int
+	counts             map[string]int // the new operations' tallies, by kind (see count)
 }
 
 func newHistory() *history {
-	return &history{start: time.Now(), noTTL: map[string]time.Duration{}, renewing: map[string]int{}, active: map[int]string{}}
+	return &history{start: time.Now(), noTTL: map[string]time.Duration{}, renewing: map[string]int{}, active: map[int]string{},
+		counts: map[string]int{}}
 }
+
+// count tallies one operation (or outcome) of kind for the report.
+func (h *history) count(kind string) { h.mu.Lock(); h.counts[kind]++; h.mu.Unlock() }
 
 // faulted returns the kind of the fault on slot's path now ("" if none). The workload uses it to
 // provoke the races a fault opens (an Extend during delayed replies, a caller that gives up).
@@ -268,6 +288,8 @@ func (h *history) result(redlock bool) run {
 func causeName(err error) string {
 	var le *core.LostError
 	switch {
+	case errors.Is(err, core.ErrMaxHold):
+		return "maxhold"
 	case errors.As(err, &le):
 		return "lost:" + le.Reason
 	case errors.Is(err, core.ErrReleased):

@@ -50,6 +50,9 @@ type slot struct {
 	c    *core.Client
 	gen  int
 	all  []*core.Client // every client made, to close at the end
+	// maxHold is the Client's WithDefaultMaxHold (0: none), queue its WithFairWaiterTimeout (0:
+	// the default): the history records them with each hold.
+	maxHold, queue time.Duration
 }
 
 func (s *slot) get() (*core.Client, int) {
@@ -84,6 +87,10 @@ type safetyConfig struct {
 	fair           bool
 	dur            time.Duration
 	limits         map[string][]int // the semaphore scenario: names' permit limits (nil: locks)
+	// allFair makes every acquisition Fair, and gives each client a short fair queue timeout
+	// (WithFairWaiterTimeout, 300 to 600 ms), below most TTLs: a grant's first lease is then
+	// shorter than the TTL, and the watchdog must lengthen it in time.
+	allFair bool
 }
 
 // TestChaosSafety is lockkit's randomized, model-based safety checker. Several clients (each with
@@ -120,6 +127,11 @@ func TestChaosSafety(t *testing.T) {
 			ttls: []time.Duration{50 * msec, 100 * msec, 200 * msec, 300 * msec, 500 * msec, time.Second, 2 * time.Second, 3 * time.Second},
 			fair: true, dur: dur})
 	})
+	t.Run("fair", func(t *testing.T) {
+		runSafety(t, rep, seed, safetyConfig{name: "fair", nodes: 1, slots: 4, workers: 3, names: []string{"f0", "f1", "f2"},
+			ttls: []time.Duration{200 * msec, 500 * msec, time.Second, 2 * time.Second, 3 * time.Second},
+			fair: true, allFair: true, dur: dur / 2})
+	})
 	t.Run("redlock", func(t *testing.T) {
 		runSafety(t, rep, seed, safetyConfig{name: "redlock", nodes: 3, slots: 3, workers: 2, names: []string{"r0", "r1"},
 			ttls: []time.Duration{200 * msec, 300 * msec, 500 * msec, time.Second, 3 * time.Second}, dur: dur / 2})
@@ -141,10 +153,17 @@ func runSafety(t *testing.T, rep *chaos.Report, seed uint64, cfg safetyConfig) {
 	h := newHistory()
 	stopCtx, stopAll := context.WithCancel(context.Background())
 	defer stopAll()
-	wl := &workload{h: h, names: cfg.names, ttls: cfg.ttls, fair: cfg.fair, limits: cfg.limits, ctx: stopCtx, stop: make(chan struct{}), skip: map[string]bool{}}
+	wl := &workload{h: h, names: cfg.names, ttls: cfg.ttls, fair: cfg.fair, limits: cfg.limits, ctx: stopCtx, stop: make(chan struct{}), skip: map[string]bool{},
+		allFair: cfg.allFair}
 	for _, op := range strings.Split(os.Getenv("LOCKKIT_SAFETY_SKIP"), ",") {
 		wl.skip[strings.TrimSpace(op)] = true
 	}
+	if wl.skip["lossreentry"] {
+		wl.gate = &sync.RWMutex{}
+	}
+	// The clients' settings drawn from the seed: each client's fair queue timeout in the fair
+	// variant, and the last client's WithDefaultMaxHold.
+	cfgRnd := rand.New(rand.NewPCG(seed, 1<<42))
 	pxs := make([][]*chaos.Proxy, cfg.slots)
 	slots := make([]*slot, cfg.slots)
 	for i := range slots {
@@ -164,7 +183,16 @@ func runSafety(t *testing.T, rep *chaos.Report, seed uint64, cfg safetyConfig) {
 		// A short fallback backoff: waiters behind an expired lock (no release message) retry within
 		// a second, so that the workers spend their time on locks rather than waiting.
 		opts := []core.Option{core.WithHook(coreHook()), core.WithRetryBackoff(10*time.Millisecond, 100*time.Millisecond)}
-		sl := &slot{idx: i, make: func() (*core.Client, error) {
+		var queue, maxHold time.Duration
+		if cfg.allFair {
+			queue = randIn(cfgRnd, 300*time.Millisecond, 600*time.Millisecond).Round(time.Millisecond)
+			opts = append(opts, core.WithFairWaiterTimeout(queue))
+		}
+		if i == cfg.slots-1 && !wl.skip["defaultmaxhold"] {
+			maxHold = randIn(cfgRnd, time.Second, 3*time.Second).Round(time.Millisecond)
+			opts = append(opts, core.WithDefaultMaxHold(maxHold))
+		}
+		sl := &slot{idx: i, maxHold: maxHold, queue: queue, make: func() (*core.Client, error) {
 			if len(rdbs) == 1 {
 				return core.New(rdbs[0], opts...)
 			}
@@ -184,6 +212,7 @@ func runSafety(t *testing.T, rep *chaos.Report, seed uint64, cfg safetyConfig) {
 	for _, s := range srvs {
 		admins = append(admins, s.Client(t))
 	}
+	wl.admins = admins
 	watchStop, watched := make(chan struct{}), make(chan struct{})
 	go func() { defer close(watched); watch(h, admins, watchStop) }()
 	permitsWatched := make(chan struct{})
@@ -203,11 +232,20 @@ func runSafety(t *testing.T, rep *chaos.Report, seed uint64, cfg safetyConfig) {
 			}()
 		}
 	}
+	operated := make(chan struct{})
+	if !wl.skip["force"] {
+		op := newOperator(t, h, seed, srvs, cfg.names, wl.gate, wl.stop)
+		go func() { defer close(operated); op.run() }()
+	} else {
+		close(operated)
+	}
 	end := time.Now().Add(cfg.dur)
-	(&faultRig{h: h, rnd: rand.New(rand.NewPCG(seed, 1<<40)), srvs: srvs, pxs: pxs, skip: wl.skip}).inject(t, end)
+	(&faultRig{h: h, rnd: rand.New(rand.NewPCG(seed, 1<<40)), srvs: srvs, pxs: pxs, skip: wl.skip,
+		admins: admins, names: cfg.names, permits: cfg.limits != nil, gate: wl.gate}).inject(t, end)
 	time.Sleep(time.Until(end)) // the calm end of the run
 	close(wl.stop)
 	stopAll()
+	<-operated
 	wg.Wait()
 	wl.pending.Wait()
 	for _, sl := range slots {
@@ -230,6 +268,7 @@ func runSafety(t *testing.T, rep *chaos.Report, seed uint64, cfg safetyConfig) {
 	}
 	bad, soft := oracle(r)
 	report(t, row, h, r, bad, soft, seed, cfg.name)
+	lossRows(t, rep, cfg.name, h, r, bad)
 }
 
 // report logs the run's summary and excerpts, fails the test on violations and saves the history
