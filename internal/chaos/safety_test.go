@@ -96,19 +96,24 @@ type safetyConfig struct {
 // TestChaosSafety is lockkit's randomized, model-based safety checker. Several clients (each with
 // its own connections through its own toxiproxy) run random interleavings of Acquire, TryAcquire,
 // re-entries (through a lock's context, and with WithOwner from another client), Extend, Release,
-// Do and Client.Close on a few names, while faults hit random paths; an oracle then checks the
-// history (see check). One variant runs over one redis-server, one over three with Redlock; a third
-// takes semaphore permits (Permits) instead of locks, over one redis-server (see runPermits and
-// checkPermits); failover runs locks and permits on a master whose replica is promoted while
-// holders hold, with and without WithReplicaAck (see runFailover and checkFailover); election runs
-// Campaign, Resign and Observe (see runElection and checkObserve).
+// Do, WithMaxHold (and one client's WithDefaultMaxHold), waiters that give up while queued and
+// Client.Close on a few names, while an operator force-releases names (Client.ForceRelease) and
+// faults hit random paths: delayed or lost replies, resets, a paused redis-server, and keys lost
+// behind lockkit's back (DEL, FLUSHALL, a restart without persistence). An oracle then checks the
+// history (see check). One variant runs over one redis-server, one in fair mode only with short
+// fair queue timeouts (so that a grant's first lease is shorter than its TTL), one over three
+// servers with Redlock; a fourth takes semaphore permits (Permits) instead of locks, over one
+// redis-server (see runPermits and checkPermits); failover runs locks and permits on a master whose
+// replica is promoted while holders hold, with and without WithReplicaAck (see runFailover and
+// checkFailover); election runs Campaign, Resign and Observe (see runElection and checkObserve).
 //
-// Every run logs its seed. The seed fixes each worker's choices and the fault schedule; the
-// interleaving is up to the machine, so a replay (-seed N, or LOCKKIT_SAFETY_SEED=N) runs the same
-// schedule of operations and faults, not the same history. `go test` runs about 95 s;
-// LOCKKIT_CHAOS=full (make chaos) eleven and a half minutes; LOCKKIT_SAFETY_DURATION sets the single-node
-// variant's length (Redlock, permits and failover without WithReplicaAck run half as long, election
-// three quarters).
+// Every run logs its seed. The seed fixes each worker's choices, the clients' settings, the
+// operator's and the fault schedule; the interleaving is up to the machine, so a replay (-seed N,
+// or LOCKKIT_SAFETY_SEED=N) runs the same schedule of operations and faults, not the same history.
+// `go test` runs about 105 s; LOCKKIT_CHAOS=full (make chaos) about thirteen minutes;
+// LOCKKIT_SAFETY_DURATION sets the single-node variant's length (fair, Redlock, permits and
+// failover without WithReplicaAck run half as long, election three quarters).
+// LOCKKIT_SAFETY_SKIP leaves operations or faults out (see workload.skip).
 func TestChaosSafety(t *testing.T) {
 	seed := safetySeed(t)
 	t.Logf("safety checker seed %d: replay with -args -seed %d or LOCKKIT_SAFETY_SEED=%d", seed, seed, seed)

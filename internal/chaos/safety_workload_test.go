@@ -59,16 +59,20 @@ func (r *registry) pick(rnd *rand.Rand, notClient int) (shared, bool) {
 
 // workload is what the workers share.
 type workload struct {
-	h       *history
-	names   []string
-	ttls    []time.Duration
-	fair    bool             // Fair may be used (not over Redlock)
-	limits  map[string][]int // the semaphore scenario: the limits callers pass, by name (nil: locks)
-	reg     registry
-	ctx     context.Context // cancelled when the workload stops
-	stop    chan struct{}
-	skip    map[string]bool // LOCKKIT_SAFETY_SKIP: ctx owner extend do close fair nil provoke, and fault kinds
-	pending sync.WaitGroup  // faults the workers injected and have not healed yet // operations left out (LOCKKIT_SAFETY_SKIP): ctx, owner, extend, do, close, fair, nil
+	h      *history
+	names  []string
+	ttls   []time.Duration
+	fair   bool             // Fair may be used (not over Redlock)
+	limits map[string][]int // the semaphore scenario: the limits callers pass, by name (nil: locks)
+	reg    registry
+	ctx    context.Context // cancelled when the workload stops
+	stop   chan struct{}
+	// skip lists what LOCKKIT_SAFETY_SKIP leaves out: operations (ctx owner extend do close fair
+	// nil provoke maxhold defaultmaxhold giveup force), faults (latency replyloss reset pause del
+	// flushall restart, or keyloss for the last three), and lossreentry: no re-entry of a hold
+	// after a key loss of its name (see lossGate).
+	skip    map[string]bool
+	pending sync.WaitGroup  // faults the workers injected and have not healed yet
 	allFair bool            // every acquisition is Fair (the fair variant)
 	admins  []*redis.Client // direct connections to every node (not through a proxy), to read Redis
 	// gate, when set (LOCKKIT_SAFETY_SKIP=lossreentry), keeps re-entries and key losses apart:
