@@ -2,7 +2,9 @@ package chaos_test
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
+	"runtime/metrics"
 	"strings"
 	"sync"
 	"testing"
@@ -140,6 +142,7 @@ func randIn(rnd *rand.Rand, lo, hi time.Duration) time.Duration {
 func watch(h *history, admins []*redis.Client, stop <-chan struct{}) {
 	p := runProbe()
 	defer p.close()
+	sl := newSchedLatency()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	last := h.now()
@@ -152,11 +155,50 @@ func watch(h *history, admins []*redis.Client, stop <-chan struct{}) {
 		}
 		now := h.now()
 		h.addLate(last, now, p.take())
+		h.addSched(last, now, sl.take())
 		last = now
 		if i%2 == 0 {
 			look(h, admins, orphanAge)
 		}
 	}
+}
+
+// schedLatency reads the Go scheduler's own record of how long goroutines waited, runnable, before
+// they ran (runtime/metrics /sched/latencies:seconds). The probe's sleeping goroutine alone
+// underestimates it on a busy machine: a goroutine a timer readies takes the next-to-run slot and
+// pushes the one there to the back of the run queue, so the probe may see 1 ms while the watchdog's
+// goroutine waits 50 (seen: renewals of a 50 ms lock not sent for 70 ms, with the probe at 1.2 ms).
+// The runtime samples one goroutine wake-up in eight: the worst sampled wait over 100 ms. The
+// oracle uses it where its premise is a prompt watchdog (see oracle.schedSlack).
+type schedLatency struct {
+	s    []metrics.Sample
+	prev []uint64
+}
+
+func newSchedLatency() *schedLatency {
+	l := &schedLatency{s: []metrics.Sample{{Name: "/sched/latencies:seconds"}}}
+	l.take()
+	return l
+}
+
+// take returns the upper bound of the highest bucket that gained a wait since the last take.
+func (l *schedLatency) take() time.Duration {
+	metrics.Read(l.s)
+	if l.s[0].Value.Kind() != metrics.KindFloat64Histogram {
+		return 0
+	}
+	hist := l.s[0].Value.Float64Histogram()
+	var worst float64
+	for i, n := range hist.Counts {
+		if i < len(l.prev) && n > l.prev[i] {
+			worst = hist.Buckets[i+1]
+			if math.IsInf(worst, 1) {
+				worst = 2 * hist.Buckets[i]
+			}
+		}
+	}
+	l.prev = append(l.prev[:0], hist.Counts...)
+	return time.Duration(worst * float64(time.Second))
 }
 
 // orphanAge is how long after a failed acquisition its token must be gone from Redis: longer than

@@ -116,6 +116,7 @@ type history struct {
 	permits            []permitSnap // the semaphore scenario's reads of the permits in Redis
 	ops                int
 	counts             map[string]int // the new operations' tallies, by kind (see count)
+	sched              []span         // the scheduler's worst sampled goroutine wait per interval, as late
 }
 
 func newHistory() *history {
@@ -180,6 +181,12 @@ func (h *history) addFault(s span) { h.mu.Lock(); h.faults = append(h.faults, s)
 func (h *history) addLate(from, to, late time.Duration) {
 	h.mu.Lock()
 	h.late = append(h.late, span{From: from, To: to, Target: int(late / time.Microsecond)})
+	h.mu.Unlock()
+}
+
+func (h *history) addSched(from, to, late time.Duration) {
+	h.mu.Lock()
+	h.sched = append(h.sched, span{From: from, To: to, Target: int(late / time.Microsecond)})
 	h.mu.Unlock()
 }
 
@@ -278,7 +285,8 @@ func (h *history) result(redlock bool) run {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	r := run{holds: holds, faults: slices.Clone(h.faults), slow: slices.Clone(h.slow), late: slices.Clone(h.late),
-		noTTL: maps.Clone(h.noTTL), panics: slices.Clone(h.panics), permits: slices.Clone(h.permits), redlock: redlock}
+		noTTL: maps.Clone(h.noTTL), panics: slices.Clone(h.panics), permits: slices.Clone(h.permits), redlock: redlock,
+		sched: slices.Clone(h.sched)}
 	for _, f := range h.fails {
 		r.fails = append(r.fails, *f)
 	}

@@ -11,7 +11,8 @@ import (
 
 func TestSafetyOracle_lossCases(t *testing.T) {
 	// A holds n (TTL 1 s: renewal interval 333 ms) from 10 ms; the loss comes at 500 ms, so A must
-	// be gone by about 500 + 333 + 2 × 20 (round trips) + 5 ms = 878 ms.
+	// be gone by about 501 + 333 + 2 × 2 (round trips: commands under 2 ms are not recorded) + 5 ms
+	// (slack) = 843 ms.
 	a := func(live time.Duration) hold { return holder(1, "a", 0, 10*tms, live, 1) }
 	loss := func(kind string, at time.Duration) span {
 		return span{Kind: kind, Target: -1, Name: "n", Keys: "lock", From: at, To: at + tms}
@@ -34,7 +35,7 @@ func TestSafetyOracle_lossCases(t *testing.T) {
 		bad, unsure string
 	}{
 		{name: "holder ends within a renewal interval of the force release",
-			r: run{holds: []hold{a(850 * tms)}, faults: []span{force}}},
+			r: run{holds: []hold{a(830 * tms)}, faults: []span{force}}},
 		{name: "holder outlives the bound after a force release",
 			r: run{holds: []hold{a(1200 * tms)}, faults: []span{force}}, bad: "loss-late"},
 		{name: "holder outlives the bound after a DEL",
@@ -56,17 +57,17 @@ func TestSafetyOracle_lossCases(t *testing.T) {
 		{name: "a hold acquired after the loss",
 			r: run{holds: []hold{holder(1, "a", 495*tms, 505*tms, 1500*tms, 1)}, faults: []span{force}}},
 		{name: "another owner takes it after a force release, the holder ends in time",
-			r: run{holds: []hold{a(850 * tms), b}, faults: []span{force}}},
+			r: run{holds: []hold{a(830 * tms), b}, faults: []span{force}}},
 		{name: "another owner takes it after a force release, the holder lives on",
 			r: run{holds: []hold{a(1200 * tms), b}, faults: []span{force}}, bad: "overlap,loss-late"},
 		{name: "a re-entry after a force release takes the lock afresh",
-			r: run{holds: []hold{a(850 * tms), ctxReentry(1, 2)}, faults: []span{force}}, bad: "reentry-after-loss"},
+			r: run{holds: []hold{a(830 * tms), ctxReentry(1, 2)}, faults: []span{force}}, bad: "reentry-after-loss"},
 		{name: "a re-entry after a force release re-enters another acquisition",
-			r: run{holds: []hold{a(850 * tms), ctxReentry(2, 2)}, faults: []span{force}}, bad: "reentry-fence"},
+			r: run{holds: []hold{a(830 * tms), ctxReentry(2, 2)}, faults: []span{force}}, bad: "reentry-fence"},
 		{name: "a re-entry before the loss",
-			r: run{holds: []hold{a(850 * tms), ctxReentry(2, 1)}, faults: []span{loss("force", 700*tms)}}},
+			r: run{holds: []hold{a(830 * tms), ctxReentry(2, 1)}, faults: []span{loss("force", 700*tms)}}},
 		{name: "a re-entry takes the lock afresh without a loss",
-			r: run{holds: []hold{a(850 * tms), ctxReentry(1, 2)}}, bad: "reentry-not-held"},
+			r: run{holds: []hold{a(830 * tms), ctxReentry(1, 2)}}, bad: "reentry-not-held"},
 		{name: "loss reported after a force release of its name",
 			r: run{holds: []hold{func() hold {
 				h := a(0)
@@ -124,6 +125,8 @@ func TestSafetyOracle_maxHoldCases(t *testing.T) {
 		{name: "lived on past its limit", r: run{holds: []hold{limited(200*tms, 900*tms, "released")}}, bad: "maxhold-late"},
 		{name: "late within the timer lateness",
 			r: run{holds: []hold{limited(200*tms, 300*tms, "maxhold")}, late: []span{{From: 200 * tms, To: 300 * tms, Target: 50_000}}}},
+		{name: "late while goroutines waited to run",
+			r: run{holds: []hold{limited(200*tms, 300*tms, "maxhold")}, sched: []span{{From: 200 * tms, To: 300 * tms, Target: 50_000}}}},
 		{name: "ended before its limit", r: run{holds: []hold{limited(200*tms, 150*tms, "maxhold")}}, bad: "maxhold-early"},
 		{name: "ended by a limit it did not have", r: run{holds: []hold{limited(0, 150*tms, "maxhold")}}, bad: "maxhold-early"},
 		{name: "a re-entry ends with the hold it entered",
@@ -166,17 +169,17 @@ func TestSafetyOracle_permitLossCases(t *testing.T) {
 		bad  string
 	}{
 		{name: "a freed permit taken while its holder ends within its bound",
-			r: run{holds: []hold{p(1, "a", 1, 0, 10*tms, 850*tms, 1), p(2, "b", 1, 550*tms, 560*tms, time.Second, 2)}, faults: []span{force}}},
+			r: run{holds: []hold{p(1, "a", 1, 0, 10*tms, 830*tms, 1), p(2, "b", 1, 550*tms, 560*tms, time.Second, 2)}, faults: []span{force}}},
 		{name: "a freed permit taken while its holder lives on",
 			r:   run{holds: []hold{p(1, "a", 1, 0, 10*tms, 1200*tms, 1), p(2, "b", 1, 550*tms, 560*tms, 2*time.Second, 2)}, faults: []span{force}},
 			bad: "over-limit,loss-late"},
 		{name: "DEL of the lock leaves the permits",
-			r:   run{holds: []hold{p(1, "a", 1, 0, 10*tms, 850*tms, 1), p(2, "b", 1, 550*tms, 560*tms, time.Second, 2)}, faults: []span{delLock}},
+			r:   run{holds: []hold{p(1, "a", 1, 0, 10*tms, 830*tms, 1), p(2, "b", 1, 550*tms, 560*tms, time.Second, 2)}, faults: []span{delLock}},
 			bad: "over-limit"},
 		{name: "no lease after a force release",
-			r: run{holds: []hold{p(1, "a", 1, 0, 10*tms, 850*tms, 1)}, faults: []span{force}, permits: []permitSnap{snap(600 * tms)}}},
+			r: run{holds: []hold{p(1, "a", 1, 0, 10*tms, 830*tms, 1)}, faults: []span{force}, permits: []permitSnap{snap(600 * tms)}}},
 		{name: "no lease without a loss",
-			r: run{holds: []hold{p(1, "a", 1, 0, 10*tms, 850*tms, 1)}, permits: []permitSnap{snap(600 * tms)}}, bad: "lease-gone"},
+			r: run{holds: []hold{p(1, "a", 1, 0, 10*tms, 830*tms, 1)}, permits: []permitSnap{snap(600 * tms)}}, bad: "lease-gone"},
 	}
 	for _, c := range cases {
 		bad, _ := checkPermits(c.r)

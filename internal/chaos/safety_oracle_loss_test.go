@@ -91,7 +91,7 @@ func (o *oracle) lossBound(h *hold, l span) time.Duration {
 	if o.pathClear(h.Client, from, to) {
 		end = l.To + interval + 2*o.worstCmd(h.Client, from, to)
 	}
-	return end + o.slack(l.From, end+time.Second)
+	return end + o.schedSlack(l.From, end+time.Second)
 }
 
 // pathClear reports whether client's path had no fault (a key loss of a name is none: it leaves
@@ -189,7 +189,7 @@ func lossName(l span) string {
 func (o *oracle) maxHolds(h *hold) {
 	if h.MaxHold > 0 && h.End > 0 {
 		deadline := h.Ret + h.MaxHold
-		if late := h.End - deadline; late > o.slack(deadline-time.Second, h.End)+maxHoldGrace {
+		if late := h.End - deadline; late > o.schedSlack(deadline-time.Second, h.End)+maxHoldGrace {
 			o.bad = append(o.bad, verdict{Prop: "maxhold-late", At: deadline, Holds: []int{h.ID}, Fault: "maxhold", Msg: fmt.Sprintf(
 				"%s: hold %d (%s, WithMaxHold %v) ended %v after its limit passed (cause %s)", h.Name, h.ID, h.Kind, h.MaxHold, ms(late), h.Cause)})
 		}
@@ -214,7 +214,7 @@ func (o *oracle) maxHolds(h *hold) {
 	// not (over Redlock each attempt has a hold of its own) may have left a grant that a delayed
 	// request made after its give-back, which keeps the lock until its TTL (a documented limit of
 	// the give-back).
-	if h.HeldSeen-h.End <= releaseGrace+o.slack(h.End, h.HeldSeen) || !o.healthy(h.Client, h.Call, h.HeldSeen, 100*time.Millisecond) {
+	if h.HeldSeen-h.End <= releaseGrace+o.schedSlack(h.End, h.HeldSeen) || !o.healthy(h.Client, h.Call, h.HeldSeen, 100*time.Millisecond) {
 		return
 	}
 	for i := range o.holds {

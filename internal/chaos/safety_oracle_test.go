@@ -32,6 +32,7 @@ type run struct {
 	panics             []span
 	permits            []permitSnap // semaphore scenario (see checkPermits)
 	redlock            bool
+	sched              []span // the scheduler's worst goroutine wait per interval (see schedSlack)
 }
 
 type oracle struct {
@@ -295,7 +296,7 @@ func (o *oracle) healthy(client int, from, to, slow time.Duration) bool {
 			return false
 		}
 	}
-	return o.lateness(from, to) <= slow
+	return max(o.lateness(from, to), o.schedLateness(from, to)) <= slow
 }
 
 func onPath(f span, client int) bool { return f.Target == client || f.Target < 0 }
@@ -314,6 +315,24 @@ func (o *oracle) lateness(from, to time.Duration) time.Duration {
 // slack is how much of a margin this process's starvation explains in [from, to].
 func (o *oracle) slack(from, to time.Duration) time.Duration {
 	return 2*o.lateness(from, to) + 5*time.Millisecond
+}
+
+// schedLateness is the worst goroutine wait the scheduler sampled in [from, to].
+func (o *oracle) schedLateness(from, to time.Duration) time.Duration {
+	var worst time.Duration
+	for _, l := range o.sched {
+		if l.From < to && l.To > from {
+			worst = max(worst, time.Duration(l.Target)*time.Microsecond)
+		}
+	}
+	return worst
+}
+
+// schedSlack is slack for a check whose premise is that the watchdog's goroutine ran on time
+// (a renewal sent when due, a limit kept): the probe's lateness or the scheduler's sampled goroutine
+// waits, whichever is worse.
+func (o *oracle) schedSlack(from, to time.Duration) time.Duration {
+	return 2*max(o.lateness(from, to), o.schedLateness(from, to)) + 5*time.Millisecond
 }
 
 // doLost: Do returned ErrLost for work that ended with the lock's context live, the lock was

@@ -332,7 +332,7 @@ func report(t *testing.T, row *chaos.Row, h *history, r run, bad, soft []verdict
 	if dir := os.Getenv("LOCKKIT_CHAOS_ARTIFACTS"); dir != "" {
 		path := filepath.Join(dir, fmt.Sprintf("safety-%s-%d.json", name, seed))
 		m := map[string]any{"seed": seed, "holds": r.holds, "failed": r.fails, "faults": r.faults,
-			"slow": r.slow, "no_ttl": r.noTTL, "panics": r.panics, "violations": bad, "inconclusive": soft}
+			"slow": r.slow, "late": r.late, "sched": r.sched, "no_ttl": r.noTTL, "panics": r.panics, "violations": bad, "inconclusive": soft}
 		if len(r.permits) > 0 {
 			m["permits"] = r.permits
 		}
