@@ -45,6 +45,9 @@ type hold struct {
 	Why    string        `json:"why,omitempty"`
 	// Renewed is the send time of the last successful renewal; Extends lists the Extend calls.
 	Renewed time.Duration `json:"renewed,omitempty"`
+	// Tried is the send time of the last renewal, answered or not, and TryErr its error.
+	Tried   time.Duration `json:"tried,omitempty"`
+	TryErr  string        `json:"try_err,omitempty"`
 	Extends []extend      `json:"extends,omitempty"`
 	// DoErr is Do's error ("" for nil), DoLive whether fn ended with the context live, DoRet when
 	// Do returned.
@@ -107,7 +110,8 @@ type history struct {
 	fails []*failed
 	open  atomic.Int64 // lock contexts not yet seen cancelled
 	// faults are injected faults, slow the clients' slow or failed commands, late the probe's
-	// timer lateness per interval (Detail empty; To-From is the interval, Target the lateness in µs).
+	// timer lateness per interval (Detail empty; Target the lateness in µs; From-To the interval,
+	// from its start less that lateness: see addLate).
 	faults, slow, late []span
 	renewing           map[string]int           // renewals in flight, by token
 	active             map[int]string           // the fault on each client slot's path now
@@ -178,15 +182,20 @@ func (h *history) op() { h.mu.Lock(); h.ops++; h.mu.Unlock() }
 
 func (h *history) addFault(s span) { h.mu.Lock(); h.faults = append(h.faults, s); h.mu.Unlock() }
 
+// addLate records the probe's worst lateness late in the interval [from, to] in which it was
+// measured. The late wake-up ended in that interval but the stall began late earlier, maybe in
+// the interval before (a whole process stopped for 240 ms was measured by the probe only after the
+// watcher's next tick, which the stall had delayed too): the span starts late before from.
 func (h *history) addLate(from, to, late time.Duration) {
 	h.mu.Lock()
-	h.late = append(h.late, span{From: from, To: to, Target: int(late / time.Microsecond)})
+	h.late = append(h.late, span{From: from - late, To: to, Target: int(late / time.Microsecond)})
 	h.mu.Unlock()
 }
 
+// addSched records the scheduler's worst sampled wait, as addLate.
 func (h *history) addSched(from, to, late time.Duration) {
 	h.mu.Lock()
-	h.sched = append(h.sched, span{From: from, To: to, Target: int(late / time.Microsecond)})
+	h.sched = append(h.sched, span{From: from - late, To: to, Target: int(late / time.Microsecond)})
 	h.mu.Unlock()
 }
 

@@ -27,10 +27,20 @@ func coreHook() core.Hook {
 		// Core reports a renewal once per lock, on its outermost open hold (the one the history
 		// follows for the token's renewals).
 		Renewed: func(lctx context.Context, info core.HoldInfo) {
-			if c := callOf(lctx); c != nil && info.Renewed {
+			if c := callOf(lctx); c != nil {
 				sent := info.Start.Sub(c.h.start)
 				c.mu.Lock()
-				c.hold.Renewed = max(c.hold.Renewed, sent)
+				if info.Renewed {
+					c.hold.Renewed = max(c.hold.Renewed, sent)
+				}
+				if sent > c.hold.Tried {
+					c.hold.Tried, c.hold.TryErr = sent, ""
+					if info.Err != nil {
+						c.hold.TryErr = info.Err.Error()
+					} else if !info.Renewed {
+						c.hold.TryErr = "not renewed"
+					}
+				}
 				c.mu.Unlock()
 			}
 		},
@@ -88,7 +98,7 @@ func (r redisHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		var toks []string
 		for _, cmd := range cmds {
-			if a := cmd.Args(); len(a) == 6 && a[2] == any(1) {
+			if a := cmd.Args(); (len(a) == 6 || len(a) == 7) && a[2] == any(1) { // a lock's renewal: token, TTL (and its fence)
 				if tok, ok := a[4].(string); ok {
 					toks = append(toks, tok)
 				}
