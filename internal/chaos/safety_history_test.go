@@ -25,7 +25,7 @@ type hold struct {
 	Gen    int           `json:"gen"`
 	Name   string        `json:"name"`
 	Tok    string        `json:"tok"`
-	Kind   string        `json:"kind"` // acquire, try, do, ctx (re-entry through a lock's context), owner (WithOwner)
+	Kind   string        `json:"kind"` // acquire, try, do, ctx (re-entry through a lock's context), owner (WithOwner), token (WithToken: re-entry or fresh), giveup
 	Fair   bool          `json:"fair,omitempty"`
 	Limit  int           `json:"limit,omitempty"` // a permit's (Permits); 0 for a lock
 	TTL    time.Duration `json:"ttl"`

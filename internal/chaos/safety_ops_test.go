@@ -189,6 +189,39 @@ func (w *worker) giveUpWaiting() {
 	w.holdFor(l, cl, false, work, false)
 }
 
+// withToken acquires, with WithToken, a name under the token of a hold another client holds (or
+// held: the registry may be a moment behind): if that acquisition is still there the call re-enters
+// it (holds > 1, its fence); if it is gone — released, expired, force-released, its key lost — the
+// call takes the lock afresh under that token, and a hold of the earlier acquisition must not be
+// kept alive by the new one (oracle.lossLate). It holds briefly and releases.
+func (w *worker) withToken() {
+	s, ok := w.reg.pick(w.rnd, w.slot.idx)
+	if !ok {
+		w.fresh("acquire")
+		return
+	}
+	c, gen := w.slot.get()
+	ttl := w.ttls[w.rnd.IntN(len(w.ttls))]
+	hd := &hold{Client: w.slot.idx, Gen: gen, Name: s.name, Kind: "token", TTL: ttl}
+	if !w.lossGate(s.name, s.call) {
+		return
+	}
+	defer w.lossGateDone()
+	ctx, cancel := context.WithTimeout(w.ctx, 10*time.Second)
+	defer cancel()
+	w.h.count("token")
+	cctx, cl := w.newCall(ctx, hd)
+	l, err := c.Acquire(cctx, s.name, ttl, core.WithToken(s.tok), core.WithWait(w.dur(20*time.Millisecond, 300*time.Millisecond)))
+	if err != nil {
+		return // (not a failed acquisition for oracle.orphans: the token's owner may hold the lock)
+	}
+	if l.Holds() == 1 {
+		w.h.count("token-fresh")
+	}
+	cl.acquired(l)
+	w.holdFor(l, cl, false, w.dur(0, min(ttl/3, 200*time.Millisecond)), false)
+}
+
 // lossGate, when the gate is on (LOCKKIT_SAFETY_SKIP=lossreentry), holds it for reading and
 // reports whether a re-entry of a hold of name whose acquire call began at since may go ahead:
 // not if a key loss of name (or of every name) came since. The caller calls lossGateDone when it

@@ -230,7 +230,7 @@ func (o *oracle) fences(hs []*hold) {
 		case b.Kind == "ctx" && outer != nil && outer.Fence != b.Fence:
 			o.flag("reentry-fence", b.Ret, []int{outer.ID, b.ID}, "%s: re-entry %d through hold %d's context has fence %d, the hold has %d",
 				b.Name, b.ID, outer.ID, b.Fence, outer.Fence)
-		case b.Kind == "owner" && !took[tokFence{b.Tok, b.Fence}]:
+		case (b.Kind == "owner" || b.Kind == "token") && !took[tokFence{b.Tok, b.Fence}]:
 			// (A WithOwner re-entry may return before the acquisition it entered does: two
 			// clients' WithOwner calls after the owner released, before issue 27's fix.)
 			o.flag("reentry-fence", b.Ret, []int{b.ID}, "%s: WithOwner re-entry %d has fence %d, which no acquisition of its token got (%v)",

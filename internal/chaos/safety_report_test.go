@@ -55,9 +55,10 @@ func lossRows(t *testing.T, rep *chaos.Report, name string, h *history, r run, b
 		faults["del"]+faults["flushall"]+faults["restart"], "del", "flushall", "restart")
 	add(fmt.Sprintf("max hold: %d holds with a limit, %d ended by it", limited, ended), counts["maxhold"], 0, "maxhold")
 	add(fmt.Sprintf("waiters that give up (%d got the lock)", counts["giveup-acquired"]), counts["giveup"], 0)
-	t.Logf("%s: ForceRelease %d (deleted %d), key losses %v, max hold ops %d (holds with a limit %d, ended by it %d, Redis checked after %d), give-ups %d (acquired %d), fair holds with a TTL above the queue timeout %d, re-entries skipped after a loss %d",
+	add(fmt.Sprintf("WithToken under another hold's token (%d took the lock afresh)", counts["token-fresh"]), counts["token"], 0)
+	t.Logf("%s: ForceRelease %d (deleted %d), key losses %v, max hold ops %d (holds with a limit %d, ended by it %d, Redis checked after %d), give-ups %d (acquired %d), WithToken %d (fresh %d), fair holds with a TTL above the queue timeout %d, re-entries skipped after a loss %d",
 		name, counts["force"], counts["force-deleted"], lossCounts(faults), counts["maxhold"], limited, ended, counts["maxhold-ended"],
-		counts["giveup"], counts["giveup-acquired"], fairShort, counts["reentry-skipped"])
+		counts["giveup"], counts["giveup-acquired"], counts["token"], counts["token-fresh"], fairShort, counts["reentry-skipped"])
 }
 
 func lossCounts(faults map[string]int) string {

@@ -68,7 +68,7 @@ type workload struct {
 	ctx    context.Context // cancelled when the workload stops
 	stop   chan struct{}
 	// skip lists what LOCKKIT_SAFETY_SKIP leaves out: operations (ctx owner extend do close fair
-	// nil provoke maxhold defaultmaxhold giveup force), faults (latency replyloss reset pause del
+	// nil provoke maxhold defaultmaxhold giveup token force), faults (latency replyloss reset pause del
 	// flushall restart, or keyloss for the last three), and lossreentry: no re-entry of a hold
 	// after a key loss of its name (see lossGate).
 	skip    map[string]bool
@@ -105,6 +105,8 @@ func (w *worker) run() {
 			w.maxHold()
 		case r < 670 && !w.skip["giveup"]:
 			w.giveUpWaiting()
+		case r < 730 && !w.skip["token"]:
+			w.withToken()
 		default:
 			w.fresh("acquire")
 		}
