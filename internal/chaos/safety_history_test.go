@@ -119,13 +119,14 @@ type history struct {
 	panics             []span
 	permits            []permitSnap // the semaphore scenario's reads of the permits in Redis
 	ops                int
-	counts             map[string]int // the new operations' tallies, by kind (see count)
-	sched              []span         // the scheduler's worst sampled goroutine wait per interval, as late
+	counts             map[string]int  // the new operations' tallies, by kind (see count)
+	sched              []span          // the scheduler's worst sampled goroutine wait per interval, as late
+	releaseErr         map[string]bool // tokens a release (a give-back, say) was sent for that failed
 }
 
 func newHistory() *history {
 	return &history{start: time.Now(), noTTL: map[string]time.Duration{}, renewing: map[string]int{}, active: map[int]string{},
-		counts: map[string]int{}}
+		counts: map[string]int{}, releaseErr: map[string]bool{}}
 }
 
 // count tallies one operation (or outcome) of kind for the report.
@@ -295,7 +296,7 @@ func (h *history) result(redlock bool) run {
 	defer h.mu.Unlock()
 	r := run{holds: holds, faults: slices.Clone(h.faults), slow: slices.Clone(h.slow), late: slices.Clone(h.late),
 		noTTL: maps.Clone(h.noTTL), panics: slices.Clone(h.panics), permits: slices.Clone(h.permits), redlock: redlock,
-		sched: slices.Clone(h.sched)}
+		sched: slices.Clone(h.sched), releaseErr: maps.Clone(h.releaseErr)}
 	for _, f := range h.fails {
 		r.fails = append(r.fails, *f)
 	}

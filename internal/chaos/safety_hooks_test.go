@@ -88,8 +88,31 @@ func (r redisHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		}
 		err := next(ctx, cmd)
 		r.done(t0, cmd.Name(), err)
+		if err != nil && !errors.Is(err, redis.Nil) {
+			if tok, ok := releaseToken(cmd); ok {
+				r.h.mu.Lock()
+				r.h.releaseErr[tok] = true
+				r.h.mu.Unlock()
+			}
+		}
 		return err
 	}
+}
+
+// releaseToken returns the token of a release script (a lock's or a permit's: its second
+// argument is the publish command), the kind a give-back sends.
+func releaseToken(cmd redis.Cmder) (string, bool) {
+	args := cmd.Args()
+	if name := strings.ToLower(cmd.Name()); (name != "eval" && name != "evalsha") || len(args) < 3 {
+		return "", false
+	}
+	nk, ok := args[2].(int)
+	if !ok || len(args) < 3+nk+2 {
+		return "", false
+	}
+	tok, _ := args[3+nk].(string)
+	pub, _ := args[4+nk].(string)
+	return tok, tok != "" && (pub == "PUBLISH" || pub == "SPUBLISH")
 }
 
 // ProcessPipelineHook implements redis.Hook: renewals travel in pipelines; it notes which tokens

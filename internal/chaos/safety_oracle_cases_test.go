@@ -130,6 +130,8 @@ func TestSafetyOracle_cases(t *testing.T) {
 		{name: "orphan after a late reply",
 			r:   run{fails: []failed{fail}, faults: []span{fault("latency", 0, 50*tms, 500*tms)}},
 			bad: "orphan"},
+		{name: "orphan whose give-back failed",
+			r: run{fails: []failed{fail}, faults: []span{fault("latency", 0, 50*tms, 500*tms)}, releaseErr: map[string]bool{"x": true}}},
 		{name: "orphan after connection resets",
 			r: run{fails: []failed{fail}, faults: []span{fault("reset", 0, 50*tms, 500*tms)}}},
 		{name: "Redlock orphan on a minority of nodes",

@@ -32,7 +32,8 @@ type run struct {
 	panics             []span
 	permits            []permitSnap // semaphore scenario (see checkPermits)
 	redlock            bool
-	sched              []span // the scheduler's worst goroutine wait per interval (see schedSlack)
+	sched              []span          // the scheduler's worst goroutine wait per interval (see schedSlack)
+	releaseErr         map[string]bool // tokens a release was sent for that failed (see orphans)
 }
 
 type oracle struct {
@@ -363,12 +364,16 @@ func (o *oracle) doLost(h *hold) {
 
 // orphans: an acquisition that failed (its reply was late, so its caller gave up) left its token
 // owning the lock although its path only delayed replies: a best-effort release after the failure
-// would have reached Redis within the delay. Over Redlock only an orphan on a quorum of nodes is a
+// would have reached Redis within the delay, unless that release itself failed (a give-back over
+// Redlock waits only the node timeout; on a starved process it times out). Over Redlock only an orphan on a quorum of nodes is a
 // violation; one on a minority (a node that answered after the node timeout) is inconclusive.
 func (o *oracle) orphans() {
 	for _, f := range o.fails {
 		if f.Seen == 0 || f.Checked-f.Ret < orphanAge || o.lateness(f.Call, f.Checked) > 100*time.Millisecond {
 			continue
+		}
+		if o.releaseErr[f.Tok] {
+			continue // its give-back itself failed (a node timeout on a starved process): best effort, as documented
 		}
 		clean := true
 		for _, x := range o.faults {
