@@ -206,12 +206,12 @@ func (w *worker) withToken() {
 	if !w.lossGate(s.name, s.call) {
 		return
 	}
-	defer w.lossGateDone()
 	ctx, cancel := context.WithTimeout(w.ctx, 10*time.Second)
 	defer cancel()
 	w.h.count("token")
 	cctx, cl := w.newCall(ctx, hd)
 	l, err := c.Acquire(cctx, s.name, ttl, core.WithToken(s.tok), core.WithWait(w.dur(20*time.Millisecond, 300*time.Millisecond)))
+	w.lossGateDone()
 	if err != nil {
 		return // (not a failed acquisition for oracle.orphans: the token's owner may hold the lock)
 	}
@@ -224,9 +224,10 @@ func (w *worker) withToken() {
 
 // lossGate, when the gate is on (LOCKKIT_SAFETY_SKIP=lossreentry), holds it for reading and
 // reports whether a re-entry of a hold of name whose acquire call began at since may go ahead:
-// not if a key loss of name (or of every name) came since. The caller calls lossGateDone when it
-// went ahead. With the gate, no key loss happens while a re-entry is in flight, so no re-entry
-// meets a lock whose acquisition was lost: the run then checks everything else.
+// not if a key loss of name (or of every name) came since. The caller calls lossGateDone as soon as
+// its acquire call returned (never holding the gate over anything that may take it again). With the
+// gate, no key loss happens while a re-entry is in flight, so no re-entry meets a lock whose
+// acquisition was lost: the run then checks everything else.
 func (w *worker) lossGate(name string, since time.Duration) bool {
 	if w.gate == nil {
 		return true

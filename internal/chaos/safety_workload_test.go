@@ -317,9 +317,13 @@ func (w *worker) reenter(l *core.Lock, outer *hold, long bool) {
 	if !w.lossGate(outer.Name, outer.Call) {
 		return
 	}
-	defer w.lossGateDone()
+	var opts []core.AcquireOption
+	if w.gate != nil {
+		opts = append(opts, core.WithWait(100*time.Millisecond)) // (no long wait with the gate held)
+	}
 	cctx, cl := w.newCall(l.Context(), hd)
-	in, err := c.Acquire(cctx, outer.Name, ttl)
+	in, err := c.Acquire(cctx, outer.Name, ttl, opts...)
+	w.lossGateDone()
 	if err != nil {
 		return
 	}
@@ -346,7 +350,6 @@ func (w *worker) owner() {
 	if !w.lossGate(s.name, s.call) {
 		return
 	}
-	defer w.lossGateDone()
 	ctx, cancel := w.callCtx()
 	if w.gate != nil { // no caller that gives up: its script could run after the gate opened
 		cancel()
@@ -355,6 +358,7 @@ func (w *worker) owner() {
 	defer cancel()
 	cctx, cl := w.newCall(ctx, hd)
 	l, err := c.TryAcquire(cctx, s.name, ttl, core.WithOwner(s.tok))
+	w.lossGateDone()
 	if err != nil {
 		return
 	}
