@@ -36,13 +36,15 @@ type faultRig struct {
 	gate    *sync.RWMutex
 }
 
-// faultKinds are the kinds a storm draws from, with their weights: reply delays (6), losses (4),
-// resets and pauses (2), then key losses (safety_loss_test.go): DEL (2), FLUSHALL and a restart
-// without persistence (1; not over Redlock).
+// faultKinds are the kinds a storm draws from, with their weights: reply delays (3), losses (2),
+// resets and pauses (1), then key losses (safety_loss_test.go, when the rig injects them): DEL,
+// FLUSHALL and a restart without persistence (1 each; no restart over Redlock). Without key losses
+// the draws are what they were before issue 27, so the failover and election variants' seeds
+// replay as they did.
 var faultKinds = [...]struct {
 	kind   string
 	weight int
-}{{"latency", 6}, {"replyloss", 4}, {"reset", 2}, {"pause", 2}, {"del", 2}, {"flushall", 1}, {"restart", 1}}
+}{{"latency", 3}, {"replyloss", 2}, {"reset", 1}, {"pause", 1}, {"del", 1}, {"flushall", 1}, {"restart", 1}}
 
 // inject runs storms and calm periods on the calling (test) goroutine until end.
 func (f *faultRig) inject(t *testing.T, end time.Time) {
@@ -73,7 +75,7 @@ func (f *faultRig) one(t *testing.T) {
 	}
 	var kinds []string
 	for _, k := range faultKinds {
-		if !f.skip[k.kind] && !(f.skip["keyloss"] && lossKinds[k.kind]) && !(k.kind == "restart" && len(f.srvs) > 1) {
+		if !f.skip[k.kind] && !(lossKinds[k.kind] && !f.losesKeys()) && !(k.kind == "restart" && len(f.srvs) > 1) {
 			for range k.weight {
 				kinds = append(kinds, k.kind)
 			}

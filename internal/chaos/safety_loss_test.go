@@ -169,22 +169,34 @@ func (f *faultRig) calm(t *testing.T, d time.Duration) {
 	end := time.Now().Add(d)
 	var kinds []string
 	for k, w := range map[string]int{"del": 4, "flushall": 1, "restart": 1} {
-		if !f.skip[k] && !f.skip["keyloss"] && !(k == "restart" && len(f.srvs) > 1) {
+		if !f.skip[k] && f.losesKeys() && !(k == "restart" && len(f.srvs) > 1) {
 			for range w {
 				kinds = append(kinds, k)
 			}
 		}
 	}
 	slices.Sort(kinds) // (map order is random; the seed fixes the draws)
+	if len(kinds) == 0 {
+		time.Sleep(d) // (no draw: the schedule is what it was without key losses)
+		return
+	}
 	for {
 		next := randIn(f.rnd, 300*time.Millisecond, 1500*time.Millisecond)
-		if len(kinds) == 0 || time.Now().Add(next).After(end) {
+		if time.Now().Add(next).After(end) {
 			time.Sleep(time.Until(end))
 			return
 		}
 		time.Sleep(next)
 		f.lose(t, kinds[f.rnd.IntN(len(kinds))])
 	}
+}
+
+// losesKeys reports whether the rig injects key losses: only when it knows the names in play and
+// has direct connections to the nodes (runSafety's variants), and LOCKKIT_SAFETY_SKIP does not
+// leave them out. (A rig without them, as the failover and election variants make, injects the
+// path faults only.)
+func (f *faultRig) losesKeys() bool {
+	return len(f.names) > 0 && len(f.admins) == len(f.srvs) && !f.skip["keyloss"]
 }
 
 // lose injects the key loss kind (del, flushall, restart) on the test goroutine.

@@ -110,10 +110,10 @@ func (o *oracle) pathClear(client int, from, to time.Duration) bool {
 	return true
 }
 
-// worstCmd is the longest command client's path saw in [from, to], at least slowCmd (faster ones
+// worstCmd is the longest command client's path saw in [from, to], at least recordCmd (faster ones
 // are not recorded).
 func (o *oracle) worstCmd(client int, from, to time.Duration) time.Duration {
-	worst := slowCmd
+	worst := recordCmd
 	for _, s := range o.slow {
 		if s.Target == client && s.From < to && s.To > from {
 			worst = max(worst, s.To-s.From)
