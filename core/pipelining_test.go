@@ -39,7 +39,7 @@ func pipelinedWorkload(t *testing.T, c *core.Client, fairAndSets bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	held, err := c.Acquire(ctx, "renewed", 300*time.Millisecond)
+	held, err := c.Acquire(ctx, "renewed", time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func pipelinedWorkload(t *testing.T, c *core.Client, fairAndSets bool) {
 		t.Fatalf("%d overlapping critical sections, %d failed calls", overlaps.Load(), failed.Load())
 	}
 	// Hold it past its TTL whatever the workload took: only renewals keep it.
-	time.Sleep(400 * time.Millisecond)
+	time.Sleep(1200 * time.Millisecond)
 	if err := held.Context().Err(); err != nil {
 		t.Fatalf("a lock held through the workload was lost: %v", context.Cause(held.Context()))
 	}
@@ -181,6 +181,6 @@ func TestPipelining_redlock(t *testing.T) {
 	for _, s := range srvs {
 		opts = append(opts, s.Options())
 	}
-	c := redlockOver(t, opts, core.WithPipelining(1))
+	c := redlockOver(t, opts, core.WithPipelining(1), core.WithNodeTimeout(300*time.Millisecond))
 	pipelinedWorkload(t, c, false)
 }
