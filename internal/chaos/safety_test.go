@@ -163,7 +163,7 @@ func runSafety(t *testing.T, rep *chaos.Report, seed uint64, cfg safetyConfig) {
 		}
 		// A short fallback backoff: waiters behind an expired lock (no release message) retry within
 		// a second, so that the workers spend their time on locks rather than waiting.
-		opts := []core.Option{core.WithHook(coreHook()), core.WithRetryBackoff(10*time.Millisecond, 100*time.Millisecond)}
+		opts := withPipelining([]core.Option{core.WithHook(coreHook()), core.WithRetryBackoff(10*time.Millisecond, 100*time.Millisecond)})
 		sl := &slot{idx: i, make: func() (*core.Client, error) {
 			if len(rdbs) == 1 {
 				return core.New(rdbs[0], opts...)
