@@ -118,7 +118,7 @@ func (wc *waitCall) attempt(ctx context.Context) (done bool, err error) {
 	switch {
 	case aerr != nil:
 		if !c.st.caps().undoes && mayHaveRun(aerr) {
-			c.giveBack(l) // (Redlock gives back what its nodes may have granted itself)
+			c.giveBack(l, aerr) // (Redlock gives back what its nodes may have granted itself)
 		}
 		if cerr := ctx.Err(); cerr != nil {
 			return true, wc.notAcquired(cerr)

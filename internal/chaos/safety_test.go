@@ -187,7 +187,7 @@ func runSafety(t *testing.T, rep *chaos.Report, seed uint64, cfg safetyConfig) {
 		}
 		// A short fallback backoff: waiters behind an expired lock (no release message) retry within
 		// a second, so that the workers spend their time on locks rather than waiting.
-		opts := []core.Option{core.WithHook(coreHook()), core.WithRetryBackoff(10*time.Millisecond, 100*time.Millisecond)}
+		opts := withPipelining([]core.Option{core.WithHook(coreHook()), core.WithRetryBackoff(10*time.Millisecond, 100*time.Millisecond)})
 		var queue, maxHold time.Duration
 		if cfg.allFair {
 			queue = randIn(cfgRnd, 300*time.Millisecond, 600*time.Millisecond).Round(time.Millisecond)

@@ -42,7 +42,7 @@ type params struct {
 func fullParams() params {
 	return params{ttl: 8 * time.Second, window: 2 * time.Second, hotWindow: 3 * time.Second,
 		sweepWindow: 2 * time.Second, warm: 300 * time.Millisecond, workers: 8,
-		goroutines: []int{1, 16, 64}, redlockG: []int{1, 16}, holds: []time.Duration{0, time.Millisecond},
+		goroutines: []int{1, 16, 64}, redlockG: []int{1, 16, 64}, holds: []time.Duration{0, time.Millisecond},
 		// A 15 s TTL: with 3 s, 100 000 DIY tickers need 100 000 refreshes a second, which saturates a
 		// 2-core machine and starves the acquisitions themselves.
 		heldN: 100_000, heldTTL: 15 * time.Second, observe: 10 * time.Second, sweep: true}
@@ -180,21 +180,22 @@ func rotate[T any](cs []T, r int) []T {
 }
 
 func uncontendedConfigs() []config {
-	return []config{rawConfig(), rawAutoConfig(), rawCoalescedConfig(), lockkitConfig(), lockkitAutoConfig(),
-		lockkitCoalescedConfig(), redsyncDefaults(1), redislockDefaults()}
+	return []config{rawConfig(), rawAutoConfig(), rawCoalescedConfig(), lockkitConfig(),
+		lockkitPipelinedConfig(pipelineThreshold, false), lockkitPipelinedConfig(2, false), redsyncDefaults(1), redislockDefaults()}
 }
 
 func hotConfigs() []config {
-	return []config{rawConfig(), lockkitConfig(), lockkitFairConfig(), lockkitAutoConfig(), lockkitFairAutoConfig(),
-		lockkitCoalescedConfig(), redsyncDefaults(1), redsyncTuned(1), redislockDefaults(), redislockTuned()}
+	return []config{rawConfig(), lockkitConfig(), lockkitFairConfig(), lockkitPipelinedConfig(pipelineThreshold, false),
+		lockkitPipelinedConfig(pipelineThreshold, true), lockkitPipelinedConfig(2, false), redsyncDefaults(1), redsyncTuned(1),
+		redislockDefaults(), redislockTuned()}
 }
 
 func redlockUncontendedConfigs() []config {
-	return []config{lockkitRedlockConfig(), redsyncDefaults(3)}
+	return []config{lockkitRedlockConfig(), lockkitRedlockPipelinedConfig(), redsyncDefaults(3)}
 }
 
 func redlockHotConfigs() []config {
-	return []config{lockkitRedlockConfig(), redsyncDefaults(3), redsyncTuned(3)}
+	return []config{lockkitRedlockConfig(), lockkitRedlockPipelinedConfig(), redsyncDefaults(3), redsyncTuned(3)}
 }
 
 // round runs every scenario once for every library.

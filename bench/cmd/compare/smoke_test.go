@@ -47,9 +47,9 @@ func TestHarness_roundAndReport(t *testing.T) {
 	doc := out.String()
 	for _, s := range []string{"cd bench && go run ./cmd/compare -quick", "## Verdict", "## Uncontended", "| 2 | lockkit |",
 		"## One hot key", "| 1 ms | redislock (tuned) |", "| 1 ms | lockkit fair |",
-		"| 2 | raw floor (auto-pipelined) |", "| 2 | raw floor (coalesced when busy) |", "| 2 | lockkit over AutoPipeline() |",
-		"| 2 | lockkit (coalesced when busy) |", "| 1 ms | lockkit over AutoPipeline() |", "| 1 ms | lockkit fair over AutoPipeline() |",
-		"| 1 ms | lockkit (coalesced when busy) |", "ops/s vs auto-pipelined floor", "The targets (issue #22)", "## Redlock over 3 nodes", "| 1 ms | lockkit Redlock |",
+		"| 2 | raw floor (auto-pipelined) |", "| 2 | raw floor (coalesced when busy) |", "| 2 | lockkit (pipelined) |", "| 2 | lockkit (pipelined, 2) |",
+		"| 1 ms | lockkit (pipelined) |", "| 1 ms | lockkit fair (pipelined) |",
+		"| 1 ms | lockkit Redlock (pipelined) |", "ops/s vs auto-pipelined floor", "The targets (issue #22", "## Redlock over 3 nodes", "| 1 ms | lockkit Redlock |",
 		"## Many held locks", "redislock + DIY ticker", "## How the tuned settings were chosen", "Redis server v="} {
 		if !strings.Contains(doc, s) {
 			t.Errorf("report lacks %q", s)
