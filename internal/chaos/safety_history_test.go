@@ -215,7 +215,10 @@ func (h *history) panicked(what string) {
 type call struct {
 	h       *history
 	hold    *hold
+	set     *call      // a set's member: the set's call (safety_sets_test.go)
+	members setMembers // a set's call: its members, by name
 	mu      sync.Mutex
+	lock    *core.Lock    // a set's member: its lock, as core's Acquired hook handed it
 	tok     string        // the token its acquire scripts carried
 	attempt time.Duration // when the latest attempt ended (the call's start before the first)
 	prev    time.Duration // when the attempt before it ended: the latest attempt was sent after

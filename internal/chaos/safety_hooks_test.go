@@ -16,6 +16,7 @@ import (
 // coreHook records attempts, renewals and losses into the calls their contexts carry.
 func coreHook() core.Hook {
 	return core.Hook{
+		Acquired: memberCtx,
 		Attempt: func(ctx context.Context, _ core.WaitInfo) {
 			if c := callOf(ctx); c != nil {
 				at := c.h.now()
@@ -128,7 +129,7 @@ func (r redisHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 				if tok, ok := a[4].(string); ok {
 					toks = append(toks, tok)
 				}
-			} else if len(a) == 8 && a[2] == any(3) { // a permit's renewal: permits, limits, fences
+			} else if len(a) == 9 && a[2] == any(3) { // a permit's renewal: permits, limits, fences; token, TTL, fence
 				if tok, ok := a[6].(string); ok {
 					toks = append(toks, tok)
 				}

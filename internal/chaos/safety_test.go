@@ -91,6 +91,9 @@ type safetyConfig struct {
 	// (WithFairWaiterTimeout, 300 to 600 ms), below most TTLs: a grant's first lease is then
 	// shorter than the TTL, and the watchdog must lengthen it in time.
 	allFair bool
+	// sets makes workers also take sets of two or three names at once (AcquireAll, TryAcquireAll,
+	// DoAll), among single-name holds of the same names.
+	sets bool
 }
 
 // TestChaosSafety is lockkit's randomized, model-based safety checker. Several clients (each with
@@ -130,7 +133,7 @@ func TestChaosSafety(t *testing.T) {
 	t.Run("single", func(t *testing.T) {
 		runSafety(t, rep, seed, safetyConfig{name: "single", nodes: 1, slots: 4, workers: 3, names: []string{"s0", "s1", "s2", "s3", "s4"},
 			ttls: []time.Duration{50 * msec, 100 * msec, 200 * msec, 300 * msec, 500 * msec, time.Second, 2 * time.Second, 3 * time.Second},
-			fair: true, dur: dur})
+			fair: true, sets: true, dur: dur})
 	})
 	t.Run("fair", func(t *testing.T) {
 		runSafety(t, rep, seed, safetyConfig{name: "fair", nodes: 1, slots: 4, workers: 3, names: []string{"f0", "f1", "f2"},
@@ -159,7 +162,7 @@ func runSafety(t *testing.T, rep *chaos.Report, seed uint64, cfg safetyConfig) {
 	stopCtx, stopAll := context.WithCancel(context.Background())
 	defer stopAll()
 	wl := &workload{h: h, names: cfg.names, ttls: cfg.ttls, fair: cfg.fair, limits: cfg.limits, ctx: stopCtx, stop: make(chan struct{}), skip: map[string]bool{},
-		allFair: cfg.allFair}
+		allFair: cfg.allFair, sets: cfg.sets}
 	for _, op := range strings.Split(os.Getenv("LOCKKIT_SAFETY_SKIP"), ",") {
 		wl.skip[strings.TrimSpace(op)] = true
 	}

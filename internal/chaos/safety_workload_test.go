@@ -74,6 +74,7 @@ type workload struct {
 	skip    map[string]bool
 	pending sync.WaitGroup  // faults the workers injected and have not healed yet
 	allFair bool            // every acquisition is Fair (the fair variant)
+	sets    bool            // workers also take sets of names (AcquireAll; safety_sets_test.go)
 	admins  []*redis.Client // direct connections to every node (not through a proxy), to read Redis
 	// gate, when set (LOCKKIT_SAFETY_SKIP=lossreentry), keeps re-entries and key losses apart:
 	// a re-entry holds it for reading and is skipped after a loss of its name (see lossGate).
@@ -107,6 +108,8 @@ func (w *worker) run() {
 			w.giveUpWaiting()
 		case r < 730 && !w.skip["token"]:
 			w.withToken()
+		case r < 830 && w.sets && !w.skip["set"]:
+			w.set()
 		default:
 			w.fresh("acquire")
 		}
