@@ -29,6 +29,7 @@ var scenes = []sceneDef{
 	{"cron: a job on three replicas runs once per tick", "cron once per tick", sceneCron},
 	{"semaphore: at most three exports of a tenant at once, across two replicas", "semaphore, 3 permits", scenePermits},
 	{"gocron: two schedulers with skewed clocks run each run of a job once", "gocron once per run", sceneGocron},
+	{"read-write lock: readers share, a writer runs alone, in arrival order", "read-write lock", sceneReadWrite},
 }
 
 // sceneTimeout bounds a scene, so that a hang shows as a failed scene, not a stuck demo.
