@@ -77,7 +77,8 @@ func run(args []string, logw io.Writer) error {
 	out := fs.String("out", "", "markdown file to write (default: stdout)")
 	quick := fs.Bool("quick", false, "short windows, 20 000 held locks, no sweep: about 2 minutes")
 	sweep := fs.Bool("sweep", true, "also run the retry-setting sweep of the anchors (off with -quick unless given)")
-	only := fs.String("only", "", "comma-separated scenarios to run (uncontended,hot,redlock,held,sweep); default all")
+	only := fs.String("only", "", "comma-separated scenarios to run (uncontended,hot,redlock,held,sweep,rw); default all but rw")
+	rw := fs.Bool("rw", false, "also run the read-mostly scenario (read-write lock: readers/s with a writer every 100 ms)")
 	bin := fs.String("redis-server", "redis-server", "redis-server binary")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -101,6 +102,7 @@ func run(args []string, logw io.Writer) error {
 	if err != nil {
 		return err
 	}
+	want["rw"] = want["rw"] || *rw
 	if !want["sweep"] {
 		p.sweep = false
 	}
@@ -139,13 +141,15 @@ func run(args []string, logw io.Writer) error {
 	return nil
 }
 
-func scenarioNames() []string { return []string{"uncontended", "hot", "redlock", "held", "sweep"} }
+func scenarioNames() []string {
+	return []string{"uncontended", "hot", "redlock", "held", "sweep", "rw"}
+}
 
 func parseOnly(s string) (map[string]bool, error) {
 	want := map[string]bool{}
 	if s == "" {
 		for _, n := range scenarioNames() {
-			want[n] = true
+			want[n] = n != "rw" // optional: -rw or -only rw
 		}
 		return want, nil
 	}
@@ -253,6 +257,14 @@ func (h *harness) round(ctx context.Context, r, rounds int, want map[string]bool
 		for _, hc := range rotate(heldConfigs(), r) {
 			m, err := h.measureHeld(ctx, hc, r)
 			if err := step("held", fmt.Sprintf("%d locks", h.p.heldN), hc.name, m, err); err != nil {
+				return err
+			}
+		}
+	}
+	if want["rw"] {
+		for _, cfg := range rotate(rwConfigs(), r) {
+			m, err := h.measureRW(ctx, cfg, r)
+			if err := step("rw", fmt.Sprint(rwReaders), cfg.name, m, err); err != nil {
 				return err
 			}
 		}

@@ -143,6 +143,9 @@ func writeReport(out io.Writer, h *harness, m *machine, rounds int, want map[str
 		s.table(w, "held", "locks", heldCols())
 		fmt.Fprintf(w, "redsync and redislock have **no watchdog**: a lock outlives its TTL only if the caller refreshes it (redislock `Lock.Refresh`, redsync `Mutex.Extend`). The row above is the ticker goroutine per lock that redislock's README suggests; redsync's equivalent (`Extend` from a goroutine per `Mutex`) has the same shape: one goroutine and one unpipelined round trip per lock per interval. lockkit runs one watchdog goroutine per client and renews in pipelined batches of up to 1000 locks.\n\n")
 	}
+	if want["rw"] {
+		writeRW(w, s, p)
+	}
 	if p.sweep {
 		writeSweep(w, s, p)
 	}
