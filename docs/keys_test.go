@@ -201,7 +201,8 @@ func (q *queued) atLeast(k string, n int) bool {
 // each of the type it says and with a TTL; and every row of the table (but the channels) names a
 // key the workload left: locks (held, re-entered, free), a fair queue with a waiter that refreshed
 // its place, a semaphore with a permit held, a queued waiter, a release receipt and a give-back's
-// receipt, an election, httpmw's and grpcmw's idempotency records and cronlock's tick marker.
+// receipt, a read-write lock likewise (a read held, a write queued), an election, httpmw's and
+// grpcmw's idempotency records and cronlock's tick marker.
 func TestKeys_docTable(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t) }) // registered first: runs after every other cleanup
 	rows := keyTable(t)
@@ -223,7 +224,7 @@ func TestKeys_docTable(t *testing.T) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer wg.Wait()
 	defer cancel()
-	waiters := make(chan error, 2)
+	waiters := make(chan error, 3)
 	wait := func(name string, opts ...core.AcquireOption) {
 		wg.Go(func() {
 			l, err := c.Acquire(wctx, name, 10*time.Second, append(opts, core.WithWait(10*time.Second))...)
@@ -241,8 +242,10 @@ func TestKeys_docTable(t *testing.T) {
 	wait("fair", core.Fair())
 	p := acquire("pool", core.Permits(1))
 	wait("pool", core.Permits(1))
+	r := acquire("doc", core.Read())
+	wait("doc", core.Write())
 	locktest.Eventually(t, 5*time.Second, "the waiters queued, the fair one refreshed", func() bool {
-		return q.atLeast("fair", 2) && q.atLeast("pool permits", 1)
+		return q.atLeast("fair", 2) && q.atLeast("pool permits", 1) && q.atLeast("doc", 1)
 	})
 	e, err := election.New(c, rdb, "leader")
 	if err != nil {
@@ -253,11 +256,14 @@ func TestKeys_docTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := acquire("job", core.WithGuard("app:done:{job}"))
-	giveBack(t, srv, "given")
+	giveBack(t, srv, "given", core.Permits(1))
+	giveBack(t, srv, "rgiven", core.Read())
 	kc.until("lockkit:{NAME}", "lockkit:{NAME}:queue", "lockkit:{NAME}:queue:deadlines",
 		"lockkit:{NAME}:permits", "lockkit:{NAME}:permits:limits", "lockkit:{NAME}:permits:fences",
 		"lockkit:{NAME}:fence", "lockkit:{NAME}:permits:queue", "lockkit:{NAME}:permits:queue:deadlines",
-		"lockkit:{NAME}:permits:receipt:t:TOKEN")
+		"lockkit:{NAME}:permits:receipt:t:TOKEN", "lockkit:{NAME}:rw", "lockkit:{NAME}:rw:limits",
+		"lockkit:{NAME}:rw:fences", "lockkit:{NAME}:rw:fence", "lockkit:{NAME}:rw:queue",
+		"lockkit:{NAME}:rw:queue:deadlines", "lockkit:{NAME}:rw:receipt:t:TOKEN")
 
 	// Records of the exactly-once layer, through the adapters.
 	httpRecord(t, c)
@@ -265,12 +271,12 @@ func TestKeys_docTable(t *testing.T) {
 	cronMarker(t, c)
 
 	// Released: handed to the waiters, who release in turn; a guarded value written.
-	for _, h := range []*core.Lock{in, l, f, p} {
+	for _, h := range []*core.Lock{in, l, f, p, r} {
 		if err := h.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for range 2 {
+	for range 3 {
 		if err := <-waiters; err != nil {
 			t.Fatal(err)
 		}
@@ -281,7 +287,7 @@ func TestKeys_docTable(t *testing.T) {
 	if err := term.Resign(ctx); err != nil {
 		t.Fatal(err)
 	}
-	kc.until("lockkit:{NAME}:permits:receipt:FENCE", "lockkit:idem:{@http-idem/HASH}",
+	kc.until("lockkit:{NAME}:permits:receipt:FENCE", "lockkit:{NAME}:rw:receipt:FENCE", "lockkit:idem:{@http-idem/HASH}",
 		"lockkit:idem:{@grpc-idem/HASH}", "lockkit:cron:{@cron/JOB}:TICK")
 	for i, r := range rows {
 		if _, ok := elsewhere[r.key]; r.typ != "" && !kc.seen[i] && !ok {
@@ -291,9 +297,9 @@ func TestKeys_docTable(t *testing.T) {
 	t.Logf("%d rows of docs/keys.md, %d keys' rows matched", len(rows), len(kc.seen))
 }
 
-// giveBack makes a permit acquisition whose reply is lost (its context ends while the reply is on
-// its way), so that the client gives the permit back in the background.
-func giveBack(t *testing.T, srv *redistest.Server, name string) {
+// giveBack makes a permit (or, with core.Read, read-write) acquisition whose reply is lost (its
+// context ends while the reply is on its way), so that the client gives it back in the background.
+func giveBack(t *testing.T, srv *redistest.Server, name string, side core.AcquireOption) {
 	t.Helper()
 	proxy := srv.StartDelayProxy(t, 300*time.Millisecond)
 	o := proxy.Options()
@@ -306,7 +312,7 @@ func giveBack(t *testing.T, srv *redistest.Server, name string) {
 	c := locktest.NewClient(t, slow)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	if _, err := c.Acquire(ctx, name, 10*time.Second, core.Permits(1)); err == nil {
+	if _, err := c.Acquire(ctx, name, 10*time.Second, side); err == nil {
 		t.Fatal("acquired through a proxy slower than the call's deadline")
 	}
 }
