@@ -190,7 +190,9 @@ func TestRW_writerNotStarvedByReaders(t *testing.T) {
 }
 
 // A reader (and a writer) whose renewals fail has its context cancelled before Redis lets the
-// other side in.
+// other side in. The cancellation is timed by the Lost hook, which runs right after it (an upper
+// bound); the grant by the other side's fence, which is Redis's clock in µs when it granted (the
+// counter's last value, the holder's fence, is older): both read the machine's wall clock.
 func TestRW_renewalsFail_cancelledBeforeHandedOn(t *testing.T) {
 	for _, side := range []string{"read", "write"} {
 		t.Run(side, func(t *testing.T) {
@@ -200,7 +202,11 @@ func TestRW_renewalsFail_cancelledBeforeHandedOn(t *testing.T) {
 			cut := &failRenewals{}
 			a := srv.Client(t)
 			a.AddHook(cut)
-			ca, cb := newClient(t, a), newClient(t, rdb)
+			var lostAt atomic.Int64 // µs
+			ca := newClient(t, a, core.WithHook(core.Hook{Lost: func(context.Context, core.HoldInfo) {
+				lostAt.Store(time.Now().UnixMicro())
+			}}))
+			cb := newClient(t, rdb)
 			mine, theirs := core.Read(), core.Write()
 			if side == "write" {
 				mine, theirs = core.Write(), core.Read()
@@ -210,8 +216,6 @@ func TestRW_renewalsFail_cancelledBeforeHandedOn(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var lostAt atomic.Int64
-			context.AfterFunc(l.Context(), func() { lostAt.Store(time.Now().UnixNano()) })
 			cut.on.Store(true)
 			var got *core.Lock
 			for got == nil {
@@ -226,16 +230,19 @@ func TestRW_renewalsFail_cancelledBeforeHandedOn(t *testing.T) {
 					time.Sleep(2 * time.Millisecond)
 				}
 			}
-			handed := time.Now().UnixNano()
 			defer got.Release(ctx)
-			if lost := lostAt.Load(); lost == 0 || lost >= handed {
-				t.Fatalf("holder's context ended at %d, the lock passed on at %d: not before", lost, handed)
+			if l.Context().Err() == nil {
+				t.Fatal("the lock passed on while the holder's context was live")
+			}
+			eventually(t, time.Second, "the Lost hook", func() bool { return lostAt.Load() != 0 })
+			if lost, granted := lostAt.Load(), got.Fence(); lost >= granted {
+				t.Fatalf("holder's loss reported at %d µs, the lock granted at %d µs (Redis clock): not before", lost, granted)
 			}
 			var le *core.LostError
 			if cause := context.Cause(l.Context()); !errors.As(cause, &le) || le.Reason != "expired" {
 				t.Fatalf("cause %v, want LostError expired", cause)
 			}
-			t.Logf("context cancelled %v before the lock passed on", time.Duration(handed-lostAt.Load()))
+			t.Logf("context cancelled at least %v before the lock passed on", time.Duration(got.Fence()-lostAt.Load())*time.Microsecond)
 		})
 	}
 }
