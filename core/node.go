@@ -87,13 +87,9 @@ func (n *node) acquire(ctx context.Context, k *keys, r *acquireReq) (acquireResu
 func (n *node) acquireCall(k *keys, r *acquireReq) script.Call {
 	switch {
 	case k.sem != nil:
-		fair := "0"
-		if r.fair {
-			fair = "1"
-		}
 		return (&script.SemAcquire{Permits: k.main, Limits: k.sem.limits, Fences: k.sem.fences, Counter: k.sem.counter,
 			Queue: k.queue, Deadlines: k.dls, Token: r.token, TTL: ms(r.ttl), Limit: r.limit, Label: n.label,
-			Timeout: ms(r.waiterTTL), Fair: fair}).Call()
+			Timeout: ms(r.waiterTTL), Fair: k.sem.fairArg(r.fair), Pub: n.pubCmd}).Call()
 	case r.fair:
 		return (&script.AcquireFair{Lock: k.main, Queue: k.queue, Deadlines: k.dls, Token: r.token, TTL: ms(r.ttl),
 			Timeout: ms(r.waiterTTL), Hold: r.hold, Label: n.label, Pub: n.pubCmd, Entry: r.entry}).Call()
@@ -123,13 +119,9 @@ func (n *node) releaseWith(ctx context.Context, k *keys, token, hold any, fair b
 	var call script.Call
 	switch {
 	case k.sem != nil:
-		f := "0"
-		if fair {
-			f = "1"
-		}
 		call = (&script.SemRelease{Permits: k.main, Limits: k.sem.limits, Fences: k.sem.fences, Counter: k.sem.counter,
 			Queue: k.queue, Deadlines: k.dls, Receipt: k.sem.receipt, Token: token, Pub: n.pubCmd, Msg: payload,
-			Fair: f}).Call()
+			Fair: k.sem.fairArg(fair)}).Call()
 	case fair:
 		call = (&script.ReleaseFair{Lock: k.main, Queue: k.queue, Deadlines: k.dls, Token: token, Pub: n.pubCmd,
 			Hold: hold, Fence: k.fenceArg()}).Call()
@@ -291,8 +283,11 @@ func (n *node) router() router {
 }
 
 func (n *node) inspect(ctx context.Context, l, p *keys) (LockInfo, error) {
+	var rw keys
+	rw.initRW(l.main, l.name, 0)
 	v, err := (&script.Inspect{Lock: l.main, Queue: l.queue, Deadlines: l.dls, Counter: p.sem.counter,
-		Permits: p.main, Limits: p.sem.limits, Fences: p.sem.fences, PQueue: p.queue, PDeadlines: p.dls}).Call().
+		Permits: p.main, Limits: p.sem.limits, Fences: p.sem.fences, PQueue: p.queue, PDeadlines: p.dls,
+		RW: rw.main, RWLimits: rw.sem.limits, RWFences: rw.sem.fences, RWQueue: rw.queue, RWDeadlines: rw.dls}).Call().
 		Run(ctx, n.send).Slice()
 	if err != nil {
 		return LockInfo{}, err
@@ -301,9 +296,12 @@ func (n *node) inspect(ctx context.Context, l, p *keys) (LockInfo, error) {
 }
 
 func (n *node) forceRelease(ctx context.Context, l, p *keys, msg string) (bool, error) {
+	var rw keys
+	rw.initRW(l.main, l.name, 0)
 	v, err := (&script.ForceRelease{Lock: l.main, Queue: l.queue, Deadlines: l.dls, Permits: p.main,
-		Limits: p.sem.limits, Fences: p.sem.fences, PQueue: p.queue, PDeadlines: p.dls, Pub: n.pubCmd, Msg: msg}).
-		Call().Run(ctx, n.send).Int64()
+		Limits: p.sem.limits, Fences: p.sem.fences, PQueue: p.queue, PDeadlines: p.dls, RW: rw.main,
+		RWLimits: rw.sem.limits, RWFences: rw.sem.fences, RWQueue: rw.queue, RWDeadlines: rw.dls, Pub: n.pubCmd,
+		Msg: msg}).Call().Run(ctx, n.send).Int64()
 	return v > 0, err
 }
 

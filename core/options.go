@@ -143,6 +143,7 @@ type acquireOptions struct {
 	limited bool   // WithMaxHold was given (maxHold 0: no limit, whatever the Client's default)
 	ns      string // "@" + namespace (InNamespace), or empty
 	permits int    // Permits: take a permit of a semaphore of this many; 0: the lock
+	rw      uint8  // Read, Write: a side of the read-write lock (rwRead, rwWrite); 0: the lock
 }
 
 // WithWait bounds how long Acquire waits (default: until the context ends). When it passes, Acquire

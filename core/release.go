@@ -37,7 +37,7 @@ func (l *Lock) ReleaseSet(ctx context.Context, key string, value []byte, ttl tim
 		return ErrNotHeld
 	}
 	if l.k.sem != nil {
-		return invalid("ReleaseSet is for locks, not permits (Permits)")
+		return invalid("ReleaseSet is for locks, not permits (Permits) or read-write locks (Read, Write)")
 	}
 	if !sameSlot(key, l.k.name) {
 		return invalid("key (%d bytes) must have the lock's hash tag {name} as its first", len(key))
@@ -90,6 +90,9 @@ func (l *Lock) end(ctx context.Context, why int, cause error, give giveMode, set
 	if !l.begin(why, cause) {
 		return false, nil
 	}
+	if l.nested() {
+		give = giveNone // a nested read-write hold shares its outer hold's acquisition (rwlock.go)
+	}
 	var n int64
 	var err error
 	switch give {
@@ -106,6 +109,7 @@ func (l *Lock) end(ctx context.Context, why int, cause error, give giveMode, set
 
 // begin is end's steps 1 and 2: it reports false when the hold had ended already.
 func (l *Lock) begin(why int, cause error) bool {
+	l.endNested(why, cause) // (read-write holds nested in l end first: rwlock.go)
 	l.mu.Lock()
 	if l.state != stateHeld {
 		l.mu.Unlock()

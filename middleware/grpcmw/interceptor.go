@@ -73,7 +73,7 @@ func UnaryServerInterceptor(locks *core.Client, opts ...UnaryOption) grpc.UnaryS
 		if key == "" {
 			return handler(ctx, req)
 		}
-		l, err := ic.acquire(ctx, key)
+		l, err := ic.acquire(ctx, key, info.FullMethod)
 		if err != nil {
 			return nil, ic.status(ctx, err, info.FullMethod)
 		}
@@ -106,7 +106,7 @@ func StreamServerInterceptor(locks *core.Client, opts ...Option) grpc.StreamServ
 		if key == "" {
 			return handler(srv, ss)
 		}
-		l, err := ic.acquire(ctx, key)
+		l, err := ic.acquire(ctx, key, info.FullMethod)
 		if err != nil {
 			return ic.status(ctx, err, info.FullMethod)
 		}
@@ -128,10 +128,16 @@ type lockedStream struct {
 // Context returns the lock's context.
 func (s *lockedStream) Context() context.Context { return s.ctx }
 
-// acquire takes the business key's lock in the interceptor's namespace.
-func (ic *interceptor) acquire(ctx context.Context, key string) (*core.Lock, error) {
-	if ic.o.limit > 0 {
+// acquire takes the business key's lock in the interceptor's namespace (a permit with WithLimit, a
+// side of the read-write lock with WithReadWrite) for a call of method.
+func (ic *interceptor) acquire(ctx context.Context, key, method string) (*core.Lock, error) {
+	switch {
+	case ic.o.limit > 0:
 		return adapter.Acquire(ctx, ic.locks, ic.o.namespace, key, ic.o.ttl, ic.o.wait, core.Permits(ic.o.limit))
+	case ic.o.readOnly != nil && ic.o.readOnly(method):
+		return adapter.Acquire(ctx, ic.locks, ic.o.namespace, key, ic.o.ttl, ic.o.wait, core.Read())
+	case ic.o.readOnly != nil:
+		return adapter.Acquire(ctx, ic.locks, ic.o.namespace, key, ic.o.ttl, ic.o.wait, core.Write())
 	}
 	return adapter.Acquire(ctx, ic.locks, ic.o.namespace, key, ic.o.ttl, ic.o.wait)
 }

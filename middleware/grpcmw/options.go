@@ -71,8 +71,10 @@ type options struct {
 	ttl       time.Duration
 	wait      time.Duration
 	code      codes.Code
-	codeSet   bool // WithContendedCode was given
-	limit     int  // WithLimit: permits per key; 0: a lock
+	codeSet   bool                         // WithContendedCode was given
+	limit     int                          // WithLimit: permits per key; 0: a lock
+	readOnly  func(fullMethod string) bool // WithReadWrite: the key's read-write lock; nil: its lock
+	rw        bool                         // WithReadWrite was given
 	keyFunc   KeyFunc
 	mdKey     string
 	methods   []string
@@ -134,6 +136,8 @@ func (o *options) validate() error {
 		return invalidOption("WithLimit(%d): n must be 1 to 100000", o.limit)
 	case o.limit > 0 && o.idem:
 		return invalidOption("WithLimit and WithIdempotency cannot be combined")
+	case o.rw && (o.readOnly == nil || o.limit > 0):
+		return invalidOption("WithReadWrite needs a func, and cannot be combined with WithLimit")
 	case o.limit > 0 && !o.codeSet:
 		o.code = codes.ResourceExhausted
 	}
@@ -187,6 +191,18 @@ func WithLimit(n int) Option {
 		n = -1 // 0 is the unset value: refuse it as out of range
 	}
 	return bothOption(func(o *options) { o.limit = n })
+}
+
+// WithReadWrite makes the business-key lock the key's read-write lock (core.Read, core.Write):
+// calls whose full method readOnly reports true take the shared (read) side and run together with
+// the other reads of the key; every other call takes the exclusive (write) side and runs alone.
+// Readers and writers are served in arrival order, across replicas, so a stream of reads does not
+// starve a write. The key's read-write lock is apart from its lock: every interceptor (and
+// httpmw.KeyLock sharing the namespace) that locks the same keys must use it. The handler's
+// context is the hold's: core.FromContext gives it (Mode, Fence: see core.Read for the rule a
+// fenced resource follows). Not combinable with WithLimit; readOnly must not be nil.
+func WithReadWrite(readOnly func(fullMethod string) bool) Option {
+	return bothOption(func(o *options) { o.readOnly, o.rw = readOnly, true })
 }
 
 // WithNamespace sets the core namespace of the business-key locks (default "grpc": the lock of key

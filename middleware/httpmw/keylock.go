@@ -43,14 +43,19 @@ func Query(name string) KeyFunc {
 //
 // The handler reaches the lock with core.FromContext(r.Context()), e.g. to pass its fencing token
 // (Lock.Fence) to the storage it writes. Uncontended, a request costs two round trips to Redis.
+// WithReadWrite lets the reads (GET, HEAD, ...) of a key run together.
 // KeyLock panics if locks or key is nil or an option is invalid.
 func KeyLock(locks *core.Client, key KeyFunc, opts ...KeyLockOption) func(http.Handler) http.Handler {
 	if locks == nil || key == nil {
 		panic(invalidOption("KeyLock needs a *core.Client and a KeyFunc"))
 	}
 	o := keyLockOptions(opts)
+	var read, write []core.AcquireOption // (len == cap: Acquire's appends never share them)
+	if o.readWrite {
+		read, write = []core.AcquireOption{core.Read()}, []core.AcquireOption{core.Write()}
+	}
 	return func(next http.Handler) http.Handler {
-		return &keyLock{locks: locks, key: key, next: next, o: &o, busy: resourceLocked}
+		return &keyLock{locks: locks, key: key, next: next, o: &o, busy: resourceLocked, read: read, write: write}
 	}
 }
 
@@ -61,6 +66,20 @@ type keyLock struct {
 	o     *options
 	extra []core.AcquireOption // Limit: core.Permits(n)
 	busy  problem              // the answer when the lock (or every permit) is taken
+	// WithReadWrite: the options of a request with a safe method, and of any other; nil otherwise.
+	read, write []core.AcquireOption
+}
+
+// opts returns the acquire options of request r.
+func (m *keyLock) opts(r *http.Request) []core.AcquireOption {
+	if m.write == nil {
+		return m.extra
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return m.read
+	}
+	return m.write
 }
 
 func (m *keyLock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -73,7 +92,7 @@ func (m *keyLock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.next.ServeHTTP(w, r)
 		return
 	}
-	l, err := adapter.Acquire(r.Context(), m.locks, m.o.namespace, k, m.o.ttl, m.o.wait, m.extra...)
+	l, err := adapter.Acquire(r.Context(), m.locks, m.o.namespace, k, m.o.ttl, m.o.wait, m.opts(r)...)
 	if err != nil {
 		var na *core.NotAcquiredError
 		switch {

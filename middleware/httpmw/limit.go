@@ -34,6 +34,9 @@ func Limit(locks *core.Client, key KeyFunc, n int, opts ...KeyLockOption) func(h
 		f.applyKeyLock(&o)
 	}
 	o = o.checked()
+	if o.readWrite {
+		panic(invalidOption("WithReadWrite is for KeyLock: Limit takes permits"))
+	}
 	extra := []core.AcquireOption{core.Permits(n)}
 	return func(next http.Handler) http.Handler {
 		return &keyLock{locks: locks, key: key, next: next, o: &o, extra: extra, busy: concurrencyLimit}

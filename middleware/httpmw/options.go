@@ -52,6 +52,7 @@ type options struct {
 	ttl            time.Duration
 	failOpen       bool
 	logger         *slog.Logger
+	readWrite      bool // WithReadWrite: KeyLock takes the key's read-write lock
 }
 
 const (
@@ -238,6 +239,16 @@ func WithLockTTL(d time.Duration) Option { return WithTTL(d) }
 // when Redis is unavailable. By default the middlewares fail closed with 503 (problem
 // "lock-unavailable"). Both middlewares.
 func FailOpen() Option { return bothOption(func(o *options) { o.failOpen = true }) }
+
+// WithReadWrite makes KeyLock take the key's read-write lock (core.Read, core.Write) instead of its
+// lock: a request with a safe method (GET, HEAD, OPTIONS, TRACE) takes the shared (read) side and
+// runs together with the other reads of the key; any other request takes the exclusive (write)
+// side and runs alone. Readers and writers are served in arrival order, across replicas, so a
+// stream of reads does not starve a write. The key's read-write lock is apart from its lock: every
+// KeyLock (and grpcmw interceptor sharing the namespace) that locks the same keys must use it.
+// core.FromContext(r.Context()) gives the hold (Mode, Fence: see core.Read for the rule a fenced
+// resource follows). KeyLock only (Limit refuses it).
+func WithReadWrite() KeyLockOption { return keyOption(func(o *options) { o.readWrite = true }) }
 
 // WithLogger sets a logger for what the middleware cannot tell the client: a response not stored
 // (too large, streamed past the limit, lock lost), a failed release, Redis unavailable. Default:

@@ -77,7 +77,8 @@ func run(args []string, logw io.Writer) error {
 	out := fs.String("out", "", "markdown file to write (default: stdout)")
 	quick := fs.Bool("quick", false, "short windows, 20 000 held locks, no sweep: about 2 minutes")
 	sweep := fs.Bool("sweep", true, "also run the retry-setting sweep of the anchors (off with -quick unless given)")
-	only := fs.String("only", "", "comma-separated scenarios to run (uncontended,hot,redlock,held,sweep,sets); default all")
+	only := fs.String("only", "", "comma-separated scenarios to run (uncontended,hot,redlock,held,sweep,sets,rw); default all")
+	rw := fs.Bool("rw", false, "also run the read-mostly scenario with -only (read-write lock: readers/s with a writer every 100 ms)")
 	bin := fs.String("redis-server", "redis-server", "redis-server binary")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -101,6 +102,7 @@ func run(args []string, logw io.Writer) error {
 	if err != nil {
 		return err
 	}
+	want["rw"] = want["rw"] || *rw
 	if !want["sweep"] {
 		p.sweep = false
 	}
@@ -140,7 +142,7 @@ func run(args []string, logw io.Writer) error {
 }
 
 func scenarioNames() []string {
-	return []string{"uncontended", "hot", "redlock", "held", "sweep", "sets"}
+	return []string{"uncontended", "hot", "redlock", "held", "sweep", "sets", "rw"}
 }
 
 func parseOnly(s string) (map[string]bool, error) {
@@ -263,6 +265,14 @@ func (h *harness) round(ctx context.Context, r, rounds int, want map[string]bool
 	if want["sets"] {
 		if err := h.measureSets(ctx, r, step); err != nil {
 			return err
+		}
+	}
+	if want["rw"] {
+		for _, cfg := range rotate(rwConfigs(), r) {
+			m, err := h.measureRW(ctx, cfg, r)
+			if err := step("rw", fmt.Sprint(rwReaders), cfg.name, m, err); err != nil {
+				return err
+			}
 		}
 	}
 	if h.p.sweep {

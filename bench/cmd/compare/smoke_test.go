@@ -67,3 +67,40 @@ func TestRun_rejectsBadFlags(t *testing.T) {
 		}
 	}
 }
+
+// The read-mostly scenario at toy sizes: it runs only when asked for, and its table compares the
+// read-write lock with the plain lock.
+func TestHarness_readMostly(t *testing.T) {
+	ss := testServers(t, 1)
+	ctx := testCtx(t)
+	p := fullParams()
+	p.hotWindow, p.warm, p.sweep = 500*time.Millisecond, 20*time.Millisecond, false
+	want, err := parseOnly("rw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if all, _ := parseOnly(""); all["rw"] {
+		t.Error("the read-mostly scenario runs by default; it is optional")
+	}
+	var logs bytes.Buffer
+	h := &harness{start: time.Now(), servers: ss, p: p, res: newStore(), log: &logs}
+	if err := h.round(ctx, 0, 1, want); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(logs.String(), "ERROR") {
+		t.Fatalf("a measurement failed:\n%s", logs.String())
+	}
+	rw, lock := h.res.get("rw", "8", "lockkit read-write", "reads_s"), h.res.get("rw", "8", "lockkit lock", "reads_s")
+	if rw.n != 1 || lock.n != 1 || rw.med <= lock.med {
+		t.Errorf("reads/s: read-write %+v, lock %+v: readers did not share", rw, lock)
+	}
+	m := collectMachine("redis-server", []string{"-only", "rw"})
+	m.finish()
+	var out bytes.Buffer
+	if err := writeReport(&out, h, m, 1, want); err != nil {
+		t.Fatal(err)
+	}
+	if doc := out.String(); !strings.Contains(doc, "## Read-mostly") || !strings.Contains(doc, "| 8 | lockkit read-write |") {
+		t.Errorf("report lacks the read-mostly table:\n%s", doc)
+	}
+}

@@ -3,7 +3,7 @@ package pipe
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/lockkit/lockkit/internal/leaktest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }
