@@ -17,7 +17,9 @@ import (
 // goroutines whatever the number of locks: the renewal watchdog, and the reader and writer of the
 // shared release subscription. They start when first needed and stop on Close. (A Redlock Client
 // also sends its requests to the nodes from worker goroutines, as many as requests in flight; a
-// worker exits after one to two seconds without work, or on Close.)
+// worker exits after one to two seconds without work, or on Close. WithPipelining uses the go-redis
+// client's automatic pipeliner, whose goroutines belong to the go-redis client and stop when it is
+// closed.)
 type Client struct {
 	id     string       // random, published in release messages and prefixed to hold ids
 	holds  atomic.Int64 // hold ids of re-entering acquisitions
@@ -174,6 +176,12 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 	if ao.limited {
 		l.limit = ao.maxHold
 	}
+	if ao.rw != 0 { // a side of the read-write lock (rwlock.go)
+		if err := c.initRW(ctx, l, &ao, name); err != nil {
+			return nil, err
+		}
+		return c.take(ctx, l, wait, ao, name)
+	}
 	if ao.permits != 0 {
 		if err := c.initPermit(l, &ao, name); err != nil {
 			return nil, err
@@ -217,13 +225,13 @@ func (c *Client) take(ctx context.Context, l *Lock, wait bool, ao acquireOptions
 	hctx := ctx
 	h := c.hook
 	if h != nil && h.WaitStart != nil {
-		if x := h.WaitStart(ctx, WaitInfo{Name: name, Key: l.k.main, TTL: ttl, Limit: l.Limit()}); x != nil {
+		if x := h.WaitStart(ctx, WaitInfo{Name: name, Key: l.k.main, TTL: ttl, Limit: l.Limit(), Mode: l.Mode()}); x != nil {
 			hctx = x
 		}
 	}
 	res, sent, attempts, err := c.wait(hctx, l, wait, ao, start)
 	if h != nil && h.WaitDone != nil {
-		h.WaitDone(hctx, WaitInfo{Name: name, Key: l.k.main, TTL: ttl, Limit: l.Limit(), Attempts: attempts,
+		h.WaitDone(hctx, WaitInfo{Name: name, Key: l.k.main, TTL: ttl, Limit: l.Limit(), Mode: l.Mode(), Attempts: attempts,
 			Duration: time.Since(start), Outcome: Outcome(err), Err: err})
 	}
 	if err != nil {
@@ -245,7 +253,7 @@ func (c *Client) handOut(ctx, hctx context.Context, l *Lock, fence, holds int64,
 	l.k.held(fence)
 	parent, held := hctx, 0
 	if h := c.hook; h != nil && h.Acquired != nil {
-		if !c.wd.holding(l.k.main, l.tok) {
+		if !l.nested() && !c.wd.holding(l.k.main, l.tok) {
 			held = 1
 		}
 		if x := h.Acquired(hctx, HoldInfo{Lock: l, TTL: l.ttl, Held: held}); x != nil {
@@ -258,6 +266,9 @@ func (c *Client) handOut(ctx, hctx context.Context, l *Lock, fence, holds int64,
 	if !c.wd.add(l, sent, held) {
 		l.endHeld, l.endLast = -held, held > 0 // (the watchdog never saw l)
 		_, _ = l.end(context.WithoutCancel(ctx), stateClosed, ErrClosed, giveNow, nil)
+		if l.nested() {
+			return nil, l.notNested() // (its outer hold ended meanwhile)
+		}
 		return nil, ErrClosed
 	}
 	return l, nil

@@ -50,6 +50,9 @@ type WaitInfo struct {
 	// Limit is the semaphore's number of permits when the call takes a permit (Permits), 0 for a
 	// lock.
 	Limit int
+	// Mode is "read" or "write" when the call takes a side of a read-write lock (Read, Write), ""
+	// otherwise.
+	Mode string
 	// Attempts is the number of acquire round trips so far (Attempt, WaitDone).
 	Attempts int
 	// Woken reports that the attempt followed a release message (Attempt).

@@ -11,8 +11,9 @@ import (
 	"time"
 )
 
-// LockInfo is what Inspect reads about a name: its lock, and the permits of the semaphore of the
-// same name (Permits), which is independent of the lock.
+// LockInfo is what Inspect reads about a name: its lock, the permits of the semaphore of the same
+// name (Permits) and the holds of the read-write lock of the same name (Read, Write), three
+// independent things.
 type LockInfo struct {
 	// Name is the lock name and Key its Redis key.
 	Name, Key string
@@ -38,6 +39,13 @@ type LockInfo struct {
 	// PermitsQueued is the number of live waiters queued in Redis for a permit (every permit
 	// waiter queues there, fair or not; see Permits).
 	PermitsQueued int
+	// Readers lists the live read holds of the name's read-write lock (Read), the earliest lease
+	// expiry first, and Writer its write hold (Write), nil when none; each with its own Fence and
+	// TTL, Holds 1 (nested holds send nothing to Redis). RWQueued is the number of live readers
+	// and writers queued for it.
+	Readers  []HolderInfo
+	Writer   *HolderInfo
+	RWQueued int
 }
 
 // HolderInfo describes one holder of a lock or of a semaphore's permit.
@@ -85,8 +93,9 @@ func digest(token string) string {
 // Inspect reads what Redis holds about the named lock: whether it is held, by whom (a digest of
 // the owner token, the hold count, since when, the holder's host, pid and label), its remaining
 // TTL, its fence and how many fair waiters are queued; and the same about each permit of the
-// semaphore of that name (Permits), with the semaphore's limit. It only reads (one script flagged
-// no-writes, sent with EVALSHA_RO, so that a user with read-only access to the keys may call it; see
+// semaphore of that name (Permits), with the semaphore's limit, and each reader and the writer of
+// the read-write lock of that name (Read, Write). It only reads (one script flagged no-writes, sent
+// with EVALSHA_RO, so that a user with read-only access to the keys may call it; see
 // docs/security.md): no TTL is extended, no waiter woken. A client that routes read-only commands
 // to replicas (ClusterOptions.ReadOnly) may get a replica's answer, which can lag.
 //
@@ -112,10 +121,11 @@ func (c *Client) Inspect(ctx context.Context, name string) (LockInfo, error) {
 	return info, err
 }
 
-// ForceRelease is an operator's action: it deletes the named lock whoever holds it, and every
-// permit of the semaphore of that name (Permits), and wakes waiters as releases do: the lock's next
-// waiter (the head of the fair queue in fair mode) and one permit waiter per freed permit. It
-// reports whether there was a lock or a permit to delete.
+// ForceRelease is an operator's action: it deletes the named lock whoever holds it, every permit of
+// the semaphore of that name (Permits) and every read and write hold of the read-write lock of that
+// name (Read, Write), and wakes waiters as releases do: the lock's next waiter (the head of the fair
+// queue in fair mode) and one permit (or read-write) waiter per freed hold. It reports whether
+// there was a hold to delete.
 //
 // The holders are not told at once: each one's next renewal (within a third of its TTL by default)
 // finds its hold gone, and its context is cancelled with a *LostError whose Reason is "not_owner";
@@ -155,7 +165,7 @@ var errInspectReply = errors.New("unexpected inspect reply")
 // parseInspect reads inspect.lua's reply.
 func parseInspect(v []any) (LockInfo, error) {
 	var info LockInfo
-	if len(v) != 7 {
+	if len(v) != 9 {
 		return info, errInspectReply
 	}
 	val, _ := v[0].(string)
@@ -165,7 +175,9 @@ func parseInspect(v []any) (LockInfo, error) {
 	nowMS, _ := v[4].(int64)
 	permits, _ := v[5].([]any)
 	pqueued, _ := v[6].(int64)
-	info.Queued, info.PermitsQueued = int(queued), int(pqueued)
+	rw, _ := v[7].([]any)
+	rwQueued, _ := v[8].(int64)
+	info.Queued, info.PermitsQueued, info.RWQueued = int(queued), int(pqueued), int(rwQueued)
 	if val != "" {
 		lv, ok := parseLockValue(val)
 		if !ok {
@@ -186,24 +198,40 @@ func parseInspect(v []any) (LockInfo, error) {
 		c, _ := strconv.ParseInt(counter, 10, 64)
 		info.Fence = max(info.Fence, c)
 	}
-	for i := 0; i+4 < len(permits); i += 5 {
-		tok, _ := permits[i].(string)
-		expiry, _ := permits[i+1].(string)
-		limit, _ := permits[i+2].(string)
-		fence, _ := permits[i+3].(string)
-		label, _ := permits[i+4].(string)
+	parseLeases(permits, nowMS, func(h HolderInfo, limit int) {
+		if limit > 0 && (info.Limit == 0 || limit < info.Limit) {
+			info.Limit = limit
+		}
+		info.Permits = append(info.Permits, h)
+	})
+	parseLeases(rw, nowMS, func(h HolderInfo, limit int) {
+		if limit == 1 {
+			info.Writer = &h
+		} else {
+			info.Readers = append(info.Readers, h)
+		}
+	})
+	return info, nil
+}
+
+// parseLeases reads the leases inspect.lua lists (token, expiry, limit, fence, label each) and
+// passes each holder and its limit to add.
+func parseLeases(list []any, nowMS int64, add func(h HolderInfo, limit int)) {
+	for i := 0; i+4 < len(list); i += 5 {
+		tok, _ := list[i].(string)
+		expiry, _ := list[i+1].(string)
+		limit, _ := list[i+2].(string)
+		fence, _ := list[i+3].(string)
+		label, _ := list[i+4].(string)
 		h := HolderInfo{Digest: digest(tok), Holds: 1}
 		h.Fence, _ = strconv.ParseInt(fence, 10, 64)
 		if at, err := strconv.ParseInt(expiry, 10, 64); err == nil {
 			h.TTL = time.Duration(at-nowMS) * time.Millisecond
 		}
-		if n, err := strconv.Atoi(limit); err == nil && (info.Limit == 0 || n < info.Limit) {
-			info.Limit = n
-		}
+		n, _ := strconv.Atoi(limit)
 		parseHolder(&h, label, nowMS)
-		info.Permits = append(info.Permits, h)
+		add(h, n)
 	}
-	return info, nil
 }
 
 // lockValue is a lock's value in Redis (see internal/script/lua/lock.lua): NUL-separated fields.

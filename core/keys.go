@@ -24,6 +24,7 @@ type keys struct {
 type semKeys struct {
 	limit                            int
 	limits, fences, counter, receipt string
+	strict                           bool // a read-write lock's: strict FIFO (sem_acquire.lua's fair '2')
 }
 
 // init sets k to the keys of the lock name.
@@ -53,6 +54,31 @@ func (k *keys) initSem(prefix, name string, limit int) {
 	k.setMain(name, p)
 	k.sem = &semKeys{limit: limit, limits: p + ":limits", fences: p + ":fences", counter: tag + ":fence",
 		receipt: p + ":receipt"}
+}
+
+// initRW sets k to the keys of the read-write lock name, whose lock key is tag (prefix{name}): a
+// semaphore's keys under tag:rw (tag:rw ZSET token -> lease expiry, :rw:limits, :rw:fences,
+// :rw:fence, :rw:queue, :rw:receipt; docs/keys.md), limit being 1 for a writer.
+func (k *keys) initRW(tag, name string, limit int) {
+	m := tag + rwSuffix
+	k.setMain(name, m)
+	k.sem = &semKeys{limit: limit, limits: m + ":limits", fences: m + ":fences", counter: m + ":fence",
+		receipt: m + ":receipt", strict: true}
+}
+
+// rwSuffix follows a lock's key in the keys of the read-write lock of the same name.
+const rwSuffix = ":rw"
+
+// fairArg is sem_acquire's and sem_release's fair argument: '2' (strict FIFO) for a read-write
+// lock, else '1' for a Fair caller, '0' otherwise.
+func (s *semKeys) fairArg(fair bool) string {
+	switch {
+	case s.strict:
+		return "2"
+	case fair:
+		return "1"
+	}
+	return "0"
 }
 
 // counter is the name's semaphore fence counter (Inspect reads it for a lock too).

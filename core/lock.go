@@ -42,6 +42,7 @@ type Lock struct {
 	e        *entry        // shared by the reentrant Locks of one owner in this Client
 	own      entry         // e, when this acquisition created it
 	vctx     valueCtx      // the parent of the lock's context
+	rw       *rwHold       // a read or write hold (Read, Write); nil otherwise
 
 	mu    sync.Mutex
 	state int

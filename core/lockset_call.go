@@ -175,7 +175,7 @@ func (sc *setCall) attempt(ctx context.Context, n int) (sent []time.Time, busy *
 		case aerr != nil:
 			if mayHaveRun(aerr) {
 				for _, l := range g {
-					c.giveBack(l)
+					c.giveBack(l, aerr)
 				}
 			}
 			sc.giveBack(ctx, gi)
@@ -203,7 +203,7 @@ func (sc *setCall) giveBack(ctx context.Context, upto int) {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(sc.ttl, 5*time.Second))
 		if _, err := sc.c.st.releaseAll(rctx, ks, sc.req.token, sc.req.hold, fences); mayHaveRun(err) {
 			for _, l := range g {
-				sc.c.giveBack(l)
+				sc.c.giveBack(l, err)
 			}
 		}
 		cancel()

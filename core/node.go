@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lockkit/lockkit/core/internal/pipe"
 	"github.com/lockkit/lockkit/core/internal/script"
 	"github.com/redis/go-redis/v9"
 )
@@ -15,8 +16,9 @@ import (
 // node. Each call is one script of core/internal/script.
 type node struct {
 	rdb         redis.UniversalClient
-	pubCmd      any // "PUBLISH" or "SPUBLISH", boxed once
-	id          any // the client's id, published on release
+	send        script.Runner // sends script calls: rdb, or a pipe.Sender over it (WithPipelining)
+	pubCmd      any           // "PUBLISH" or "SPUBLISH", boxed once
+	id          any           // the client's id, published on release
 	cluster     bool
 	replicas    int           // WithReplicaAck: replicas that must acknowledge what a holder counts on
 	replicaWait time.Duration // and how long to wait for them
@@ -31,8 +33,11 @@ type node struct {
 }
 
 func newNode(rdb redis.UniversalClient, id string, o *options) *node {
-	n := &node{rdb: rdb, pubCmd: any("PUBLISH"), id: id, replicas: o.replicas, replicaWait: o.replicaWait,
+	n := &node{rdb: rdb, send: rdb, pubCmd: any("PUBLISH"), id: id, replicas: o.replicas, replicaWait: o.replicaWait,
 		label: holderLabel(o.label)}
+	if o.pipeline > 0 {
+		n.send = pipe.New(rdb, o.pipeline)
+	}
 	if _, ok := rdb.(*redis.ClusterClient); ok {
 		n.cluster = true
 		n.pubCmd = any("SPUBLISH")
@@ -57,7 +62,7 @@ func (n *node) addr(i int) string {
 func (n *node) acquire(ctx context.Context, k *keys, r *acquireReq) (acquireResult, error) {
 	call := n.acquireCall(k, r)
 	if n.replicas == 0 {
-		v, err := call.Run(ctx, n.rdb).Result()
+		v, err := call.Run(ctx, n.send).Result()
 		if err != nil {
 			return acquireResult{}, err
 		}
@@ -82,13 +87,9 @@ func (n *node) acquire(ctx context.Context, k *keys, r *acquireReq) (acquireResu
 func (n *node) acquireCall(k *keys, r *acquireReq) script.Call {
 	switch {
 	case k.sem != nil:
-		fair := "0"
-		if r.fair {
-			fair = "1"
-		}
 		return (&script.SemAcquire{Permits: k.main, Limits: k.sem.limits, Fences: k.sem.fences, Counter: k.sem.counter,
 			Queue: k.queue, Deadlines: k.dls, Token: r.token, TTL: ms(r.ttl), Limit: r.limit, Label: n.label,
-			Timeout: ms(r.waiterTTL), Fair: fair}).Call()
+			Timeout: ms(r.waiterTTL), Fair: k.sem.fairArg(r.fair), Pub: n.pubCmd}).Call()
 	case r.fair:
 		return (&script.AcquireFair{Lock: k.main, Queue: k.queue, Deadlines: k.dls, Token: r.token, TTL: ms(r.ttl),
 			Timeout: ms(r.waiterTTL), Hold: r.hold, Label: n.label, Pub: n.pubCmd, Entry: r.entry}).Call()
@@ -118,13 +119,9 @@ func (n *node) releaseWith(ctx context.Context, k *keys, token, hold any, fair b
 	var call script.Call
 	switch {
 	case k.sem != nil:
-		f := "0"
-		if fair {
-			f = "1"
-		}
 		call = (&script.SemRelease{Permits: k.main, Limits: k.sem.limits, Fences: k.sem.fences, Counter: k.sem.counter,
 			Queue: k.queue, Deadlines: k.dls, Receipt: k.sem.receipt, Token: token, Pub: n.pubCmd, Msg: payload,
-			Fair: f}).Call()
+			Fair: k.sem.fairArg(fair)}).Call()
 	case fair:
 		call = (&script.ReleaseFair{Lock: k.main, Queue: k.queue, Deadlines: k.dls, Token: token, Pub: n.pubCmd,
 			Hold: hold, Fence: k.fenceArg()}).Call()
@@ -136,7 +133,7 @@ func (n *node) releaseWith(ctx context.Context, k *keys, token, hold any, fair b
 		call = r.Call()
 	}
 	if set == nil || n.replicas == 0 {
-		return call.Run(ctx, n.rdb).Int64()
+		return call.Run(ctx, n.send).Int64()
 	}
 	var holds int64
 	acked, err := n.acked(ctx, call, func(v any) (bool, error) {
@@ -158,7 +155,7 @@ func (n *node) releaseWith(ctx context.Context, k *keys, token, hold any, fair b
 // raiseFence sets the fence recorded for the name on this node to at least fence, and the fence of
 // token's lock here to it (Redlock write-back).
 func (n *node) raiseFence(ctx context.Context, k *keys, token any, fence int64) error {
-	return (&script.RaiseFence{Lock: k.main, Fence: fence, Token: token}).Call().Run(ctx, n.rdb).Err()
+	return (&script.RaiseFence{Lock: k.main, Fence: fence, Token: token}).Call().Run(ctx, n.send).Err()
 }
 
 // renewCall is the script call renewing item (renew.lua, or sem_renew.lua for a permit).
@@ -242,7 +239,7 @@ func (n *node) pttl(ctx context.Context, k *keys, token any, _ time.Duration) (t
 	if k.sem != nil {
 		call = (&script.SemPTTL{Permits: k.main, Fences: k.sem.fences, Token: token, Fence: k.fenceArg()}).Call()
 	}
-	v, err := call.Run(ctx, n.rdb).Int64()
+	v, err := call.Run(ctx, n.send).Int64()
 	if err != nil || v == -3 {
 		return 0, false, err
 	}
@@ -252,7 +249,7 @@ func (n *node) pttl(ctx context.Context, k *keys, token any, _ time.Duration) (t
 func (n *node) extend(ctx context.Context, k *keys, token any, ttl time.Duration) (bool, error) {
 	call := n.renewCall(&renewItem{k: k, token: token, ttl: ttl})
 	if n.replicas == 0 {
-		v, err := call.Run(ctx, n.rdb).Int64()
+		v, err := call.Run(ctx, n.send).Int64()
 		return v == 1, err
 	}
 	// WithReplicaAck: the extension counts only once the replicas have it (a replica promoted
@@ -272,10 +269,10 @@ func (n *node) dequeue(ctx context.Context, k *keys, r *acquireReq) error {
 	if k.sem != nil {
 		return (&script.SemDequeue{Permits: k.main, Limits: k.sem.limits, Fences: k.sem.fences, Counter: k.sem.counter,
 			Queue: k.queue, Deadlines: k.dls, Token: r.token, Pub: n.pubCmd, TTL: ms(r.ttl), Timeout: ms(r.waiterTTL),
-			Limit: r.limit, Label: n.label, Msg: n.id}).Call().Run(ctx, n.rdb).Err()
+			Limit: r.limit, Label: n.label, Msg: n.id}).Call().Run(ctx, n.send).Err()
 	}
 	return (&script.Dequeue{Lock: k.main, Queue: k.queue, Deadlines: k.dls, Token: r.token, Pub: n.pubCmd, Hold: r.hold,
-		TTL: ms(r.ttl), Timeout: ms(r.waiterTTL), Label: n.label}).Call().Run(ctx, n.rdb).Err()
+		TTL: ms(r.ttl), Timeout: ms(r.waiterTTL), Label: n.label}).Call().Run(ctx, n.send).Err()
 }
 
 func (n *node) router() router {
@@ -286,9 +283,12 @@ func (n *node) router() router {
 }
 
 func (n *node) inspect(ctx context.Context, l, p *keys) (LockInfo, error) {
+	var rw keys
+	rw.initRW(l.main, l.name, 0)
 	v, err := (&script.Inspect{Lock: l.main, Queue: l.queue, Deadlines: l.dls, Counter: p.sem.counter,
-		Permits: p.main, Limits: p.sem.limits, Fences: p.sem.fences, PQueue: p.queue, PDeadlines: p.dls}).Call().
-		Run(ctx, n.rdb).Slice()
+		Permits: p.main, Limits: p.sem.limits, Fences: p.sem.fences, PQueue: p.queue, PDeadlines: p.dls,
+		RW: rw.main, RWLimits: rw.sem.limits, RWFences: rw.sem.fences, RWQueue: rw.queue, RWDeadlines: rw.dls}).Call().
+		Run(ctx, n.send).Slice()
 	if err != nil {
 		return LockInfo{}, err
 	}
@@ -296,9 +296,12 @@ func (n *node) inspect(ctx context.Context, l, p *keys) (LockInfo, error) {
 }
 
 func (n *node) forceRelease(ctx context.Context, l, p *keys, msg string) (bool, error) {
+	var rw keys
+	rw.initRW(l.main, l.name, 0)
 	v, err := (&script.ForceRelease{Lock: l.main, Queue: l.queue, Deadlines: l.dls, Permits: p.main,
-		Limits: p.sem.limits, Fences: p.sem.fences, PQueue: p.queue, PDeadlines: p.dls, Pub: n.pubCmd, Msg: msg}).
-		Call().Run(ctx, n.rdb).Int64()
+		Limits: p.sem.limits, Fences: p.sem.fences, PQueue: p.queue, PDeadlines: p.dls, RW: rw.main,
+		RWLimits: rw.sem.limits, RWFences: rw.sem.fences, RWQueue: rw.queue, RWDeadlines: rw.dls, Pub: n.pubCmd,
+		Msg: msg}).Call().Run(ctx, n.send).Int64()
 	return v > 0, err
 }
 
@@ -312,7 +315,7 @@ func (n *node) takeAll(ctx context.Context, ks []*keys, r *acquireReq) (setResul
 		Waiting: r.waiting.arg()}).Call()
 	var res setResult
 	if n.replicas == 0 {
-		v, err := call.Run(ctx, n.rdb).Result()
+		v, err := call.Run(ctx, n.send).Result()
 		if err != nil {
 			return setResult{}, err
 		}
@@ -369,7 +372,7 @@ func (n *node) releaseAll(ctx context.Context, ks []*keys, token, hold any, fenc
 			a.Fences[i] = k.fenceArg()
 		}
 	}
-	v, err := a.Call().Run(ctx, n.rdb).Slice()
+	v, err := a.Call().Run(ctx, n.send).Slice()
 	if err != nil {
 		return nil, err
 	}

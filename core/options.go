@@ -22,6 +22,7 @@ type options struct {
 	replicaWait time.Duration
 	driftFactor float64
 	maxHold     time.Duration // WithDefaultMaxHold; 0: no limit
+	pipeline    int           // WithPipelining: commands in flight from which they are coalesced; 0: never
 	label       string        // WithLabel
 	logger      *slog.Logger  // WithLogger (loggerSet: given; nil or unset: slog.Default())
 	loggerSet   bool
@@ -66,6 +67,9 @@ func (o *options) validate() error {
 	}
 	if o.maxHold < 0 {
 		return invalid("maximum hold %v is negative", o.maxHold)
+	}
+	if o.pipeline < 0 {
+		return invalid("pipelining threshold %d is negative", o.pipeline)
 	}
 	if o.batchSize < 1 {
 		return invalid("renew batch size %d below 1", o.batchSize)
@@ -139,6 +143,7 @@ type acquireOptions struct {
 	limited bool   // WithMaxHold was given (maxHold 0: no limit, whatever the Client's default)
 	ns      string // "@" + namespace (InNamespace), or empty
 	permits int    // Permits: take a permit of a semaphore of this many; 0: the lock
+	rw      uint8  // Read, Write: a side of the read-write lock (rwRead, rwWrite); 0: the lock
 }
 
 // WithWait bounds how long Acquire waits (default: until the context ends). When it passes, Acquire
@@ -241,3 +246,23 @@ func hashTag(key string) string {
 // sameSlot reports whether Redis hashes key as it hashes the keys of the lock name (prefix{name}…),
 // so that one script may touch both on a cluster. (The prefix has no braces.)
 func sameSlot(key, name string) bool { return hashTag(key) == hashTag("{"+name+"}") }
+
+// WithPipelining coalesces the Client's lock traffic into pipelines while at least minInFlight of
+// its commands are in flight at once (the new one included), through go-redis's automatic
+// pipelining (its AsyncAutoPipeline, EXPERIMENTAL upstream). Below that a command goes straight
+// out, as without the option: a lone caller pays nothing for it. Under concurrency, many callers'
+// acquisitions and releases then share one round trip and one read and write on each side, which
+// raises throughput and lowers Redis's CPU per lock. 0 turns it off; 8 is a good start (go-redis's
+// own threshold for holding back a flush); 1 pipelines every command.
+//
+// Each call's context still bounds it; a call abandoned while its command was queued or in flight
+// is handled as a lost reply (an acquisition is given back once the command has run). Renewals
+// keep their own pipelines, the release subscription and WithReplicaAck's WAIT their own
+// connections. The pipeliner is the go-redis client's own (built on first use for a plain,
+// Sentinel failover or Cluster client, routed per node and slot; one per Redlock node), shared
+// with anyone else who asks that client for it (the first caller's options win), bounded to
+// 8192 queued commands (beyond that, commands go straight out) and stopped by closing the go-redis
+// client, not the lockkit Client. Over any other client (a Ring, or an AutoPipeliner handed to
+// New, whose wrapped client core cannot see: a Cluster would then be driven as a single node)
+// the option has no effect.
+func WithPipelining(minInFlight int) Option { return func(o *options) { o.pipeline = minInFlight } }

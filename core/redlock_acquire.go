@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/lockkit/lockkit/core/internal/pipe"
 )
 
 // rlAcquire is one Redlock acquisition attempt: its request, the nodes' answers, and what becomes
@@ -76,6 +78,7 @@ func (a *rlAcquire) settleLate(i int, keep bool) {
 		cancel()
 	case !keep && (granted || mayHaveRun(g.err)):
 		ctx, cancel := context.WithTimeout(context.Background(), a.rl.nodeTimeout(a.r.ttl))
+		pipe.Settle(ctx, g.err) // (a grant left running in the node's pipeline: after it)
 		_, _ = n.releaseWith(ctx, a.k, a.r.token, a.r.hold, false, nil, n.id)
 		cancel()
 	}
@@ -219,6 +222,7 @@ func (rl *redlock) undo(k *keys, r *acquireReq, got []nodeGrant) {
 	}
 	rl.fan(context.Background(), r.ttl, 0, func(ctx context.Context, i int, n *node) bool {
 		if got[i].undo() {
+			pipe.Settle(ctx, got[i].err)
 			_, _ = n.releaseWith(ctx, k, r.token, r.hold, false, nil, n.id)
 		}
 		return true

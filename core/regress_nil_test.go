@@ -58,6 +58,7 @@ func TestLock_nil_everyMethodAnswers(t *testing.T) {
 	call("Holds", func() { check(t, "Holds", l.Holds(), int64(0)) })
 	call("Reentrant", func() { check(t, "Reentrant", l.Reentrant(), false) })
 	call("Limit", func() { check(t, "Limit", l.Limit(), 0) })
+	call("Mode", func() { check(t, "Mode", l.Mode(), "") })
 	typ := reflect.TypeFor[*core.Lock]()
 	for i := range typ.NumMethod() {
 		if m := typ.Method(i).Name; !tested[m] {

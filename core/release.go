@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"slices"
 	"time"
+
+	"github.com/lockkit/lockkit/core/internal/pipe"
 )
 
 // Release gives up this hold. On the owner's last hold the lock is freed and the next waiter
@@ -35,7 +37,7 @@ func (l *Lock) ReleaseSet(ctx context.Context, key string, value []byte, ttl tim
 		return ErrNotHeld
 	}
 	if l.k.sem != nil {
-		return invalid("ReleaseSet is for locks, not permits (Permits)")
+		return invalid("ReleaseSet is for locks, not permits (Permits) or read-write locks (Read, Write)")
 	}
 	if !sameSlot(key, l.k.name) {
 		return invalid("key (%d bytes) must have the lock's hash tag {name} as its first", len(key))
@@ -88,6 +90,9 @@ func (l *Lock) end(ctx context.Context, why int, cause error, give giveMode, set
 	if !l.begin(why, cause) {
 		return false, nil
 	}
+	if l.nested() {
+		give = giveNone // a nested read-write hold shares its outer hold's acquisition (rwlock.go)
+	}
 	var n int64
 	var err error
 	switch give {
@@ -97,13 +102,14 @@ func (l *Lock) end(ctx context.Context, why int, cause error, give giveMode, set
 		// Declared expired while a renewal may still be on its way: one that reaches Redis in time
 		// re-extends the lock, which nobody would hold for a full TTL (owner-checked: a lock that
 		// passed on is not touched).
-		l.c.giveBack(l)
+		l.c.giveBack(l, nil)
 	}
 	return true, l.finish(why, give == giveNow, n, err)
 }
 
 // begin is end's steps 1 and 2: it reports false when the hold had ended already.
 func (l *Lock) begin(why int, cause error) bool {
+	l.endNested(why, cause) // (read-write holds nested in l end first: rwlock.go)
 	l.mu.Lock()
 	if l.state != stateHeld {
 		l.mu.Unlock()
@@ -257,9 +263,10 @@ func (l *Lock) lostCause() error {
 // giveBack releases, in the background, the hold an acquire attempt may have taken although its
 // reply was lost (a timeout, a cancelled context, a broken connection): otherwise the lock would
 // stay taken, by nobody, for its TTL. The attempt may still be on its way to Redis, so a give-back
-// that finds nothing tries again a little later. Best effort, bounded by the lock's TTL (at most
-// 5s); Close waits for it.
-func (c *Client) giveBack(l *Lock) {
+// that finds nothing tries again a little later; an attempt that after (its error) says was left
+// queued or in flight in a pipeline (WithPipelining) is waited for first. Best effort, bounded by
+// the lock's TTL (at most 5s); Close waits for it.
+func (c *Client) giveBack(l *Lock, after error) {
 	k, tok, hold, fair, ttl := l.k.givenBack(l.token), l.tok, l.hold, l.fair, l.ttl
 	var last error // the last attempt's error, if Redis could not be reached
 	attempt := func(ctx context.Context) bool {
@@ -275,6 +282,7 @@ func (c *Client) giveBack(l *Lock) {
 	c.bgMu.Unlock()
 	if closing { // one try, here
 		ctx, cancel := context.WithTimeout(context.Background(), min(ttl, time.Second))
+		pipe.Settle(ctx, after)
 		attempt(ctx)
 		cancel()
 		return
@@ -283,6 +291,7 @@ func (c *Client) giveBack(l *Lock) {
 		defer c.bg.Done()
 		ctx, cancel := context.WithTimeout(c.bgCtx, min(ttl, 5*time.Second))
 		defer cancel()
+		pipe.Settle(ctx, after)
 		for _, d := range [...]time.Duration{0, 50 * time.Millisecond, 500 * time.Millisecond} {
 			if (d > 0 && !sleepCtx(ctx, d)) || attempt(ctx) {
 				return

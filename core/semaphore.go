@@ -35,9 +35,9 @@ const MaxPermits = 100000
 func Permits(n int) AcquireOption { return func(o *acquireOptions) { o.permits = n } }
 
 // Limit returns the number of permits of the semaphore a permit was taken from (Permits), or 0
-// for a lock.
+// for a lock or a read-write lock.
 func (l *Lock) Limit() int {
-	if l == nil || l.k.sem == nil {
+	if l == nil || l.k.sem == nil || l.rw != nil {
 		return 0
 	}
 	return l.k.sem.limit

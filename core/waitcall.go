@@ -32,6 +32,9 @@ type waitCall struct {
 }
 
 func (wc *waitCall) run(ctx context.Context) (err error) {
+	if wc.l.nested() {
+		return wc.nest(ctx) // a read-write hold nested in another: no round trip (rwlock.go)
+	}
 	wc.l.req.fair = wc.ao.fair
 	defer func() { wc.finish(ctx, err) }()
 	if err := ctx.Err(); err != nil {
@@ -108,7 +111,7 @@ func (wc *waitCall) attempt(ctx context.Context) (done bool, err error) {
 	wc.attempts++
 	wc.epoch = r.epoch
 	if h := c.hook; h != nil && h.Attempt != nil {
-		h.Attempt(ctx, WaitInfo{Name: k.name, Key: k.main, TTL: l.ttl, Limit: l.Limit(), Attempts: wc.attempts, Woken: wc.woken,
+		h.Attempt(ctx, WaitInfo{Name: k.name, Key: k.main, TTL: l.ttl, Limit: l.Limit(), Mode: l.Mode(), Attempts: wc.attempts, Woken: wc.woken,
 			Acquired: r.ok, RetryAfter: r.retryAfter, Err: aerr})
 	}
 	if wc.woken && aerr == nil && !r.ok && !r.guarded && !c.wd.holding(k.main, l.tok) {
@@ -118,7 +121,7 @@ func (wc *waitCall) attempt(ctx context.Context) (done bool, err error) {
 	switch {
 	case aerr != nil:
 		if !c.st.caps().undoes && mayHaveRun(aerr) {
-			c.giveBack(l) // (Redlock gives back what its nodes may have granted itself)
+			c.giveBack(l, aerr) // (Redlock gives back what its nodes may have granted itself)
 		}
 		if cerr := ctx.Err(); cerr != nil {
 			return true, wc.notAcquired(cerr)

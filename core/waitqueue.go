@@ -37,7 +37,8 @@ type waitQueue struct {
 	confirmed bool
 	members   int // waiters that joined and did not leave, queued or not
 	idleSince time.Time
-	lostAt    time.Time          // when a woken waiter last lost the lock to another process
+	lostAt    time.Time          // when a woken waiter last found the lock taken again
+	foreignAt time.Time          // when another client's release was last delivered
 	named     map[string]*waiter // members with a digest, queued or not (permit grants find them)
 }
 
@@ -56,8 +57,11 @@ type waiter struct {
 const clientIDPrefix = "c:"
 
 // yieldAfterOwnRelease is how long a client's next waiter lets other processes go first after this
-// client released, when its waiters have recently lost races to other processes. It turns the
-// random race between processes' queue heads into an alternation, which bounds the wait tail.
+// client released, when its waiters have recently lost races and another client has recently
+// released the lock too (so other processes contend for it). It turns the random race between
+// processes' queue heads into an alternation, which bounds the wait tail. A lock contended only
+// by this client's waiters never yields: nobody would take the turn, and the timer (which a loaded
+// host fires milliseconds late) would only stall the handoff.
 const (
 	yieldAfterOwnRelease = 300 * time.Microsecond
 	contestedFor         = time.Second
@@ -163,7 +167,8 @@ func (r *waitQueues) passOn(w *waiter) {
 	}
 }
 
-// lostRace records that w, woken by a release, found the lock taken by another process.
+// lostRace records that w, woken by a release, found the lock taken (by another process, or by
+// this client's own holder: the reply does not say whose).
 func (r *waitQueues) lostRace(w *waiter) {
 	r.mu.Lock()
 	w.q.lostAt = time.Now()
@@ -218,7 +223,10 @@ func (r *waitQueues) deliver(ch, payload string) {
 	if r.copies != nil && !r.copies.count(ch, payload) {
 		return
 	}
-	if id, _, _ := strings.Cut(payload, "/"); id == r.id && time.Since(q.lostAt) < contestedFor {
+	id, _, _ := strings.Cut(payload, "/")
+	if id != r.id {
+		q.foreignAt = time.Now()
+	} else if time.Since(q.lostAt) < contestedFor && time.Since(q.foreignAt) < contestedFor {
 		time.AfterFunc(yieldAfterOwnRelease, func() {
 			r.mu.Lock()
 			q.wakeOne("")

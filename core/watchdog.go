@@ -56,6 +56,9 @@ func (w *watchdog) holding(key string, token any) bool {
 // add registers a freshly acquired Lock, sent being when its acquire request was sent; held is what
 // the hook was told the acquisition adds to the locks the Client holds (HoldInfo.Held).
 func (w *watchdog) add(l *Lock, sent time.Time, held int) bool {
+	if l.nested() {
+		return w.nest(l) // renewed with the hold it is nested in (rwlock.go)
+	}
 	var stale lostSet
 	defer func() { w.lost(stale) }() // (after w.mu is unlocked)
 	w.mu.Lock()

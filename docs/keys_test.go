@@ -200,8 +200,9 @@ func (q *queued) atLeast(k string, n int) bool {
 // each of the type it says and with a TTL; and every row of the table (but the channels) names a
 // key the workload left: locks (held, re-entered, free), a fair queue with a waiter that refreshed
 // its place, a semaphore with a permit held, a queued waiter, a release receipt and a give-back's
-// receipt, an election and httpmw's idempotency record (the rows of adapters in modules of their
-// own are checked by their tests, see elsewhere).
+// receipt, a read-write lock likewise (a read held, a write queued), an election and httpmw's
+// idempotency record (the rows of adapters in modules of their own are checked by their tests, see
+// elsewhere).
 func TestKeys_docTable(t *testing.T) {
 	rows := keyTable(t)
 	srv := redistest.Start(t)
@@ -222,7 +223,7 @@ func TestKeys_docTable(t *testing.T) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer wg.Wait()
 	defer cancel()
-	waiters := make(chan error, 2)
+	waiters := make(chan error, 3)
 	wait := func(name string, opts ...core.AcquireOption) {
 		wg.Go(func() {
 			l, err := c.Acquire(wctx, name, 10*time.Second, append(opts, core.WithWait(10*time.Second))...)
@@ -240,8 +241,10 @@ func TestKeys_docTable(t *testing.T) {
 	wait("fair", core.Fair())
 	p := acquire("pool", core.Permits(1))
 	wait("pool", core.Permits(1))
+	r := acquire("doc", core.Read())
+	wait("doc", core.Write())
 	locktest.Eventually(t, 5*time.Second, "the waiters queued, the fair one refreshed", func() bool {
-		return q.atLeast("fair", 2) && q.atLeast("pool permits", 1)
+		return q.atLeast("fair", 2) && q.atLeast("pool permits", 1) && q.atLeast("doc", 1)
 	})
 	e, err := election.New(c, rdb, "leader")
 	if err != nil {
@@ -252,22 +255,25 @@ func TestKeys_docTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := acquire("job", core.WithGuard("app:done:{job}"))
-	giveBack(t, srv, "given")
+	giveBack(t, srv, "given", core.Permits(1))
+	giveBack(t, srv, "rgiven", core.Read())
 	kc.until("lockkit:{NAME}", "lockkit:{NAME}:queue", "lockkit:{NAME}:queue:deadlines",
 		"lockkit:{NAME}:permits", "lockkit:{NAME}:permits:limits", "lockkit:{NAME}:permits:fences",
 		"lockkit:{NAME}:fence", "lockkit:{NAME}:permits:queue", "lockkit:{NAME}:permits:queue:deadlines",
-		"lockkit:{NAME}:permits:receipt:t:TOKEN")
+		"lockkit:{NAME}:permits:receipt:t:TOKEN", "lockkit:{NAME}:rw", "lockkit:{NAME}:rw:limits",
+		"lockkit:{NAME}:rw:fences", "lockkit:{NAME}:rw:fence", "lockkit:{NAME}:rw:queue",
+		"lockkit:{NAME}:rw:queue:deadlines", "lockkit:{NAME}:rw:receipt:t:TOKEN")
 
 	// A record of the exactly-once layer, through httpmw.
 	httpRecord(t, c)
 
 	// Released: handed to the waiters, who release in turn; a guarded value written.
-	for _, h := range []*core.Lock{in, l, f, p} {
+	for _, h := range []*core.Lock{in, l, f, p, r} {
 		if err := h.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for range 2 {
+	for range 3 {
 		if err := <-waiters; err != nil {
 			t.Fatal(err)
 		}
@@ -278,7 +284,7 @@ func TestKeys_docTable(t *testing.T) {
 	if err := term.Resign(ctx); err != nil {
 		t.Fatal(err)
 	}
-	kc.until("lockkit:{NAME}:permits:receipt:FENCE", "lockkit:idem:{@http-idem/HASH}")
+	kc.until("lockkit:{NAME}:permits:receipt:FENCE", "lockkit:{NAME}:rw:receipt:FENCE", "lockkit:idem:{@http-idem/HASH}")
 	for i, r := range rows {
 		if _, ok := elsewhere[r.key]; r.typ != "" && !kc.seen[i] && !ok {
 			t.Errorf("docs/keys.md's row %s matched no key of the workload", r.key)
@@ -287,9 +293,9 @@ func TestKeys_docTable(t *testing.T) {
 	t.Logf("%d rows of docs/keys.md, %d keys' rows matched", len(rows), len(kc.seen))
 }
 
-// giveBack makes a permit acquisition whose reply is lost (its context ends while the reply is on
-// its way), so that the client gives the permit back in the background.
-func giveBack(t *testing.T, srv *redistest.Server, name string) {
+// giveBack makes a permit (or, with core.Read, read-write) acquisition whose reply is lost (its
+// context ends while the reply is on its way), so that the client gives it back in the background.
+func giveBack(t *testing.T, srv *redistest.Server, name string, side core.AcquireOption) {
 	t.Helper()
 	proxy := srv.StartDelayProxy(t, 300*time.Millisecond)
 	o := proxy.Options()
@@ -302,7 +308,9 @@ func giveBack(t *testing.T, srv *redistest.Server, name string) {
 	c := locktest.NewClient(t, slow)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	if _, err := c.Acquire(ctx, name, 10*time.Second, core.Permits(1)); err == nil {
+	// TryAcquire: a waiting call that fails also leaves the queue (dequeue), which drops a lease its
+	// attempt took before the give-back finds it, and then no give-back receipt is written.
+	if _, err := c.TryAcquire(ctx, name, 10*time.Second, side); err == nil {
 		t.Fatal("acquired through a proxy slower than the call's deadline")
 	}
 }

@@ -17,8 +17,8 @@ import (
 
 func setupLs(*flag.FlagSet) runner { return cmdLs }
 
-// cmdLs lists the held locks and semaphore permits whose names match a pattern, on every master of
-// a cluster. A key that matches but is not a lockkit lock is skipped with a warning.
+// cmdLs lists the held locks, semaphore permits and read-write holds whose names match a pattern,
+// on every master of a cluster. A key that matches but is not a lockkit lock is skipped with a warning.
 func cmdLs(ctx context.Context, e *env, args []string) error {
 	pattern := "*"
 	if len(args) == 1 {
@@ -34,9 +34,10 @@ func cmdLs(ctx context.Context, e *env, args []string) error {
 		mu   sync.Mutex
 		keys = map[string]string{} // name -> a key it was found by
 	)
-	// A lock is a string PREFIX{NAME}, a semaphore a sorted set PREFIX{NAME}:permits.
+	// A lock is a string PREFIX{NAME}, a semaphore a sorted set PREFIX{NAME}:permits, a read-write
+	// lock a sorted set PREFIX{NAME}:rw.
 	scan := func(ctx context.Context, r redis.Cmdable) error {
-		for _, kind := range [][2]string{{"", "string"}, {":permits", "zset"}} {
+		for _, kind := range [][2]string{{"", "string"}, {":permits", "zset"}, {":rw", "zset"}} {
 			it := r.ScanType(ctx, 0, match+kind[0], 1000, kind[1]).Iterator()
 			for it.Next(ctx) {
 				name := strings.TrimSuffix(strings.TrimPrefix(it.Val(), e.prefix+"{"), "}"+kind[0])
@@ -95,6 +96,9 @@ func cmdLs(ctx context.Context, e *env, args []string) error {
 		}
 		for _, h := range i.Permits {
 			fmt.Fprintf(tw, "%s\tpermit/%d\t%s\t%s\t%s\t%d\t%d\n", i.Name, i.Limit, who(h), dur(h.HeldFor), dur(h.TTL), h.Fence, i.PermitsQueued)
+		}
+		for _, h := range rwHolders(i) {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\n", i.Name, h.mode, who(h.HolderInfo), dur(h.HeldFor), dur(h.TTL), h.Fence, i.RWQueued)
 		}
 	}
 	return tw.Flush()
@@ -202,6 +206,12 @@ func cmdRelease(ctx context.Context, e *env, name string, yes bool) error {
 	}
 	if n := len(info.Permits); n > 0 {
 		desc = append(desc, fmt.Sprintf("%d of %d permits held, oldest by %s", n, info.Limit, who(oldest(info.Permits))))
+	}
+	if info.Writer != nil {
+		desc = append(desc, fmt.Sprintf("written by %s for %s, fence %d", who(*info.Writer), dur(info.Writer.HeldFor), info.Writer.Fence))
+	}
+	if n := len(info.Readers); n > 0 {
+		desc = append(desc, fmt.Sprintf("read by %d, oldest by %s", n, who(oldest(info.Readers))))
 	}
 	if !yes {
 		fmt.Fprintf(e.errOut, "Release %s (%s)?\nThe holders learn it at their next renewal; until then their work may go on. [y/N] ", name, strings.Join(desc, "; "))

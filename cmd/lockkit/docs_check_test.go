@@ -185,11 +185,12 @@ func checkOutput(t *testing.T, fx *docFixture, c docCommand, d docArgs, out stri
 			fail("listed " + strings.Join(got, ", ") + "; want " + strings.Join(want, ", "))
 		}
 	case cmd == "inspect" && d.json:
-		if len(objs) != 1 || (objs[0]["held"] != true && len(objs[0]["permits"].([]any)) == 0) {
+		if len(objs) != 1 || (objs[0]["held"] != true && len(objs[0]["permits"].([]any)) == 0 &&
+			objs[0]["readers"] == nil && objs[0]["writer"] == nil) {
 			fail("want one object, held")
 		}
 	case cmd == "inspect":
-		if !heldYes.MatchString(out) && !strings.Contains(out, "permits") {
+		if !heldYes.MatchString(out) && !strings.Contains(out, "permits") && !strings.Contains(out, "read-write lock") {
 			fail("not held")
 		}
 	case cmd == "release" && d.json:

@@ -90,7 +90,8 @@ func (c *cutter) Cut() {
 // held by a "billing" client, re-entered, with one fair waiter; report:daily held by a client
 // without label, with a 2 s TTL (its network can be cut); a permit of the semaphore @http/tenant-7
 // (limit 10) held by an "api" client; an idempotency record stored by httpmw and a request in
-// flight; cronlock's lock of the job "report" (@cron/report); an elected leader (package election).
+// flight; cronlock's lock of the job "report" (@cron/report); an elected leader (package election);
+// the read-write lock catalog read by two clients without label, a writer queued behind them.
 type docFixture struct {
 	target   docTarget
 	names    []string           // the names held
@@ -131,12 +132,35 @@ func newDocFixture(t *testing.T, target docTarget) *docFixture {
 	if _, err := el.Campaign(ctx, "billing-7d9f-x2k"); err != nil {
 		t.Fatal(err)
 	}
-	fx.names = append(fx.names, "invoice:42", "report:daily", "@http/tenant-7", "@cron/report", "@election/billing")
+	fx.readWrite(t)
+	fx.names = append(fx.names, "invoice:42", "report:daily", "@http/tenant-7", "@cron/report", "@election/billing", "catalog")
 	eventually(t, "a fair waiter", func() bool {
 		info, err := billing.Inspect(ctx, "invoice:42")
 		return err == nil && info.Queued == 1
 	})
 	return fx
+}
+
+// readWrite makes the read-write lock catalog: read by two clients, a writer queued.
+func (fx *docFixture) readWrite(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	for range 2 {
+		r, _, _ := fx.client(t, "")
+		acquire(t, r, ctx, "catalog", core.Read())
+	}
+	w, _, _ := fx.client(t, "")
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = w.Acquire(wctx, "catalog", 30*time.Second, core.Write())
+	}()
+	t.Cleanup(func() { stop(); <-done })
+	eventually(t, "a writer queued", func() bool {
+		info, err := w.Inspect(ctx, "catalog")
+		return err == nil && info.RWQueued == 1
+	})
 }
 
 // client returns a new core.Client with the label, closed when the test ends, its connection

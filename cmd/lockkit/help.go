@@ -39,11 +39,13 @@ func commands() []command {
 	return []command{
 		{name: "ls", args: "[PATTERN]", max: 1, setup: setupLs,
 			summary: "list held locks and permits whose name matches PATTERN (a glob, default *)",
-			about: `List the held locks and semaphore permits whose name matches the glob PATTERN (default *),
-one line per holder: NAME; KIND, "lock" or "permit/N" for a permit of a semaphore whose limit is
-N; HOLDER, the digest of its owner token, host/pid and label; HELD FOR; TTL; FENCE; QUEUED, the
-waiters queued in Redis (for a lock, its fair waiters, core.Fair: other waiters wait in their own
-processes, "lockkit watch" counts them; for a permit, every waiter for a permit of the semaphore).
+			about: `List the held locks, semaphore permits and read-write holds whose name matches the glob
+PATTERN (default *), one line per holder: NAME; KIND, "lock", "permit/N" for a permit of a
+semaphore whose limit is N, or "read" or "write" for a hold of a read-write lock; HOLDER, the
+digest of its owner token, host/pid and label; HELD FOR; TTL; FENCE; QUEUED, the waiters queued
+in Redis (for a lock, its fair waiters, core.Fair: other waiters wait in their own processes,
+"lockkit watch" counts them; for a permit, every waiter for a permit of the semaphore; for a
+read-write hold, every reader and writer waiting for the read-write lock).
 On a cluster it scans every master.
 
 Keys that match the pattern but are not lockkit locks are skipped, each with a warning on stderr.`,
@@ -52,15 +54,18 @@ Keys that match the pattern but are not lockkit locks are skipped, each with a w
 			summary: "who holds NAME and its semaphore's permits, since when, TTL, fence, waiters",
 			about: `Show who holds the lock NAME (the digest of its owner token, host, pid, label, since when
 by the Redis clock, hold count), its TTL and fence and its fair waiters; then the permits of the
-semaphore of the same name, if any, each with its TTL and fence, and the waiters for a permit.
+semaphore of the same name, if any, each with its TTL and fence, and the waiters for a permit;
+then the read-write lock of the same name, if held or waited for: its writer or its readers,
+each with its TTL and fence, and its waiters.
 A lock taken in a namespace is named @NAMESPACE/NAME (cronlock's job "report": @cron/report).
 
 Exit code 3 when the lock and the semaphore are free (the last fence is shown).`,
 			examples: []string{"lockkit inspect invoice:42", "lockkit inspect @cron/report --json"}},
 		{name: "release", args: "--force NAME", min: 1, max: 1, setup: setupRelease,
 			summary: "end a stuck hold: delete NAME's lock and permits, wake the waiters",
-			about: `Delete the lock NAME and every permit of the semaphore of that name, whoever holds them, and
-wake the next waiter (one permit waiter per freed permit). It shows the holders and asks for
+			about: `Delete the lock NAME, every permit of the semaphore and every hold of the read-write lock of
+that name, whoever holds them, and wake the next waiter (one permit or read-write waiter per
+freed hold). It shows the holders and asks for
 confirmation on stdin unless --yes. The holders learn it at their next renewal (their context
 is cancelled, cause "lost (not_owner)"); until then their work may go on.
 

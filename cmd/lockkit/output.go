@@ -34,6 +34,11 @@ type jsonLock struct {
 	Permits       []jsonHolder `json:"permits"`
 	Limit         int          `json:"limit"`
 	PermitsQueued int          `json:"permits_queued"`
+	// The read-write lock of the same name (core.Read, core.Write): its readers, its writer and its
+	// queued waiters (left out when there are none).
+	Readers  []jsonHolder `json:"readers,omitempty"`
+	Writer   *jsonHolder  `json:"writer,omitempty"`
+	RWQueued int          `json:"rw_queued,omitempty"`
 }
 
 func toJSON(info core.LockInfo) jsonLock {
@@ -45,6 +50,14 @@ func toJSON(info core.LockInfo) jsonLock {
 	for _, h := range info.Permits {
 		j.Permits = append(j.Permits, holderJSON(h))
 	}
+	for _, h := range info.Readers {
+		j.Readers = append(j.Readers, holderJSON(h))
+	}
+	if info.Writer != nil {
+		w := holderJSON(*info.Writer)
+		j.Writer = &w
+	}
+	j.RWQueued = info.RWQueued
 	return j
 }
 
@@ -58,8 +71,10 @@ func holderJSON(h core.HolderInfo) jsonHolder {
 	return j
 }
 
-// inUse reports whether a name's lock or any permit of its semaphore is held.
-func inUse(info core.LockInfo) bool { return info.Held || len(info.Permits) > 0 }
+// inUse reports whether a name's lock, any permit of its semaphore or its read-write lock is held.
+func inUse(info core.LockInfo) bool {
+	return info.Held || len(info.Permits) > 0 || len(info.Readers) > 0 || info.Writer != nil
+}
 
 func printJSON(w io.Writer, v any) error {
 	b, err := json.Marshal(v)
@@ -109,7 +124,44 @@ func printInfo(out io.Writer, info core.LockInfo) error {
 		}
 		fmt.Fprintf(tw, "permit waiters\t%d\n", info.PermitsQueued)
 	}
+	if hs := rwHolders(info); len(hs) > 0 || info.RWQueued > 0 {
+		fmt.Fprintf(tw, "read-write lock\t%s\n", rwSummary(info))
+		for _, h := range hs {
+			printHolder(tw, h.mode, h.HolderInfo)
+			fmt.Fprintf(tw, "  ttl\t%s\n  fence\t%d\n", dur(h.TTL), h.Fence)
+		}
+		fmt.Fprintf(tw, "read-write waiters\t%d\n", info.RWQueued)
+	}
 	return tw.Flush()
+}
+
+// rwHolder is a holder of a read-write lock and its side.
+type rwHolder struct {
+	core.HolderInfo
+	mode string // "write" or "read"
+}
+
+// rwHolders lists the writer, then the readers of a name's read-write lock.
+func rwHolders(info core.LockInfo) []rwHolder {
+	var hs []rwHolder
+	if info.Writer != nil {
+		hs = append(hs, rwHolder{*info.Writer, "write"})
+	}
+	for _, h := range info.Readers {
+		hs = append(hs, rwHolder{h, "read"})
+	}
+	return hs
+}
+
+// rwSummary describes who holds a read-write lock: "written", "N readers" or "free".
+func rwSummary(info core.LockInfo) string {
+	switch {
+	case info.Writer != nil:
+		return "written"
+	case len(info.Readers) > 0:
+		return fmt.Sprintf("%d readers", len(info.Readers))
+	}
+	return "free"
 }
 
 func printHolder(tw io.Writer, kind string, h core.HolderInfo) {

@@ -1,5 +1,5 @@
 // Command demo is lockkit's guided tour: in about fifteen seconds it shows every part of the kit
-// working against one Redis, in nine scenes, and ends with a summary table.
+// working against one Redis, in ten scenes, and ends with a summary table.
 //
 //	go run ./examples/demo                  # embedded Redis, nothing to install
 //	go run ./examples/demo -redis host:6379 # or REDIS_ADDR=host:6379: a real Redis
@@ -10,7 +10,8 @@
 // HTTP idempotency middleware; (4) the gRPC interceptor serialising calls for one key; (5) asynq
 // tasks of one key running one at a time across two workers; (6) a cron job on three replicas
 // running once per tick; (7) a semaphore letting at most three exports of a tenant run at once
-// across two replicas; (8) two gocron schedulers with skewed clocks running each run of a job once.
+// across two replicas; (8) two gocron schedulers with skewed clocks running each run of a job once;
+// (9) a read-write lock: readers share, a writer runs alone, in arrival order.
 //
 // Every scene checks what it shows; the exit status is 0 only if every check held. With
 // OTEL_EXPORTER_OTLP_ENDPOINT set, the traces are exported over OTLP/HTTP (see examples/jaeger).

@@ -30,6 +30,8 @@ var scenes = []sceneDef{
 	{"semaphore: at most three exports of a tenant at once, across two replicas", "semaphore, 3 permits", scenePermits},
 	{"gocron: two schedulers with skewed clocks run each run of a job once", "gocron once per run", sceneGocron},
 	{"sets: transfers lock both accounts at once, all or nothing, without deadlock", "sets of locks", sceneSets},
+	{"read-write lock: readers share, a writer runs alone, in arrival order", "read-write lock", sceneReadWrite},
+	{"read-write lock: readers share, a writer runs alone, in arrival order", "read-write lock", sceneReadWrite},
 }
 
 // sceneTimeout bounds a scene, so that a hang shows as a failed scene, not a stuck demo.

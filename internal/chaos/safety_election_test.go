@@ -95,7 +95,7 @@ func runElection(t *testing.T, rep *chaos.Report, seed uint64, dur time.Duration
 		rdb := redisVia(t, options(), px.Addr())
 		rdb.AddHook(redisHook{h: h, client: i})
 		rdbs[i] = rdb
-		opts := []core.Option{core.WithHook(coreHook()), core.WithRetryBackoff(10*time.Millisecond, 100*time.Millisecond)}
+		opts := withPipelining([]core.Option{core.WithHook(coreHook()), core.WithRetryBackoff(10*time.Millisecond, 100*time.Millisecond)})
 		sl := &slot{idx: i, px: px, make: func() (*core.Client, error) { return core.New(rdb, opts...) }}
 		c, err := sl.make()
 		if err != nil {

@@ -73,7 +73,7 @@ func runFailoverVariant(t *testing.T, rep *chaos.Report, seed uint64, ack bool, 
 		o.MinRetryBackoff, o.MaxRetryBackoff = 5*time.Millisecond, 60*time.Millisecond
 		rdb := redisVia(t, o, px.Addr())
 		rdb.AddHook(redisHook{h: h, client: i})
-		opts := []core.Option{core.WithHook(coreHook()), core.WithRetryBackoff(10*time.Millisecond, 100*time.Millisecond)}
+		opts := withPipelining([]core.Option{core.WithHook(coreHook()), core.WithRetryBackoff(10*time.Millisecond, 100*time.Millisecond)})
 		if acked[i] = ack && i < slots-1; acked[i] {
 			opts = append(opts, core.WithReplicaAck(1, failoverAckWait))
 		}

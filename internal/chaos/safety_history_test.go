@@ -25,7 +25,7 @@ type hold struct {
 	Gen    int           `json:"gen"`
 	Name   string        `json:"name"`
 	Tok    string        `json:"tok"`
-	Kind   string        `json:"kind"` // acquire, try, do, ctx (re-entry through a lock's context), owner (WithOwner)
+	Kind   string        `json:"kind"` // acquire, try, do, ctx (re-entry through a lock's context), owner (WithOwner), token (WithToken: re-entry or fresh), giveup
 	Fair   bool          `json:"fair,omitempty"`
 	Limit  int           `json:"limit,omitempty"` // a permit's (Permits); 0 for a lock
 	TTL    time.Duration `json:"ttl"`
@@ -45,12 +45,24 @@ type hold struct {
 	Why    string        `json:"why,omitempty"`
 	// Renewed is the send time of the last successful renewal; Extends lists the Extend calls.
 	Renewed time.Duration `json:"renewed,omitempty"`
+	// Tried is the send time of the last renewal, answered or not, and TryErr its error.
+	Tried   time.Duration `json:"tried,omitempty"`
+	TryErr  string        `json:"try_err,omitempty"`
 	Extends []extend      `json:"extends,omitempty"`
 	// DoErr is Do's error ("" for nil), DoLive whether fn ended with the context live, DoRet when
 	// Do returned.
 	DoErr  string        `json:"do_err,omitempty"`
 	DoLive bool          `json:"do_live,omitempty"`
 	DoRet  time.Duration `json:"do_ret,omitempty"`
+	// MaxHold is the hold's own WithMaxHold limit (or its Client's WithDefaultMaxHold; 0: none).
+	// After a hold ended by its limit the worker reads Redis directly: HeldSeen is the last time
+	// its token still held the lock (or its permit) there, Freed the first time it no longer did.
+	MaxHold  time.Duration `json:"max_hold,omitempty"`
+	HeldSeen time.Duration `json:"held_seen,omitempty"`
+	Freed    time.Duration `json:"freed,omitempty"`
+	// Queue is a fair hold's queue timeout (its Client's WithFairWaiterTimeout): a grant's first
+	// lease is at most this long.
+	Queue time.Duration `json:"queue,omitempty"`
 }
 
 type extend struct {
@@ -82,6 +94,12 @@ type span struct {
 	From   time.Duration `json:"from"`
 	To     time.Duration `json:"to"`
 	Detail string        `json:"detail,omitempty"`
+	// A key loss (see lossKinds): the name whose keys it deleted ("" for every name), which of
+	// them (Keys: "lock", "permits", "fence"; "" for all) and whether it may not have run
+	// (Unsure: the command failed, so it may or may not have reached Redis).
+	Name   string `json:"name,omitempty"`
+	Keys   string `json:"keys,omitempty"`
+	Unsure bool   `json:"unsure,omitempty"`
 }
 
 // history is the record of one run; its methods are safe for concurrent use.
@@ -92,7 +110,8 @@ type history struct {
 	fails []*failed
 	open  atomic.Int64 // lock contexts not yet seen cancelled
 	// faults are injected faults, slow the clients' slow or failed commands, late the probe's
-	// timer lateness per interval (Detail empty; To-From is the interval, Target the lateness in µs).
+	// timer lateness per interval (Detail empty; Target the lateness in µs; From-To the interval,
+	// from its start less that lateness: see addLate).
 	faults, slow, late []span
 	renewing           map[string]int           // renewals in flight, by token
 	active             map[int]string           // the fault on each client slot's path now
@@ -100,11 +119,18 @@ type history struct {
 	panics             []span
 	permits            []permitSnap // the semaphore scenario's reads of the permits in Redis
 	ops                int
+	counts             map[string]int  // the new operations' tallies, by kind (see count)
+	sched              []span          // the scheduler's worst sampled goroutine wait per interval, as late
+	releaseErr         map[string]bool // tokens a release (a give-back, say) was sent for that failed
 }
 
 func newHistory() *history {
-	return &history{start: time.Now(), noTTL: map[string]time.Duration{}, renewing: map[string]int{}, active: map[int]string{}}
+	return &history{start: time.Now(), noTTL: map[string]time.Duration{}, renewing: map[string]int{}, active: map[int]string{},
+		counts: map[string]int{}, releaseErr: map[string]bool{}}
 }
+
+// count tallies one operation (or outcome) of kind for the report.
+func (h *history) count(kind string) { h.mu.Lock(); h.counts[kind]++; h.mu.Unlock() }
 
 // faulted returns the kind of the fault on slot's path now ("" if none). The workload uses it to
 // provoke the races a fault opens (an Extend during delayed replies, a caller that gives up).
@@ -157,9 +183,20 @@ func (h *history) op() { h.mu.Lock(); h.ops++; h.mu.Unlock() }
 
 func (h *history) addFault(s span) { h.mu.Lock(); h.faults = append(h.faults, s); h.mu.Unlock() }
 
+// addLate records the probe's worst lateness late in the interval [from, to] in which it was
+// measured. The late wake-up ended in that interval but the stall began late earlier, maybe in
+// the interval before (a whole process stopped for 240 ms was measured by the probe only after the
+// watcher's next tick, which the stall had delayed too): the span starts late before from.
 func (h *history) addLate(from, to, late time.Duration) {
 	h.mu.Lock()
-	h.late = append(h.late, span{From: from, To: to, Target: int(late / time.Microsecond)})
+	h.late = append(h.late, span{From: from - late, To: to, Target: int(late / time.Microsecond)})
+	h.mu.Unlock()
+}
+
+// addSched records the scheduler's worst sampled wait, as addLate.
+func (h *history) addSched(from, to, late time.Duration) {
+	h.mu.Lock()
+	h.sched = append(h.sched, span{From: from - late, To: to, Target: int(late / time.Microsecond)})
 	h.mu.Unlock()
 }
 
@@ -178,7 +215,10 @@ func (h *history) panicked(what string) {
 type call struct {
 	h       *history
 	hold    *hold
+	set     *call      // a set's member: the set's call (safety_sets_test.go)
+	members setMembers // a set's call: its members, by name
 	mu      sync.Mutex
+	lock    *core.Lock    // a set's member: its lock, as core's Acquired hook handed it
 	tok     string        // the token its acquire scripts carried
 	attempt time.Duration // when the latest attempt ended (the call's start before the first)
 	prev    time.Duration // when the attempt before it ended: the latest attempt was sent after
@@ -258,7 +298,8 @@ func (h *history) result(redlock bool) run {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	r := run{holds: holds, faults: slices.Clone(h.faults), slow: slices.Clone(h.slow), late: slices.Clone(h.late),
-		noTTL: maps.Clone(h.noTTL), panics: slices.Clone(h.panics), permits: slices.Clone(h.permits), redlock: redlock}
+		noTTL: maps.Clone(h.noTTL), panics: slices.Clone(h.panics), permits: slices.Clone(h.permits), redlock: redlock,
+		sched: slices.Clone(h.sched), releaseErr: maps.Clone(h.releaseErr)}
 	for _, f := range h.fails {
 		r.fails = append(r.fails, *f)
 	}
@@ -268,6 +309,8 @@ func (h *history) result(redlock bool) run {
 func causeName(err error) string {
 	var le *core.LostError
 	switch {
+	case errors.Is(err, core.ErrMaxHold):
+		return "maxhold"
 	case errors.As(err, &le):
 		return "lost:" + le.Reason
 	case errors.Is(err, core.ErrReleased):

@@ -16,6 +16,7 @@ import (
 // coreHook records attempts, renewals and losses into the calls their contexts carry.
 func coreHook() core.Hook {
 	return core.Hook{
+		Acquired: memberCtx,
 		Attempt: func(ctx context.Context, _ core.WaitInfo) {
 			if c := callOf(ctx); c != nil {
 				at := c.h.now()
@@ -27,10 +28,20 @@ func coreHook() core.Hook {
 		// Core reports a renewal once per lock, on its outermost open hold (the one the history
 		// follows for the token's renewals).
 		Renewed: func(lctx context.Context, info core.HoldInfo) {
-			if c := callOf(lctx); c != nil && info.Renewed {
+			if c := callOf(lctx); c != nil {
 				sent := info.Start.Sub(c.h.start)
 				c.mu.Lock()
-				c.hold.Renewed = max(c.hold.Renewed, sent)
+				if info.Renewed {
+					c.hold.Renewed = max(c.hold.Renewed, sent)
+				}
+				if sent > c.hold.Tried {
+					c.hold.Tried, c.hold.TryErr = sent, ""
+					if info.Err != nil {
+						c.hold.TryErr = info.Err.Error()
+					} else if !info.Renewed {
+						c.hold.TryErr = "not renewed"
+					}
+				}
 				c.mu.Unlock()
 			}
 		},
@@ -53,13 +64,20 @@ func coreHook() core.Hook {
 
 // redisHook is a go-redis hook on one client slot's connection(s): it notes the token of each
 // acquire call and the first release send of a call, and records every command that failed or took
-// longer than slowCmd as a span (the path was not healthy then).
+// longer than recordCmd as a span (see healthy: a path is unhealthy when one was too slow).
 type redisHook struct {
 	h      *history
 	client int
 }
 
-// slowCmd is how long a command may take before it counts as slow (a sign of an unhealthy path).
+// recordCmd is how long a command may take before it is recorded (as a "slow" span). The oracle
+// calls a path healthy when no command took longer than a sixth of the shortest TTL in play (20 ms
+// TTLs: 3.3 ms), so it must see every command that slow: when commands were recorded from 20 ms
+// (before issue 27), commands of 8 to 20 ms, common under -race on a busy machine, went unseen.
+const recordCmd = 2 * time.Millisecond
+
+// slowCmd is how long a command may take before it counts as slow (a sign of an unhealthy path)
+// where a check needs no finer threshold.
 const slowCmd = 20 * time.Millisecond
 
 // DialHook implements redis.Hook.
@@ -74,8 +92,31 @@ func (r redisHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		}
 		err := next(ctx, cmd)
 		r.done(t0, cmd.Name(), err)
+		if err != nil && !errors.Is(err, redis.Nil) {
+			if tok, ok := releaseToken(cmd); ok {
+				r.h.mu.Lock()
+				r.h.releaseErr[tok] = true
+				r.h.mu.Unlock()
+			}
+		}
 		return err
 	}
+}
+
+// releaseToken returns the token of a release script (a lock's or a permit's: its second
+// argument is the publish command), the kind a give-back sends.
+func releaseToken(cmd redis.Cmder) (string, bool) {
+	args := cmd.Args()
+	if name := strings.ToLower(cmd.Name()); (name != "eval" && name != "evalsha") || len(args) < 3 {
+		return "", false
+	}
+	nk, ok := args[2].(int)
+	if !ok || len(args) < 3+nk+2 {
+		return "", false
+	}
+	tok, _ := args[3+nk].(string)
+	pub, _ := args[4+nk].(string)
+	return tok, tok != "" && (pub == "PUBLISH" || pub == "SPUBLISH")
 }
 
 // ProcessPipelineHook implements redis.Hook: renewals travel in pipelines; it notes which tokens
@@ -84,11 +125,11 @@ func (r redisHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		var toks []string
 		for _, cmd := range cmds {
-			if a := cmd.Args(); len(a) == 6 && a[2] == any(1) {
+			if a := cmd.Args(); (len(a) == 6 || len(a) == 7) && a[2] == any(1) { // a lock's renewal: token, TTL (and its fence)
 				if tok, ok := a[4].(string); ok {
 					toks = append(toks, tok)
 				}
-			} else if len(a) == 8 && a[2] == any(3) { // a permit's renewal: permits, limits, fences
+			} else if len(a) == 9 && a[2] == any(3) { // a permit's renewal: permits, limits, fences; token, TTL, fence
 				if tok, ok := a[6].(string); ok {
 					toks = append(toks, tok)
 				}
@@ -118,7 +159,7 @@ func (r redisHook) done(t0 time.Duration, name string, err error) {
 	if err != nil && errors.Is(err, redis.Nil) || err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
 		err = nil
 	}
-	if err == nil && t1-t0 < slowCmd {
+	if err == nil && t1-t0 < recordCmd {
 		return
 	}
 	s := span{Kind: "slow", Target: r.client, From: t0, To: t1, Detail: name}

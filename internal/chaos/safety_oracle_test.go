@@ -16,10 +16,11 @@ import (
 
 // verdict is one finding of the oracle.
 type verdict struct {
-	Prop  string        // overlap, fence, reentry-fence, reentry-not-held, loss-while-healthy, do-lost, orphan, no-ttl, panic, not-cancelled; permits: over-limit, lease-count, lease-gone
+	Prop  string        // overlap, fence, reentry-fence, reentry-not-held, reentry-after-loss, loss-while-healthy, do-lost, orphan, no-ttl, panic, not-cancelled, loss-late, maxhold-late, maxhold-early, maxhold-not-released; permits: over-limit, lease-count, lease-gone
 	At    time.Duration // when it happened (for the excerpt)
 	Msg   string
-	Holds []int // the holds involved (IDs)
+	Holds []int  // the holds involved (IDs)
+	Fault string // the key loss kind or operation it is tied to ("maxhold"), if any (the report's rows)
 }
 
 // run is what the oracle checks.
@@ -31,6 +32,8 @@ type run struct {
 	panics             []span
 	permits            []permitSnap // semaphore scenario (see checkPermits)
 	redlock            bool
+	sched              []span          // the scheduler's worst goroutine wait per interval (see schedSlack)
+	releaseErr         map[string]bool // tokens a release was sent for that failed (see orphans)
 }
 
 type oracle struct {
@@ -76,11 +79,14 @@ func (o *oracle) byName() ([]string, map[string][]*hold) {
 	return names, byName
 }
 
-// finish runs the checks common to locks and permits (losses, Do, cancellations, orphans, TTLs,
-// panics) and returns the violations and the inconclusive findings, in time order.
+// finish runs the checks common to locks and permits (losses, key losses, WithMaxHold, Do,
+// cancellations, orphans, TTLs, panics) and returns the violations and the inconclusive findings,
+// in time order.
 func (o *oracle) finish() (violations, inconclusive []verdict) {
 	for i := range o.holds {
 		o.lossWhileHealthy(&o.holds[i])
+		o.lossLate(&o.holds[i])
+		o.maxHolds(&o.holds[i])
 		o.doLost(&o.holds[i])
 		if o.holds[i].End == 0 {
 			o.flag("not-cancelled", o.holds[i].Ret, []int{o.holds[i].ID}, "the lock's context was never cancelled, not even by Client.Close")
@@ -121,12 +127,16 @@ func (o *oracle) flag(prop string, at time.Duration, holds []int, format string,
 // overlaps: A's acquisition certainly took effect before B's (A returned before B's attempt was
 // sent), and A's context was still live after B's acquisition returned: two owners at once. A
 // margin within what this process's timer lateness explains is inconclusive.
+//
+// A key loss of the name (see lossExcuses) excuses it while A stays within its bound.
 func (o *oracle) overlaps(hs []*hold) {
 	for _, a := range hs {
 		var first *hold
 		for _, b := range hs {
 			if a.Tok != b.Tok && a.Ret < b.Sent && a.Live > b.Ret && (first == nil || b.Ret < first.Ret) {
-				first = b
+				if _, excused := o.lossExcuses(a, b.Ret); !excused {
+					first = b
+				}
 			}
 		}
 		if first == nil {
@@ -137,6 +147,10 @@ func (o *oracle) overlaps(hs []*hold) {
 		v := verdict{Prop: "overlap", At: b.Ret, Holds: []int{a.ID, b.ID}, Msg: fmt.Sprintf(
 			"%s: hold %d (fence %d) was live %v after hold %d of another owner (fence %d) was acquired",
 			a.Name, a.ID, a.Fence, ms(margin), b.ID, b.Fence)}
+		if l, ok := o.lossBefore(a.Name, false, a.Sent, b.Ret); ok {
+			v.Fault = l.Kind
+			v.Msg += fmt.Sprintf(", past its bound after %s at %v", lossName(l), ms(l.From))
+		}
 		if slack := o.slack(b.Ret-time.Second, a.Live); margin <= slack {
 			v.Msg += fmt.Sprintf(" — within this process's timer lateness (%v)", ms(slack))
 			o.soft = append(o.soft, v)
@@ -165,9 +179,13 @@ func (o *oracle) fences(hs []*hold) {
 	}
 	isFresh := func(b *hold) bool { return b.Holds == 1 && first[tokFence{b.Tok, b.Fence}] == b }
 	fresh := map[string][]int64{} // token -> its fresh holds' fences
+	took := map[tokFence]bool{}   // an acquisition (a hold count of 1) got this fence, whenever it returned
 	for _, b := range hs {
 		if isFresh(b) {
 			fresh[b.Tok] = append(fresh[b.Tok], b.Fence)
+		}
+		if b.Holds == 1 {
+			took[tokFence{b.Tok, b.Fence}] = true
 		}
 	}
 	for _, b := range hs {
@@ -176,7 +194,7 @@ func (o *oracle) fences(hs []*hold) {
 		}
 		var worst *hold
 		for _, a := range hs {
-			if isFresh(a) && a.Ret < b.Sent && a.Fence >= b.Fence && (worst == nil || a.Fence > worst.Fence) {
+			if isFresh(a) && a.Ret < b.Sent && a.Fence >= b.Fence && (worst == nil || a.Fence > worst.Fence) && !o.fenceReset(a, b) {
 				worst = a
 			}
 		}
@@ -188,7 +206,16 @@ func (o *oracle) fences(hs []*hold) {
 	for _, b := range hs {
 		// A re-entry that found its token not holding the lock took it afresh: the lock was free
 		// (or another owner's) while the hold it entered was live, and that hold stayed live.
+		//
+		// After a key loss of the acquisition it entered (ForceRelease, DEL, FLUSHALL, a restart),
+		// the re-entry must fail: a re-entry never creates an acquisition (issue #27).
 		if outer := o.byID[b.Outer]; b.Holds == 1 && outer != nil && outer.Tok == b.Tok && outer.Live > b.Ret {
+			if l, ok := o.lossBefore(b.Name, false, outer.Sent, b.Ret); ok {
+				o.bad = append(o.bad, verdict{Prop: "reentry-after-loss", At: b.Ret, Holds: []int{outer.ID, b.ID}, Fault: l.Kind, Msg: fmt.Sprintf(
+					"%s: re-entry %d (%s) of hold %d after %s at %v took the lock afresh (holds 1, fence %d, the hold's %d) instead of failing, while hold %d stayed live %v longer",
+					b.Name, b.ID, b.Kind, outer.ID, lossName(l), ms(l.From), b.Fence, outer.Fence, outer.ID, ms(outer.Live-b.Ret))})
+				continue
+			}
 			o.flag("reentry-not-held", b.Ret, []int{outer.ID, b.ID}, "%s: re-entry %d (%s) found the lock not held by its token and took it afresh (fence %d), while hold %d of that token stayed live %v longer",
 				b.Name, b.ID, b.Kind, b.Fence, outer.ID, ms(outer.Live-b.Ret))
 		}
@@ -204,7 +231,9 @@ func (o *oracle) fences(hs []*hold) {
 		case b.Kind == "ctx" && outer != nil && outer.Fence != b.Fence:
 			o.flag("reentry-fence", b.Ret, []int{outer.ID, b.ID}, "%s: re-entry %d through hold %d's context has fence %d, the hold has %d",
 				b.Name, b.ID, outer.ID, b.Fence, outer.Fence)
-		case b.Kind == "owner" && !slices.Contains(fresh[b.Tok], b.Fence):
+		case (b.Kind == "owner" || b.Kind == "token") && !took[tokFence{b.Tok, b.Fence}]:
+			// (A WithOwner re-entry may return before the acquisition it entered does: two
+			// clients' WithOwner calls after the owner released, before issue 27's fix.)
 			o.flag("reentry-fence", b.Ret, []int{b.ID}, "%s: WithOwner re-entry %d has fence %d, which no acquisition of its token got (%v)",
 				b.Name, b.ID, b.Fence, fresh[b.Tok])
 		}
@@ -223,6 +252,9 @@ func (o *oracle) lossWhileHealthy(h *hold) {
 	if from < 0 || !o.healthy(h.Client, from, h.LostAt, shortest/6) {
 		return
 	}
+	if _, ok := o.lossBefore(h.Name, h.Limit > 0, from, h.LostAt); ok {
+		return // a key loss of its name: the loss is what the renewal reported
+	}
 	o.flag("loss-while-healthy", h.LostAt, []int{h.ID}, "%s: hold %d (TTL up to %v) reported lost (%s) while its client's path was healthy for %v before",
 		h.Name, h.ID, ttl, h.Why, ms(h.LostAt-from))
 }
@@ -232,15 +264,24 @@ func (o *oracle) lossWhileHealthy(h *hold) {
 // commands and timers must have been quick for the shortest (a lock shortened by Extend is renewed
 // that much more often).
 func (o *oracle) tokenTTL(h *hold) (longest, shortest time.Duration) {
+	return o.tokenTTLAt(h, h.LostAt)
+}
+
+// tokenTTLAt is tokenTTL by the time at. A fair hold's grant may have had a first lease as short
+// as its queue timeout, renewed that much sooner: it counts as its shortest.
+func (o *oracle) tokenTTLAt(h *hold, at time.Duration) (longest, shortest time.Duration) {
 	longest, shortest = h.TTL, h.TTL
 	for i := range o.holds {
 		x := &o.holds[i]
-		if x.Tok != h.Tok || x.Client != h.Client || x.Name != h.Name || x.Call > h.LostAt {
+		if x.Tok != h.Tok || x.Client != h.Client || x.Name != h.Name || x.Call > at {
 			continue
 		}
 		longest, shortest = max(longest, x.TTL), min(shortest, x.TTL)
+		if x.Fair && x.Queue > 0 {
+			shortest = min(shortest, x.Queue)
+		}
 		for _, e := range x.Extends {
-			if e.At < h.LostAt {
+			if e.At < at {
 				longest, shortest = max(longest, e.TTL), min(shortest, e.TTL)
 			}
 		}
@@ -249,10 +290,11 @@ func (o *oracle) tokenTTL(h *hold) (longest, shortest time.Duration) {
 }
 
 // healthy reports whether client's path had no fault, no failed command, no command slower than
-// slow and no timer later than slow in [from, to].
+// slow and no timer later than slow in [from, to]. A key loss of one name (ForceRelease, DEL) is no
+// fault of the path; the callers weigh it for the names it hit.
 func (o *oracle) healthy(client int, from, to, slow time.Duration) bool {
 	for _, f := range o.faults {
-		if onPath(f, client) && f.From < to && f.To > from {
+		if onPath(f, client) && f.From < to && f.To > from && f.Name == "" {
 			return false
 		}
 	}
@@ -261,7 +303,7 @@ func (o *oracle) healthy(client int, from, to, slow time.Duration) bool {
 			return false
 		}
 	}
-	return o.lateness(from, to) <= slow
+	return max(o.lateness(from, to), o.schedLateness(from, to)) <= slow
 }
 
 func onPath(f span, client int) bool { return f.Target == client || f.Target < 0 }
@@ -282,6 +324,24 @@ func (o *oracle) slack(from, to time.Duration) time.Duration {
 	return 2*o.lateness(from, to) + 5*time.Millisecond
 }
 
+// schedLateness is the worst goroutine wait the scheduler sampled in [from, to].
+func (o *oracle) schedLateness(from, to time.Duration) time.Duration {
+	var worst time.Duration
+	for _, l := range o.sched {
+		if l.From < to && l.To > from {
+			worst = max(worst, time.Duration(l.Target)*time.Microsecond)
+		}
+	}
+	return worst
+}
+
+// schedSlack is slack for a check whose premise is that the watchdog's goroutine ran on time
+// (a renewal sent when due, a limit kept): the probe's lateness or the scheduler's sampled goroutine
+// waits, whichever is worse.
+func (o *oracle) schedSlack(from, to time.Duration) time.Duration {
+	return 2*max(o.lateness(from, to), o.schedLateness(from, to)) + 5*time.Millisecond
+}
+
 // doLost: Do returned ErrLost for work that ended with the lock's context live, the lock was
 // never reported lost, and Do returned (so its release was answered, by a run of the script that
 // came before the answer) well before the lock could expire: TTL after the send of its last
@@ -289,6 +349,9 @@ func (o *oracle) slack(from, to time.Duration) time.Duration {
 func (o *oracle) doLost(h *hold) {
 	if h.Kind != "do" || h.DoErr != "lost" || h.LostAt != 0 || !h.DoLive || h.DoRet == 0 {
 		return
+	}
+	if _, ok := o.lossBefore(h.Name, h.Limit > 0, h.Sent, h.DoRet); ok {
+		return // ForceRelease (or a DEL) took it: its release says so
 	}
 	last := max(h.Sent, h.Renewed)
 	expiry := last + h.TTL - h.TTL/10
@@ -301,16 +364,20 @@ func (o *oracle) doLost(h *hold) {
 
 // orphans: an acquisition that failed (its reply was late, so its caller gave up) left its token
 // owning the lock although its path only delayed replies: a best-effort release after the failure
-// would have reached Redis within the delay. Over Redlock only an orphan on a quorum of nodes is a
+// would have reached Redis within the delay, unless that release itself failed (a give-back over
+// Redlock waits only the node timeout; on a starved process it times out). Over Redlock only an orphan on a quorum of nodes is a
 // violation; one on a minority (a node that answered after the node timeout) is inconclusive.
 func (o *oracle) orphans() {
 	for _, f := range o.fails {
 		if f.Seen == 0 || f.Checked-f.Ret < orphanAge || o.lateness(f.Call, f.Checked) > 100*time.Millisecond {
 			continue
 		}
+		if o.releaseErr[f.Tok] {
+			continue // its give-back itself failed (a node timeout on a starved process): best effort, as documented
+		}
 		clean := true
 		for _, x := range o.faults {
-			if onPath(x, f.Client) && x.From < f.Checked && x.To > f.Call && x.Kind != "latency" {
+			if onPath(x, f.Client) && x.From < f.Checked && x.To > f.Call && x.Kind != "latency" && (x.Name == "" || x.Name == f.Name) {
 				clean = false
 			}
 		}
@@ -357,7 +424,14 @@ func (o *oracle) excerpt(v verdict) string {
 	}
 	for _, f := range o.faults {
 		if f.From < to && f.To > from && (f.Target < 0 || clients[f.Target] || len(clients) == 0) {
-			fmt.Fprintf(&b, "  fault %-9s on %s %v..%v %s\n", f.Kind, target(f.Target), ms(f.From), ms(f.To), f.Detail)
+			if f.Name != "" && !slices.ContainsFunc(v.Holds, func(id int) bool { h := o.byID[id]; return h != nil && h.Name == f.Name }) {
+				continue // a key loss of another name
+			}
+			what := f.Detail
+			if f.Name != "" {
+				what = strings.TrimSpace(fmt.Sprintf("of %s %s %s", f.Name, f.Keys, what))
+			}
+			fmt.Fprintf(&b, "  fault %-9s on %s %v..%v %s\n", f.Kind, target(f.Target), ms(f.From), ms(f.To), what)
 		}
 	}
 	return b.String()
@@ -375,11 +449,23 @@ func describe(h *hold) string {
 	if h.Renewed > 0 {
 		s += fmt.Sprintf(" last renewal sent %v", ms(h.Renewed))
 	}
+	if h.Tried > h.Renewed {
+		s += fmt.Sprintf(" (then one sent %v: %s)", ms(h.Tried), h.TryErr)
+	}
 	for _, e := range h.Extends {
 		s += fmt.Sprintf(" extend(%v)@%v ok=%v", e.TTL, ms(e.At), e.OK)
 	}
 	if h.Outer > 0 {
 		s += fmt.Sprintf(" re-entered hold %d", h.Outer)
+	}
+	if h.MaxHold > 0 {
+		s += fmt.Sprintf(" max hold %v", h.MaxHold)
+	}
+	if h.HeldSeen > 0 || h.Freed > 0 {
+		s += fmt.Sprintf(" (Redis: held at %v, freed at %v)", ms(h.HeldSeen), ms(h.Freed))
+	}
+	if h.Queue > 0 {
+		s += fmt.Sprintf(" queue timeout %v", h.Queue)
 	}
 	return s
 }

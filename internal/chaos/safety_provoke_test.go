@@ -37,7 +37,7 @@ func (w *worker) raceExtend() {
 	hd := &hold{Client: w.slot.idx, Gen: gen, Name: name, Kind: "try", TTL: ttl}
 	ctx, cancel := context.WithTimeout(w.ctx, 10*time.Second)
 	defer cancel()
-	cctx, cl := w.h.newCall(ctx, hd)
+	cctx, cl := w.newCall(ctx, hd)
 	l, err := c.Acquire(cctx, name, ttl, core.WithWait(300*time.Millisecond))
 	if err != nil {
 		w.failed(cl, l, err)
@@ -62,7 +62,7 @@ func (w *worker) giveUp() {
 	hd := &hold{Client: w.slot.idx, Gen: gen, Name: name, Kind: "try", TTL: 3 * time.Second}
 	ctx, cancel := context.WithTimeout(w.ctx, w.dur(5*time.Millisecond, 15*time.Millisecond))
 	defer cancel()
-	cctx, cl := w.h.newCall(ctx, hd)
+	cctx, cl := w.newCall(ctx, hd)
 	l, err := c.TryAcquire(cctx, name, hd.TTL)
 	if err != nil {
 		w.failed(cl, l, err)

@@ -139,7 +139,9 @@ func (o *oracle) overLimit(hs []*hold) {
 		var live []*hold
 		for _, a := range hs {
 			if a.Tok != b.Tok && a.Ret < b.Call && a.Live > b.Ret {
-				live = append(live, a)
+				if _, excused := o.lossExcuses(a, b.Ret); !excused { // a key loss freed a's permit
+					live = append(live, a)
+				}
 			}
 		}
 		slices.SortFunc(live, func(x, y *hold) int { return cmp.Compare(y.Live, x.Live) })
@@ -172,13 +174,13 @@ func (o *oracle) overLimit(hs []*hold) {
 func (o *oracle) permitFences(hs []*hold) {
 	byFence := map[int64]*hold{}
 	for _, b := range hs {
-		if a := byFence[b.Fence]; a != nil && a.Tok != b.Tok {
+		if a := byFence[b.Fence]; a != nil && a.Tok != b.Tok && !o.fenceReset(a, b) && !o.fenceReset(b, a) {
 			o.flag("fence", max(a.Ret, b.Ret), []int{a.ID, b.ID}, "%s: permits %d and %d have the same fence %d", b.Name, a.ID, b.ID, b.Fence)
 		}
 		byFence[b.Fence] = b
 		var worst *hold
 		for _, a := range hs {
-			if a.Ret < b.Call && a.Fence >= b.Fence && (worst == nil || a.Fence > worst.Fence) {
+			if a.Ret < b.Call && a.Fence >= b.Fence && (worst == nil || a.Fence > worst.Fence) && !o.fenceReset(a, b) {
 				worst = a
 			}
 		}
@@ -232,6 +234,9 @@ func (o *oracle) leases(byName map[string][]*hold) {
 		for _, h := range byName[s.Name] {
 			if h.Ret >= s.From || h.Live <= s.To || valid[h.Tok] || gone[h.ID] {
 				continue
+			}
+			if _, excused := o.lossExcuses(h, s.To); excused {
+				continue // a key loss took its lease: it hears of it at its next renewal
 			}
 			gone[h.ID] = true
 			margin := h.Live - s.To

@@ -2,6 +2,7 @@ package chaos_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"time"
 
@@ -29,6 +30,10 @@ func (w *worker) runPermits() {
 			w.permit("try")
 		case r < 400 && !w.skip["do"]:
 			w.permitDo()
+		case r < 470 && !w.skip["maxhold"]:
+			w.maxHold()
+		case r < 570 && !w.skip["giveup"]:
+			w.giveUpWaiting()
 		default:
 			w.permit("acquire")
 		}
@@ -63,7 +68,7 @@ func (w *worker) permit(kind string) {
 	}
 	ctx, cancel := w.callCtx()
 	defer cancel()
-	cctx, cl := w.h.newCall(ctx, hd)
+	cctx, cl := w.newCall(ctx, hd)
 	acquire := c.Acquire
 	if kind == "try" {
 		acquire = c.TryAcquire
@@ -82,12 +87,18 @@ func (w *worker) permit(kind string) {
 // ones often race a renewal in flight), more often while its replies are delayed.
 func (w *worker) holdPermit(l *core.Lock, cl *call) {
 	hd := cl.hold
-	lctx := l.Context()
 	work := w.dur(0, min(hd.TTL/3, 300*time.Millisecond))
-	long := hd.TTL <= time.Second && w.rnd.IntN(4) == 0
-	if long {
+	if hd.TTL <= time.Second && w.rnd.IntN(4) == 0 {
 		work = w.dur(hd.TTL, 2*hd.TTL)
 	}
+	w.holdPermitFor(l, cl, work)
+}
+
+// holdPermitFor is holdPermit with the work's length given. A permit that WithMaxHold ended is
+// checked in Redis (see checkFreed) instead of released.
+func (w *worker) holdPermitFor(l *core.Lock, cl *call, work time.Duration) {
+	hd := cl.hold
+	lctx := l.Context()
 	end := time.Now().Add(work)
 	for time.Now().Before(end) && lctx.Err() == nil && !w.stopped() {
 		r := w.rnd.IntN(10)
@@ -96,6 +107,10 @@ func (w *worker) holdPermit(l *core.Lock, cl *call) {
 		}
 		w.sleep(lctx, min(time.Until(end), w.dur(hd.TTL/10, hd.TTL/4)))
 		cl.live(lctx)
+	}
+	if errors.Is(context.Cause(lctx), core.ErrMaxHold) {
+		w.checkFreed(cl)
+		return
 	}
 	if w.rnd.IntN(20) == 0 && !w.skip["close"] {
 		_ = w.slot.replace() // Client.Close releases it (and the client's other permits)
@@ -130,7 +145,7 @@ func (w *worker) provokePermit() bool {
 	hd := &hold{Client: w.slot.idx, Gen: gen, Name: name, Kind: "try", TTL: 3 * time.Second, Limit: 1}
 	ctx, cancel := context.WithTimeout(w.ctx, w.dur(5*time.Millisecond, 15*time.Millisecond))
 	defer cancel()
-	cctx, cl := w.h.newCall(ctx, hd)
+	cctx, cl := w.newCall(ctx, hd)
 	l, err := c.TryAcquire(cctx, name, hd.TTL, core.Permits(1))
 	if err != nil {
 		w.failed(cl, l, err)

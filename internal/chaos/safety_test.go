@@ -50,6 +50,9 @@ type slot struct {
 	c    *core.Client
 	gen  int
 	all  []*core.Client // every client made, to close at the end
+	// maxHold is the Client's WithDefaultMaxHold (0: none), queue its WithFairWaiterTimeout (0:
+	// the default): the history records them with each hold.
+	maxHold, queue time.Duration
 }
 
 func (s *slot) get() (*core.Client, int) {
@@ -84,24 +87,36 @@ type safetyConfig struct {
 	fair           bool
 	dur            time.Duration
 	limits         map[string][]int // the semaphore scenario: names' permit limits (nil: locks)
+	// allFair makes every acquisition Fair, and gives each client a short fair queue timeout
+	// (WithFairWaiterTimeout, 300 to 600 ms), below most TTLs: a grant's first lease is then
+	// shorter than the TTL, and the watchdog must lengthen it in time.
+	allFair bool
+	// sets makes workers also take sets of two or three names at once (AcquireAll, TryAcquireAll,
+	// DoAll), among single-name holds of the same names.
+	sets bool
 }
 
 // TestChaosSafety is lockkit's randomized, model-based safety checker. Several clients (each with
 // its own connections through its own toxiproxy) run random interleavings of Acquire, TryAcquire,
 // re-entries (through a lock's context, and with WithOwner from another client), Extend, Release,
-// Do and Client.Close on a few names, while faults hit random paths; an oracle then checks the
-// history (see check). One variant runs over one redis-server, one over three with Redlock; a third
-// takes semaphore permits (Permits) instead of locks, over one redis-server (see runPermits and
-// checkPermits); failover runs locks and permits on a master whose replica is promoted while
-// holders hold, with and without WithReplicaAck (see runFailover and checkFailover); election runs
-// Campaign, Resign and Observe (see runElection and checkObserve).
+// Do, WithMaxHold (and one client's WithDefaultMaxHold), waiters that give up while queued and
+// Client.Close on a few names, while an operator force-releases names (Client.ForceRelease) and
+// faults hit random paths: delayed or lost replies, resets, a paused redis-server, and keys lost
+// behind lockkit's back (DEL, FLUSHALL, a restart without persistence). An oracle then checks the
+// history (see check). One variant runs over one redis-server, one in fair mode only with short
+// fair queue timeouts (so that a grant's first lease is shorter than its TTL), one over three
+// servers with Redlock; a fourth takes semaphore permits (Permits) instead of locks, over one
+// redis-server (see runPermits and checkPermits); failover runs locks and permits on a master whose
+// replica is promoted while holders hold, with and without WithReplicaAck (see runFailover and
+// checkFailover); election runs Campaign, Resign and Observe (see runElection and checkObserve).
 //
-// Every run logs its seed. The seed fixes each worker's choices and the fault schedule; the
-// interleaving is up to the machine, so a replay (-seed N, or LOCKKIT_SAFETY_SEED=N) runs the same
-// schedule of operations and faults, not the same history. `go test` runs about 95 s;
-// LOCKKIT_CHAOS=full (make chaos) eleven and a half minutes; LOCKKIT_SAFETY_DURATION sets the single-node
-// variant's length (Redlock, permits and failover without WithReplicaAck run half as long, election
-// three quarters).
+// Every run logs its seed. The seed fixes each worker's choices, the clients' settings, the
+// operator's and the fault schedule; the interleaving is up to the machine, so a replay (-seed N,
+// or LOCKKIT_SAFETY_SEED=N) runs the same schedule of operations and faults, not the same history.
+// `go test` runs about 105 s; LOCKKIT_CHAOS=full (make chaos) about thirteen minutes;
+// LOCKKIT_SAFETY_DURATION sets the single-node variant's length (fair, Redlock, permits and
+// failover without WithReplicaAck run half as long, election three quarters).
+// LOCKKIT_SAFETY_SKIP leaves operations or faults out (see workload.skip).
 func TestChaosSafety(t *testing.T) {
 	seed := safetySeed(t)
 	t.Logf("safety checker seed %d: replay with -args -seed %d or LOCKKIT_SAFETY_SEED=%d", seed, seed, seed)
@@ -118,7 +133,12 @@ func TestChaosSafety(t *testing.T) {
 	t.Run("single", func(t *testing.T) {
 		runSafety(t, rep, seed, safetyConfig{name: "single", nodes: 1, slots: 4, workers: 3, names: []string{"s0", "s1", "s2", "s3", "s4"},
 			ttls: []time.Duration{50 * msec, 100 * msec, 200 * msec, 300 * msec, 500 * msec, time.Second, 2 * time.Second, 3 * time.Second},
-			fair: true, dur: dur})
+			fair: true, sets: true, dur: dur})
+	})
+	t.Run("fair", func(t *testing.T) {
+		runSafety(t, rep, seed, safetyConfig{name: "fair", nodes: 1, slots: 4, workers: 3, names: []string{"f0", "f1", "f2"},
+			ttls: []time.Duration{200 * msec, 500 * msec, time.Second, 2 * time.Second, 3 * time.Second},
+			fair: true, allFair: true, dur: dur / 2})
 	})
 	t.Run("redlock", func(t *testing.T) {
 		runSafety(t, rep, seed, safetyConfig{name: "redlock", nodes: 3, slots: 3, workers: 2, names: []string{"r0", "r1"},
@@ -141,10 +161,17 @@ func runSafety(t *testing.T, rep *chaos.Report, seed uint64, cfg safetyConfig) {
 	h := newHistory()
 	stopCtx, stopAll := context.WithCancel(context.Background())
 	defer stopAll()
-	wl := &workload{h: h, names: cfg.names, ttls: cfg.ttls, fair: cfg.fair, limits: cfg.limits, ctx: stopCtx, stop: make(chan struct{}), skip: map[string]bool{}}
+	wl := &workload{h: h, names: cfg.names, ttls: cfg.ttls, fair: cfg.fair, limits: cfg.limits, ctx: stopCtx, stop: make(chan struct{}), skip: map[string]bool{},
+		allFair: cfg.allFair, sets: cfg.sets}
 	for _, op := range strings.Split(os.Getenv("LOCKKIT_SAFETY_SKIP"), ",") {
 		wl.skip[strings.TrimSpace(op)] = true
 	}
+	if wl.skip["lossreentry"] {
+		wl.gate = &sync.RWMutex{}
+	}
+	// The clients' settings drawn from the seed: each client's fair queue timeout in the fair
+	// variant, and the last client's WithDefaultMaxHold.
+	cfgRnd := rand.New(rand.NewPCG(seed, 1<<42))
 	pxs := make([][]*chaos.Proxy, cfg.slots)
 	slots := make([]*slot, cfg.slots)
 	for i := range slots {
@@ -163,8 +190,17 @@ func runSafety(t *testing.T, rep *chaos.Report, seed uint64, cfg safetyConfig) {
 		}
 		// A short fallback backoff: waiters behind an expired lock (no release message) retry within
 		// a second, so that the workers spend their time on locks rather than waiting.
-		opts := []core.Option{core.WithHook(coreHook()), core.WithRetryBackoff(10*time.Millisecond, 100*time.Millisecond)}
-		sl := &slot{idx: i, make: func() (*core.Client, error) {
+		opts := withPipelining([]core.Option{core.WithHook(coreHook()), core.WithRetryBackoff(10*time.Millisecond, 100*time.Millisecond)})
+		var queue, maxHold time.Duration
+		if cfg.allFair {
+			queue = randIn(cfgRnd, 300*time.Millisecond, 600*time.Millisecond).Round(time.Millisecond)
+			opts = append(opts, core.WithFairWaiterTimeout(queue))
+		}
+		if i == cfg.slots-1 && !wl.skip["defaultmaxhold"] {
+			maxHold = randIn(cfgRnd, time.Second, 3*time.Second).Round(time.Millisecond)
+			opts = append(opts, core.WithDefaultMaxHold(maxHold))
+		}
+		sl := &slot{idx: i, maxHold: maxHold, queue: queue, make: func() (*core.Client, error) {
 			if len(rdbs) == 1 {
 				return core.New(rdbs[0], opts...)
 			}
@@ -184,6 +220,7 @@ func runSafety(t *testing.T, rep *chaos.Report, seed uint64, cfg safetyConfig) {
 	for _, s := range srvs {
 		admins = append(admins, s.Client(t))
 	}
+	wl.admins = admins
 	watchStop, watched := make(chan struct{}), make(chan struct{})
 	go func() { defer close(watched); watch(h, admins, watchStop) }()
 	permitsWatched := make(chan struct{})
@@ -203,11 +240,20 @@ func runSafety(t *testing.T, rep *chaos.Report, seed uint64, cfg safetyConfig) {
 			}()
 		}
 	}
+	operated := make(chan struct{})
+	if !wl.skip["force"] {
+		op := newOperator(t, h, seed, srvs, cfg.names, wl.gate, wl.stop)
+		go func() { defer close(operated); op.run() }()
+	} else {
+		close(operated)
+	}
 	end := time.Now().Add(cfg.dur)
-	(&faultRig{h: h, rnd: rand.New(rand.NewPCG(seed, 1<<40)), srvs: srvs, pxs: pxs, skip: wl.skip}).inject(t, end)
+	(&faultRig{h: h, rnd: rand.New(rand.NewPCG(seed, 1<<40)), srvs: srvs, pxs: pxs, skip: wl.skip,
+		admins: admins, names: cfg.names, permits: cfg.limits != nil, gate: wl.gate}).inject(t, end)
 	time.Sleep(time.Until(end)) // the calm end of the run
 	close(wl.stop)
 	stopAll()
+	<-operated
 	wg.Wait()
 	wl.pending.Wait()
 	for _, sl := range slots {
@@ -230,6 +276,7 @@ func runSafety(t *testing.T, rep *chaos.Report, seed uint64, cfg safetyConfig) {
 	}
 	bad, soft := oracle(r)
 	report(t, row, h, r, bad, soft, seed, cfg.name)
+	lossRows(t, rep, cfg.name, h, r, bad)
 }
 
 // report logs the run's summary and excerpts, fails the test on violations and saves the history
@@ -288,7 +335,7 @@ func report(t *testing.T, row *chaos.Row, h *history, r run, bad, soft []verdict
 	if dir := os.Getenv("LOCKKIT_CHAOS_ARTIFACTS"); dir != "" {
 		path := filepath.Join(dir, fmt.Sprintf("safety-%s-%d.json", name, seed))
 		m := map[string]any{"seed": seed, "holds": r.holds, "failed": r.fails, "faults": r.faults,
-			"slow": r.slow, "no_ttl": r.noTTL, "panics": r.panics, "violations": bad, "inconclusive": soft}
+			"slow": r.slow, "late": r.late, "sched": r.sched, "no_ttl": r.noTTL, "panics": r.panics, "violations": bad, "inconclusive": soft}
 		if len(r.permits) > 0 {
 			m["permits"] = r.permits
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/redis/go-redis/v9"
 )
 
 // The safety checker's workload: workers on several clients take a few names with mixed TTLs, hold
@@ -23,6 +24,7 @@ type shared struct {
 	id, client int
 	name, tok  string
 	ttl        time.Duration
+	call       time.Duration // when the hold's acquire call began (see lossGate)
 }
 
 // registry lists the shared locks held now.
@@ -57,16 +59,26 @@ func (r *registry) pick(rnd *rand.Rand, notClient int) (shared, bool) {
 
 // workload is what the workers share.
 type workload struct {
-	h       *history
-	names   []string
-	ttls    []time.Duration
-	fair    bool             // Fair may be used (not over Redlock)
-	limits  map[string][]int // the semaphore scenario: the limits callers pass, by name (nil: locks)
-	reg     registry
-	ctx     context.Context // cancelled when the workload stops
-	stop    chan struct{}
-	skip    map[string]bool // LOCKKIT_SAFETY_SKIP: ctx owner extend do close fair nil provoke, and fault kinds
-	pending sync.WaitGroup  // faults the workers injected and have not healed yet // operations left out (LOCKKIT_SAFETY_SKIP): ctx, owner, extend, do, close, fair, nil
+	h      *history
+	names  []string
+	ttls   []time.Duration
+	fair   bool             // Fair may be used (not over Redlock)
+	limits map[string][]int // the semaphore scenario: the limits callers pass, by name (nil: locks)
+	reg    registry
+	ctx    context.Context // cancelled when the workload stops
+	stop   chan struct{}
+	// skip lists what LOCKKIT_SAFETY_SKIP leaves out: operations (ctx owner extend do close fair
+	// nil provoke maxhold defaultmaxhold giveup token force), faults (latency replyloss reset pause del
+	// flushall restart, or keyloss for the last three), and lossreentry: no re-entry of a hold
+	// after a key loss of its name (see lossGate).
+	skip    map[string]bool
+	pending sync.WaitGroup  // faults the workers injected and have not healed yet
+	allFair bool            // every acquisition is Fair (the fair variant)
+	sets    bool            // workers also take sets of names (AcquireAll; safety_sets_test.go)
+	admins  []*redis.Client // direct connections to every node (not through a proxy), to read Redis
+	// gate, when set (LOCKKIT_SAFETY_SKIP=lossreentry), keeps re-entries and key losses apart:
+	// a re-entry holds it for reading and is skipped after a loss of its name (see lossGate).
+	gate *sync.RWMutex
 }
 
 type worker struct {
@@ -90,6 +102,14 @@ func (w *worker) run() {
 			w.do()
 		case r < 550 && !w.skip["owner"]:
 			w.owner()
+		case r < 620 && !w.skip["maxhold"]:
+			w.maxHold()
+		case r < 670 && !w.skip["giveup"]:
+			w.giveUpWaiting()
+		case r < 730 && !w.skip["token"]:
+			w.withToken()
+		case r < 830 && w.sets && !w.skip["set"]:
+			w.set()
 		default:
 			w.fresh("acquire")
 		}
@@ -140,7 +160,7 @@ func (w *worker) callCtx() (context.Context, context.CancelFunc) {
 func (w *worker) fresh(kind string) {
 	c, gen := w.slot.get()
 	name, ttl := w.names[w.rnd.IntN(len(w.names))], w.ttls[w.rnd.IntN(len(w.ttls))]
-	hd := &hold{Client: w.slot.idx, Gen: gen, Name: name, Kind: kind, TTL: ttl, Fair: w.fair && w.rnd.IntN(4) == 0 && !w.skip["fair"]}
+	hd := &hold{Client: w.slot.idx, Gen: gen, Name: name, Kind: kind, TTL: ttl, Fair: w.fair && (w.allFair || w.rnd.IntN(4) == 0) && !w.skip["fair"]}
 	var opts []core.AcquireOption
 	if hd.Fair {
 		opts = append(opts, core.Fair())
@@ -150,7 +170,7 @@ func (w *worker) fresh(kind string) {
 	}
 	ctx, cancel := w.callCtx()
 	defer cancel()
-	cctx, cl := w.h.newCall(ctx, hd)
+	cctx, cl := w.newCall(ctx, hd)
 	acquire := c.Acquire
 	if kind == "try" {
 		acquire = c.TryAcquire
@@ -214,16 +234,23 @@ func nilLock(h *history, l *core.Lock) {
 // other clients for WithOwner re-entries and only ever extended longer.
 func (w *worker) hold(l *core.Lock, cl *call, share bool) {
 	hd := cl.hold
-	lctx := l.Context()
-	if share {
-		w.reg.add(shared{id: hd.ID, client: hd.Client, name: hd.Name, tok: hd.Tok, ttl: hd.TTL})
-	}
-	defer w.reg.remove(hd.ID)
 	work := w.dur(0, min(hd.TTL/3, 300*time.Millisecond))
 	long := hd.TTL <= time.Second && w.rnd.IntN(4) == 0
 	if long {
 		work = w.dur(hd.TTL, 2*hd.TTL)
 	}
+	w.holdFor(l, cl, share, work, long)
+}
+
+// holdFor is hold with the work's length given: long holds re-enter at every step. A hold that
+// WithMaxHold ended is checked in Redis (see checkFreed) instead of released.
+func (w *worker) holdFor(l *core.Lock, cl *call, share bool, work time.Duration, long bool) {
+	hd := cl.hold
+	lctx := l.Context()
+	if share {
+		w.reg.add(shared{id: hd.ID, client: hd.Client, name: hd.Name, tok: hd.Tok, ttl: hd.TTL, call: hd.Call})
+	}
+	defer w.reg.remove(hd.ID)
 	end := time.Now().Add(work)
 	for time.Now().Before(end) && lctx.Err() == nil && !w.stopped() {
 		r := w.rnd.IntN(10)
@@ -244,6 +271,10 @@ func (w *worker) hold(l *core.Lock, cl *call, share bool) {
 		cl.live(lctx)
 	}
 	w.reg.remove(hd.ID)
+	if errors.Is(context.Cause(lctx), core.ErrMaxHold) {
+		w.checkFreed(cl)
+		return
+	}
 	if w.rnd.IntN(20) == 0 {
 		return // left to Client.Close (or its loss)
 	}
@@ -286,8 +317,16 @@ func (w *worker) reenter(l *core.Lock, outer *hold, long bool) {
 		ttl = w.dur(outer.TTL, 2*outer.TTL)
 	}
 	hd := &hold{Client: w.slot.idx, Gen: gen, Name: outer.Name, Kind: "ctx", TTL: ttl, Outer: outer.ID}
-	cctx, cl := w.h.newCall(l.Context(), hd)
-	in, err := c.Acquire(cctx, outer.Name, ttl)
+	if !w.lossGate(outer.Name, outer.Call) {
+		return
+	}
+	var opts []core.AcquireOption
+	if w.gate != nil {
+		opts = append(opts, core.WithWait(100*time.Millisecond)) // (no long wait with the gate held)
+	}
+	cctx, cl := w.newCall(l.Context(), hd)
+	in, err := c.Acquire(cctx, outer.Name, ttl, opts...)
+	w.lossGateDone()
 	if err != nil {
 		return
 	}
@@ -311,10 +350,18 @@ func (w *worker) owner() {
 	c, gen := w.slot.get()
 	ttl := w.dur(max(s.ttl/20, 20*time.Millisecond), max(s.ttl/4, 20*time.Millisecond))
 	hd := &hold{Client: w.slot.idx, Gen: gen, Name: s.name, Kind: "owner", TTL: ttl, Outer: s.id}
+	if !w.lossGate(s.name, s.call) {
+		return
+	}
 	ctx, cancel := w.callCtx()
+	if w.gate != nil { // no caller that gives up: its script could run after the gate opened
+		cancel()
+		ctx, cancel = context.WithTimeout(w.ctx, 10*time.Second)
+	}
 	defer cancel()
-	cctx, cl := w.h.newCall(ctx, hd)
+	cctx, cl := w.newCall(ctx, hd)
 	l, err := c.TryAcquire(cctx, s.name, ttl, core.WithOwner(s.tok))
+	w.lossGateDone()
 	if err != nil {
 		return
 	}
@@ -332,7 +379,7 @@ func (w *worker) owner() {
 func (w *worker) do() {
 	c, gen := w.slot.get()
 	name, ttl := w.names[w.rnd.IntN(len(w.names))], w.ttls[w.rnd.IntN(len(w.ttls))]
-	hd := &hold{Client: w.slot.idx, Gen: gen, Name: name, Kind: "do", TTL: ttl, Fair: w.fair && w.rnd.IntN(4) == 0 && !w.skip["fair"]}
+	hd := &hold{Client: w.slot.idx, Gen: gen, Name: name, Kind: "do", TTL: ttl, Fair: w.fair && (w.allFair || w.rnd.IntN(4) == 0) && !w.skip["fair"]}
 	var opts []core.AcquireOption
 	if hd.Fair {
 		opts = append(opts, core.Fair()) // (its release, whose reply may be lost, hands the lock on)
@@ -349,7 +396,7 @@ func (w *worker) doWith(c *core.Client, hd *hold, opts ...core.AcquireOption) {
 	}
 	ctx, cancel := w.callCtx()
 	defer cancel()
-	cctx, cl := w.h.newCall(ctx, hd)
+	cctx, cl := w.newCall(ctx, hd)
 	ran := false
 	err := c.Do(cctx, name, ttl, func(lctx context.Context) error {
 		ran = true
@@ -385,4 +432,7 @@ func (w *worker) doWith(c *core.Client, hd *hold, opts ...core.AcquireOption) {
 		hd.DoErr = err.Error()
 	}
 	cl.mu.Unlock()
+	if errors.Is(err, core.ErrMaxHold) {
+		w.checkFreed(cl)
+	}
 }

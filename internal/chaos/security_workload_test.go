@@ -332,6 +332,21 @@ func permitsWorkload(ctx context.Context, rdb, admin redis.UniversalClient) erro
 	if err := <-fw; err != nil {
 		return fmt.Errorf("fair permit waiter: %w", err)
 	}
+	// A read-write lock runs the semaphore's scripts: a read handed on to a queued writer.
+	r, err := c.Acquire(ctx, "doc", time.Second, core.Read())
+	if err != nil {
+		return fmt.Errorf("read: %w", err)
+	}
+	rw := acquireInBackground(ctx, c, "doc", core.Write(), core.WithWait(5*time.Second))
+	if err := p.await("doc", 2, 0); err != nil { // queued and refreshed
+		return err
+	}
+	if err := r.Release(ctx); err != nil {
+		return fmt.Errorf("read release: %w", err)
+	}
+	if err := <-rw; err != nil {
+		return fmt.Errorf("writer: %w", err)
+	}
 	gone, err := c.Acquire(ctx, "gone", 10*time.Second, one)
 	if err != nil {
 		return fmt.Errorf("permit: %w", err)

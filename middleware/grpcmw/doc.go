@@ -17,7 +17,8 @@
 // locks "@grpc/K" (core.InNamespace), so a key sent by a client, whatever bytes it holds, never
 // names an HTTP route's, a job's or an idempotency lock. WithNamespace shares a namespace with
 // another component on purpose (an httpmw.KeyLock with httpmw.WithNamespace of the same name
-// excludes the same keys). A call without a key runs without a lock. Streaming calls have no
+// excludes the same keys). WithReadWrite makes the key's lock a read-write lock: the methods it
+// counts as read-only run together, the others alone. A call without a key runs without a lock. Streaming calls have no
 // request message when the interceptor runs: their key comes from the metadata or a KeyFunc (with
 // a nil request).
 //

@@ -153,3 +153,14 @@ func ExampleWithKeys() {
 	)))
 	_ = srv
 }
+
+// WithReadWrite lets the read-only calls of an account run together; the others run alone.
+func ExampleWithReadWrite() {
+	var locks *core.Client // from core.New
+	readOnly := map[string]bool{"/bank.Accounts/GetBalance": true, "/bank.Accounts/ListTransfers": true}
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(
+		grpcmw.UnaryServerInterceptor(locks, grpcmw.WithWait(2*time.Second),
+			grpcmw.WithReadWrite(func(fullMethod string) bool { return readOnly[fullMethod] })),
+	))
+	_ = srv // register services, then srv.Serve(listener)
+}

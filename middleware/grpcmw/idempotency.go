@@ -109,7 +109,7 @@ func (ic *interceptor) runIdempotent(ctx context.Context, run *exactlyonce.Run, 
 	}()
 	lctx := run.Context()
 	if len(keys) > 0 {
-		h, kerr := ic.acquire(lctx, keys)
+		h, kerr := ic.acquire(lctx, keys, method)
 		if kerr != nil {
 			if lerr := ic.lostStatus(ctx, run.Lost(), method); lerr != nil { // lost while waiting
 				return nil, lerr

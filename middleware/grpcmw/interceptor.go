@@ -23,10 +23,13 @@ type interceptor struct {
 	locks *core.Client
 	o     *options
 	store *exactlyonce.Store // WithIdempotency
+	// WithReadWrite: the acquire options of a read-only call and of any other.
+	read, write []core.AcquireOption
 }
 
 func newInterceptor(locks *core.Client, o *options) *interceptor {
-	ic := &interceptor{locks: locks, o: o}
+	ic := &interceptor{locks: locks, o: o,
+		read: []core.AcquireOption{core.Read()}, write: []core.AcquireOption{core.Write()}}
 	if o.idem {
 		s, err := exactlyonce.New(locks, exactlyonce.Config{Component: "grpcmw", Namespace: idemNamespace,
 			TTL: o.TTL, Wait: o.Wait, Retention: o.retention, Logger: o.Logger})
@@ -74,7 +77,7 @@ func UnaryServerInterceptor(locks *core.Client, opts ...Option) grpc.UnaryServer
 		if len(keys) == 0 {
 			return handler(ctx, req)
 		}
-		h, err := ic.acquire(ctx, keys)
+		h, err := ic.acquire(ctx, keys, info.FullMethod)
 		if err != nil {
 			return nil, ic.status(ctx, err, info.FullMethod)
 		}
@@ -109,7 +112,7 @@ func StreamServerInterceptor(locks *core.Client, opts ...Option) grpc.StreamServ
 		if len(keys) == 0 {
 			return handler(srv, ss)
 		}
-		h, err := ic.acquire(ctx, keys)
+		h, err := ic.acquire(ctx, keys, info.FullMethod)
 		if err != nil {
 			return ic.status(ctx, err, info.FullMethod)
 		}
@@ -131,10 +134,19 @@ type lockedStream struct {
 // Context returns the lock's context.
 func (s *lockedStream) Context() context.Context { return s.ctx }
 
-// acquire takes what the call's keys name in the interceptor's namespace: the key's lock (or one
-// of its permits, WithLimit), or the locks of all its keys (WithKeys).
-func (ic *interceptor) acquire(ctx context.Context, keys []string) (adapter.Hold, error) {
-	return ic.o.Acquire(ctx, ic.locks, keys)
+// acquire takes what the keys of a call of method name in the interceptor's namespace: the key's
+// lock (a permit with WithLimit, a side of the read-write lock with WithReadWrite), or the locks
+// of all its keys (WithKeys).
+func (ic *interceptor) acquire(ctx context.Context, keys []string, method string) (adapter.Hold, error) {
+	var mode []core.AcquireOption
+	switch {
+	case ic.o.readOnly == nil:
+	case ic.o.readOnly(method):
+		mode = ic.read
+	default:
+		mode = ic.write
+	}
+	return ic.o.Acquire(ctx, ic.locks, keys, mode...)
 }
 
 // runUnary runs handler under h and releases h, also when handler panics.

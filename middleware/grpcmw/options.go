@@ -77,9 +77,10 @@ type options struct {
 	adapter.KeyOptions[call] // TTL, wait, logger, namespace, limit, key(s)
 
 	code      codes.Code
-	codeSet   bool    // WithContendedCode was given
-	keyFunc   KeyFunc // WithKeyFunc (deprecated)
-	mdKey     string  // WithMetadataKey (deprecated)
+	codeSet   bool                         // WithContendedCode was given
+	readOnly  func(fullMethod string) bool // WithReadWrite: the key's read-write lock; nil: its lock
+	keyFunc   KeyFunc                      // WithKeyFunc (deprecated)
+	mdKey     string                       // WithMetadataKey (deprecated)
 	methods   []string
 	idem      bool
 	retention time.Duration
@@ -130,6 +131,12 @@ func (o *options) validate(ctor string, refused []string) error {
 	switch {
 	case o.Limit > 0 && o.idem:
 		return invalidOption("WithLimit and WithIdempotency cannot be combined")
+	case o.Has("WithReadWrite") && o.readOnly == nil:
+		return invalidOption("WithReadWrite(nil)")
+	case o.readOnly != nil && o.Has("WithLimit"):
+		return invalidOption("WithReadWrite and WithLimit cannot be combined: a semaphore has no read side")
+	case o.readOnly != nil && o.Has("WithKeys"):
+		return invalidOption("WithReadWrite and WithKeys cannot be combined: a set of locks has no read side")
 	case o.Limit > 0 && !o.codeSet:
 		o.code = codes.ResourceExhausted
 	}
@@ -185,6 +192,18 @@ func WithContendedCode(c codes.Code) Option {
 // lost. Replicas should pass the same n (see core.Permits for what happens when they differ). Not
 // combinable with WithIdempotency or WithKeys.
 func WithLimit(n int) Option { return func(o *options) { o.SetLimit(n) } }
+
+// WithReadWrite makes the business-key lock the key's read-write lock (core.Read, core.Write):
+// calls whose full method readOnly reports true take the shared (read) side and run together with
+// the other reads of the key; every other call takes the exclusive (write) side and runs alone.
+// Readers and writers are served in arrival order, across replicas, so a stream of reads does not
+// starve a write. The key's read-write lock is apart from its lock: every interceptor (and
+// httpmw.KeyLock sharing the namespace) that locks the same keys must use it. The handler's
+// context is the hold's: core.FromContext gives it (Mode, Fence: see core.Read for the rule a
+// fenced resource follows). Not combinable with WithLimit or WithKeys; readOnly must not be nil.
+func WithReadWrite(readOnly func(fullMethod string) bool) Option {
+	return option("WithReadWrite", func(o *options) { o.readOnly = readOnly })
+}
 
 // WithNamespace sets the core namespace of the business-key locks (default "grpc": the lock of key
 // K is "@grpc/K", see core.InNamespace). A key taken from a request can never leave the

@@ -51,6 +51,7 @@ func TestOptions_misplacedAreRefused(t *testing.T) {
 		"WithNamespace": httpmw.WithNamespace("orders"),
 		"WithLimit":     httpmw.WithLimit(2),
 		"WithKeys":      httpmw.WithKeys(httpmw.Keys(key)),
+		"WithReadWrite": httpmw.WithReadWrite(),
 	}
 	for name, opt := range keyLockOnly {
 		err, _ := panicOf(func() { httpmw.Idempotency(locks, opt) }).(error)

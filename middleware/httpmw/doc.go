@@ -9,7 +9,8 @@
 //     parameter: ByPathValue, ByHeader, ByQuery, or a KeyFunc of your own). WithKeys locks several
 //     keys at once, all or nothing (a transfer locks both accounts); WithLimit(n) lets up to n
 //     requests of a key run at once instead (a per-key concurrency limiter over a core semaphore,
-//     answering 429 when full).
+//     answering 429 when full); WithReadWrite lets the reads (GET, HEAD, OPTIONS, TRACE) of a key
+//     run together and every other request alone (the key's read-write lock).
 //
 // Both are func(http.Handler) http.Handler, best used per ServeMux route. Every option is an
 // Option; the options of one middleware say so, and given to the other they make the constructor

@@ -143,3 +143,16 @@ func ExampleWithKeys() {
 	mux := http.NewServeMux()
 	mux.Handle("POST /transfers/{from}/{to}", both(transfer))
 }
+
+// Reads of a document run together; a write runs alone, and the reads that come after it wait.
+func ExampleWithReadWrite() {
+	var locks *core.Client // from core.New
+	doc := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, _ := core.FromContext(r.Context())
+		fmt.Fprintf(w, "%s under a %s hold, fence %d", r.Method, h.Mode(), h.Fence())
+	})
+	byID := httpmw.KeyLock(locks, httpmw.ByPathValue("id"), httpmw.WithReadWrite())
+	mux := http.NewServeMux()
+	mux.Handle("GET /docs/{id}", byID(doc)) // a read
+	mux.Handle("PUT /docs/{id}", byID(doc)) // a write
+}

@@ -83,6 +83,7 @@ func Query(name string) KeyFunc { return ByQuery(name) }
 //
 // The handler reaches the lock with core.FromContext(r.Context()), e.g. to pass its fencing token
 // (Lock.Fence) to the storage it writes. Uncontended, a request costs two round trips to Redis.
+// WithReadWrite lets the reads (GET, HEAD, OPTIONS, TRACE) of a key run together.
 // KeyLock panics if locks is nil, it has neither a KeyFunc nor WithKeys, or an option is invalid
 // or one of Idempotency's.
 func KeyLock(locks *core.Client, key KeyFunc, opts ...Option) func(http.Handler) http.Handler {
@@ -94,8 +95,12 @@ func KeyLock(locks *core.Client, key KeyFunc, opts ...Option) func(http.Handler)
 	if o.Limit > 0 {
 		busy = concurrencyLimit
 	}
+	var read, write []core.AcquireOption // (len == cap: Acquire never writes into them)
+	if o.readWrite {
+		read, write = []core.AcquireOption{core.Read()}, []core.AcquireOption{core.Write()}
+	}
 	return func(next http.Handler) http.Handler {
-		return &keyLock{locks: locks, next: next, o: o, busy: busy}
+		return &keyLock{locks: locks, next: next, o: o, busy: busy, read: read, write: write}
 	}
 }
 
@@ -104,6 +109,21 @@ type keyLock struct {
 	next  http.Handler
 	o     *options
 	busy  problem // the answer when the lock (or every permit) is taken
+	// WithReadWrite: the options of a request with a safe method, and of any other; nil otherwise.
+	read, write []core.AcquireOption
+}
+
+// mode returns the acquire options of request r: a side of the key's read-write lock with
+// WithReadWrite, none otherwise.
+func (m *keyLock) mode(r *http.Request) []core.AcquireOption {
+	if m.write == nil {
+		return nil
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return m.read
+	}
+	return m.write
 }
 
 func (m *keyLock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -116,7 +136,7 @@ func (m *keyLock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.next.ServeHTTP(w, r)
 		return
 	}
-	h, err := m.o.Acquire(r.Context(), m.locks, keys)
+	h, err := m.o.Acquire(r.Context(), m.locks, keys, m.mode(r)...)
 	if err != nil {
 		var na *core.NotAcquiredError
 		switch {

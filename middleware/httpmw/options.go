@@ -40,6 +40,7 @@ type options struct {
 	retention      time.Duration
 	prefix         string
 	failOpen       bool
+	readWrite      bool // WithReadWrite: KeyLock takes the key's read-write lock
 }
 
 const (
@@ -56,7 +57,7 @@ var (
 	idempotencyOnly = []string{"WithMethods", "RequireKey", "WithScope", "WithFingerprintHeaders",
 		"ConflictOnMismatch", "StoreServerErrors", "WithMaxBody", "WithMaxRequestBody", "WithRetention",
 		"WithRecordPrefix"}
-	keyLockOnly = []string{"WithNamespace", "WithLimit", "WithKeys"}
+	keyLockOnly = []string{"WithNamespace", "WithLimit", "WithKeys", "WithReadWrite"}
 )
 
 // newOptions applies opts to the defaults.
@@ -113,7 +114,15 @@ func keyLockOptions(key KeyFunc, opts []Option) *options {
 		}
 		o.Key = key
 	}
-	if err := o.KeyOptions.Validate("KeyLock", idempotencyOnly...); err != nil {
+	err := o.KeyOptions.Validate("KeyLock", idempotencyOnly...)
+	switch {
+	case err != nil:
+	case o.readWrite && o.Has("WithLimit"):
+		err = invalidOption("WithReadWrite and WithLimit cannot be combined: a semaphore has no read side")
+	case o.readWrite && o.Has("WithKeys"):
+		err = invalidOption("WithReadWrite and WithKeys cannot be combined: a set of locks has no read side")
+	}
+	if err != nil {
 		panic(err)
 	}
 	return o
@@ -268,3 +277,18 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.SetLogger(l
 // core.Permits). core.FromContext(r.Context()) gives the permit (Fence, Limit). A permit of a
 // crashed replica frees itself after WithTTL. Not combinable with WithKeys. KeyLock only.
 func WithLimit(n int) Option { return func(o *options) { o.SetLimit(n) } }
+
+// WithReadWrite makes KeyLock take the key's read-write lock (core.Read, core.Write) instead of its
+// lock: a request with a safe method (GET, HEAD, OPTIONS, TRACE) takes the shared (read) side and
+// runs together with the other reads of the key; any other request takes the exclusive (write)
+// side and runs alone. Readers and writers are served in arrival order, across replicas, so a
+// stream of reads does not starve a write. The key's read-write lock is apart from its lock: every
+// KeyLock (and grpcmw interceptor sharing the namespace) that locks the same keys must use it.
+// core.FromContext(r.Context()) gives the hold (Mode, Fence: see core.Read for the rule a fenced
+// resource follows). Not combinable with WithLimit or WithKeys. KeyLock only.
+func WithReadWrite() Option {
+	return func(o *options) {
+		o.readWrite = true
+		o.Given("WithReadWrite")
+	}
+}

@@ -49,7 +49,9 @@
 // reach Redis; status Error). A re-entered lock has a lock.hold per Acquire, nested.
 //
 // A permit of a semaphore (core.Permits) is traced as a lock: lock.wait, lock.hold and lock.renew
-// carry lockkit.lock.permits, the semaphore's limit (left out for locks).
+// carry lockkit.lock.permits, the semaphore's limit (left out for locks). So is a hold of a
+// read-write lock (core.Read, core.Write): its spans carry lockkit.lock.mode, "read" or "write"; a
+// nested hold (a read inside a write) has its own lock.hold, with its own mode.
 //
 // lock.renew is timed as the renewal was sent and answered; a lock is renewed once for all its
 // holds, and the renewal is recorded under the outermost hold still open. A renewal that fails has

@@ -42,6 +42,7 @@ const (
 	attrRenewLatency = attribute.Key("lockkit.lock.renew.latency") // seconds, on renewal events
 	attrErrorType    = attribute.Key("error.type")                 // the semantic convention's key
 	attrPermits      = attribute.Key("lockkit.lock.permits")       // a semaphore's limit (core.Permits)
+	attrMode         = attribute.Key("lockkit.lock.mode")          // read or write (core.Read, core.Write)
 )
 
 // Attribute values besides core.Outcome's.
@@ -182,6 +183,9 @@ func (h *hook) waitDone(ctx context.Context, info core.WaitInfo) {
 		if info.Limit > 0 {
 			attrs = append(attrs, attrPermits.Int(info.Limit))
 		}
+		if info.Mode != "" {
+			attrs = append(attrs, attrMode.String(info.Mode))
+		}
 		if h.opt.key {
 			attrs = append(attrs, attrKey.String(info.Key))
 		}
@@ -260,6 +264,9 @@ func (h *hook) renewed(ctx context.Context, info core.HoldInfo) {
 	if n := s.l.Limit(); n > 0 {
 		attrs = append(attrs, attrPermits.Int(n))
 	}
+	if m := s.l.Mode(); m != "" {
+		attrs = append(attrs, attrMode.String(m))
+	}
 	_, span := h.tracer.Start(trace.ContextWithSpan(ctx, s.span), spanRenew,
 		trace.WithSpanKind(trace.SpanKindInternal), trace.WithTimestamp(info.Start), trace.WithAttributes(attrs...))
 	if outcome != renewRenewed && span.IsRecording() {
@@ -331,6 +338,9 @@ func (h *hook) endHold(ctx context.Context, s *holdState, outcome, reason string
 		}
 		if n := s.l.Limit(); n > 0 {
 			attrs = append(attrs, attrPermits.Int(n))
+		}
+		if m := s.l.Mode(); m != "" {
+			attrs = append(attrs, attrMode.String(m))
 		}
 		if h.opt.key {
 			attrs = append(attrs, attrKey.String(s.l.Key()))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -17,9 +18,8 @@ import (
 const (
 	rawAutoName          = "raw floor (auto-pipelined)"
 	rawCoalescedName     = "raw floor (coalesced when busy)"
-	lockkitAutoName      = "lockkit over AutoPipeline()"
-	lockkitFairAutoName  = "lockkit fair over AutoPipeline()"
-	lockkitCoalescedName = "lockkit (coalesced when busy)"
+	lockkitPipelinedName = "lockkit (pipelined)"
+	pipelineThreshold    = 8 // WithPipelining's in the pipelined rows (the docs' recommendation)
 )
 
 // rawAutoConfig is the raw floor's typed calls sent through rdb.AutoPipeline().
@@ -50,61 +50,39 @@ func rawCoalescedConfig() config {
 		}}
 }
 
-// lockkitAutoConfig hands lockkit the AutoPipeliner unchanged: core.New takes a UniversalClient.
-func lockkitAutoConfig() config {
-	return config{name: lockkitAutoName, family: "lockkit", nodes: 1,
-		settings: "ap, _ := rdb.AutoPipeline(); core.New(ap) with defaults: every command lockkit sends goes through the pipeliner (subscriptions and pipelines are delegated to rdb)",
+// lockkitPipelinedConfig is lockkit with core.WithPipelining(n): its commands go through the
+// go-redis client's own deferred-face AutoPipeliner while at least n are in flight, straight out
+// otherwise.
+func lockkitPipelinedConfig(n int, fair bool) config {
+	name := lockkitPipelinedName
+	if n != pipelineThreshold {
+		name = fmt.Sprintf("lockkit (pipelined, %d)", n)
+	}
+	var opts []core.AcquireOption
+	acq := "Acquire(ctx, key, ttl)"
+	if fair {
+		name, opts, acq = "lockkit fair (pipelined)", []core.AcquireOption{core.Fair()}, "Acquire(ctx, key, ttl, core.Fair())"
+	}
+	return config{name: name, family: "lockkit", nodes: 1,
+		settings: fmt.Sprintf("core.New(rdb, core.WithPipelining(%d)); %s: coalesced while %d or more of the client's commands are in flight", n, acq, n),
 		make: func(rdbs []*redis.Client, ttl time.Duration) (impl, error) {
-			ap, err := rdbs[0].AutoPipeline()
-			if err != nil {
-				return nil, err
+			c, err := core.New(rdbs[0], core.WithPipelining(n))
+			return &lockkitImpl{c: c, ttl: ttl, opts: opts, bg: context.Background()}, err
+		}}
+}
+
+// lockkitRedlockPipelinedConfig is lockkit Redlock with each node's traffic coalesced.
+func lockkitRedlockPipelinedConfig() config {
+	return config{name: "lockkit Redlock (pipelined)", family: "lockkit", nodes: 3,
+		settings: fmt.Sprintf("core.NewRedlock(3 nodes, core.WithPipelining(%d)) (node timeout TTL/20)", pipelineThreshold),
+		make: func(rdbs []*redis.Client, ttl time.Duration) (impl, error) {
+			nodes := make([]redis.UniversalClient, len(rdbs))
+			for i, r := range rdbs {
+				nodes[i] = r
 			}
-			c, err := core.New(ap)
+			c, err := core.NewRedlock(nodes, core.WithPipelining(pipelineThreshold))
 			return &lockkitImpl{c: c, ttl: ttl, bg: context.Background()}, err
 		}}
-}
-
-func lockkitFairAutoConfig() config {
-	return config{name: lockkitFairAutoName, family: "lockkit", nodes: 1,
-		settings: "core.New(ap) as above; Acquire(ctx, key, ttl, core.Fair())",
-		make: func(rdbs []*redis.Client, ttl time.Duration) (impl, error) {
-			ap, err := rdbs[0].AutoPipeline()
-			if err != nil {
-				return nil, err
-			}
-			c, err := core.New(ap)
-			return &lockkitImpl{c: c, ttl: ttl, opts: []core.AcquireOption{core.Fair()}, bg: context.Background()}, err
-		}}
-}
-
-// lockkitCoalescedConfig gives lockkit a plain client whose Process goes through the prototype
-// sender. lockkit sends its non-fair acquire and release as built commands with Process, so the
-// hot path is coalesced when busy; everything else (fair mode, permits, Inspect, the watchdog's
-// pipelines, the subscriber) stays on the plain client. A preview of the design, not a way to use
-// lockkit: core does not recognise the wrapper as a *redis.Client (WithReplicaAck would send
-// WAIT in a pipeline instead of on the script's connection).
-func lockkitCoalescedConfig() config {
-	return config{name: lockkitCoalescedName, family: "lockkit", nodes: 1,
-		settings: "core.New(rdb wrapped so that Process goes through bench/internal/coalesce): the non-fair acquire and release (EVALSHA via Process) go straight out for a lone caller, through rdb.AutoPipeline() while others are in flight",
-		make: func(rdbs []*redis.Client, ttl time.Duration) (impl, error) {
-			snd, err := coalesce.New(rdbs[0])
-			if err != nil {
-				return nil, err
-			}
-			c, err := core.New(processRouted{Client: rdbs[0], snd: snd})
-			return &lockkitImpl{c: c, ttl: ttl, bg: context.Background()}, err
-		}}
-}
-
-// processRouted is a plain client whose Process goes through a coalescing sender; its typed
-// methods, pipelines and subscriptions are the plain client's.
-type processRouted struct {
-	*redis.Client
-	snd *coalesce.Sender
-}
-
-func (r processRouted) Process(ctx context.Context, cmd redis.Cmder) error {
-	return r.snd.Process(ctx, cmd)
 }
 
 // processor sends one command and waits for its reply.

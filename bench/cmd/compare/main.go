@@ -42,7 +42,7 @@ type params struct {
 func fullParams() params {
 	return params{ttl: 8 * time.Second, window: 2 * time.Second, hotWindow: 3 * time.Second,
 		sweepWindow: 2 * time.Second, warm: 300 * time.Millisecond, workers: 8,
-		goroutines: []int{1, 16, 64}, redlockG: []int{1, 16}, holds: []time.Duration{0, time.Millisecond},
+		goroutines: []int{1, 16, 64}, redlockG: []int{1, 16, 64}, holds: []time.Duration{0, time.Millisecond},
 		// A 15 s TTL: with 3 s, 100 000 DIY tickers need 100 000 refreshes a second, which saturates a
 		// 2-core machine and starves the acquisitions themselves.
 		heldN: 100_000, heldTTL: 15 * time.Second, observe: 10 * time.Second, sweep: true}
@@ -77,7 +77,8 @@ func run(args []string, logw io.Writer) error {
 	out := fs.String("out", "", "markdown file to write (default: stdout)")
 	quick := fs.Bool("quick", false, "short windows, 20 000 held locks, no sweep: about 2 minutes")
 	sweep := fs.Bool("sweep", true, "also run the retry-setting sweep of the anchors (off with -quick unless given)")
-	only := fs.String("only", "", "comma-separated scenarios to run (uncontended,hot,redlock,held,sweep,sets); default all")
+	only := fs.String("only", "", "comma-separated scenarios to run (uncontended,hot,redlock,held,sweep,sets,rw); default all")
+	rw := fs.Bool("rw", false, "also run the read-mostly scenario with -only (read-write lock: readers/s with a writer every 100 ms)")
 	bin := fs.String("redis-server", "redis-server", "redis-server binary")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -101,6 +102,7 @@ func run(args []string, logw io.Writer) error {
 	if err != nil {
 		return err
 	}
+	want["rw"] = want["rw"] || *rw
 	if !want["sweep"] {
 		p.sweep = false
 	}
@@ -140,7 +142,7 @@ func run(args []string, logw io.Writer) error {
 }
 
 func scenarioNames() []string {
-	return []string{"uncontended", "hot", "redlock", "held", "sweep", "sets"}
+	return []string{"uncontended", "hot", "redlock", "held", "sweep", "sets", "rw"}
 }
 
 func parseOnly(s string) (map[string]bool, error) {
@@ -180,21 +182,22 @@ func rotate[T any](cs []T, r int) []T {
 }
 
 func uncontendedConfigs() []config {
-	return []config{rawConfig(), rawAutoConfig(), rawCoalescedConfig(), lockkitConfig(), lockkitAutoConfig(),
-		lockkitCoalescedConfig(), redsyncDefaults(1), redislockDefaults()}
+	return []config{rawConfig(), rawAutoConfig(), rawCoalescedConfig(), lockkitConfig(),
+		lockkitPipelinedConfig(pipelineThreshold, false), lockkitPipelinedConfig(2, false), redsyncDefaults(1), redislockDefaults()}
 }
 
 func hotConfigs() []config {
-	return []config{rawConfig(), lockkitConfig(), lockkitFairConfig(), lockkitAutoConfig(), lockkitFairAutoConfig(),
-		lockkitCoalescedConfig(), redsyncDefaults(1), redsyncTuned(1), redislockDefaults(), redislockTuned()}
+	return []config{rawConfig(), lockkitConfig(), lockkitFairConfig(), lockkitPipelinedConfig(pipelineThreshold, false),
+		lockkitPipelinedConfig(pipelineThreshold, true), lockkitPipelinedConfig(2, false), redsyncDefaults(1), redsyncTuned(1),
+		redislockDefaults(), redislockTuned()}
 }
 
 func redlockUncontendedConfigs() []config {
-	return []config{lockkitRedlockConfig(), redsyncDefaults(3)}
+	return []config{lockkitRedlockConfig(), lockkitRedlockPipelinedConfig(), redsyncDefaults(3)}
 }
 
 func redlockHotConfigs() []config {
-	return []config{lockkitRedlockConfig(), redsyncDefaults(3), redsyncTuned(3)}
+	return []config{lockkitRedlockConfig(), lockkitRedlockPipelinedConfig(), redsyncDefaults(3), redsyncTuned(3)}
 }
 
 // round runs every scenario once for every library.
@@ -262,6 +265,14 @@ func (h *harness) round(ctx context.Context, r, rounds int, want map[string]bool
 	if want["sets"] {
 		if err := h.measureSets(ctx, r, step); err != nil {
 			return err
+		}
+	}
+	if want["rw"] {
+		for _, cfg := range rotate(rwConfigs(), r) {
+			m, err := h.measureRW(ctx, cfg, r)
+			if err := step("rw", fmt.Sprint(rwReaders), cfg.name, m, err); err != nil {
+				return err
+			}
 		}
 	}
 	if h.p.sweep {

@@ -146,6 +146,9 @@ func writeReport(out io.Writer, h *harness, m *machine, rounds int, want map[str
 	if want["sets"] {
 		writeSets(w, s, p)
 	}
+	if want["rw"] {
+		writeRW(w, s, p)
+	}
 	if p.sweep {
 		writeSweep(w, s, p)
 	}

@@ -12,7 +12,7 @@ type metrics map[string]float64
 // brief is the progress line of a measurement.
 func (m metrics) brief() string {
 	var parts []string
-	for _, k := range []string{"ops_s", "p99_us", "allocs_op", "cs_s", "wait_p99_ms", "top_cs", "inner_cs",
+	for _, k := range []string{"ops_s", "p99_us", "allocs_op", "cs_s", "wait_p99_ms", "reads_s", "wwait_p99", "top_cs", "inner_cs",
 		"mem_lock_b", "goroutines", "trips_int", "lost"} {
 		if v, ok := m[k]; ok {
 			parts = append(parts, fmt.Sprintf("%s=%s", k, num(v)))

@@ -72,8 +72,7 @@ func TestRig_countsTopLevelAndInScriptCommands(t *testing.T) {
 		// (the hook sees it, one round trip each), or straight out when coalesced only when busy
 		{rawAutoConfig(), 2 * ops, 2 * ops, func(n int64) bool { return n == 2*ops }},
 		{rawCoalescedConfig(), 2 * ops, 2 * ops, func(n int64) bool { return n == 2*ops }},
-		{lockkitAutoConfig(), 2 * ops, 2 * ops, func(n int64) bool { return n >= 3*ops }},
-		{lockkitCoalescedConfig(), 2 * ops, 2 * ops, func(n int64) bool { return n >= 3*ops }},
+		{lockkitPipelinedConfig(pipelineThreshold, false), 2 * ops, 2 * ops, func(n int64) bool { return n >= 3*ops }},
 	}
 	for _, c := range cases {
 		t.Run(c.cfg.name, func(t *testing.T) {

@@ -47,9 +47,9 @@ func TestHarness_roundAndReport(t *testing.T) {
 	doc := out.String()
 	for _, s := range []string{"cd bench && go run ./cmd/compare -quick", "## Verdict", "## Uncontended", "| 2 | lockkit |",
 		"## One hot key", "| 1 ms | redislock (tuned) |", "| 1 ms | lockkit fair |",
-		"| 2 | raw floor (auto-pipelined) |", "| 2 | raw floor (coalesced when busy) |", "| 2 | lockkit over AutoPipeline() |",
-		"| 2 | lockkit (coalesced when busy) |", "| 1 ms | lockkit over AutoPipeline() |", "| 1 ms | lockkit fair over AutoPipeline() |",
-		"| 1 ms | lockkit (coalesced when busy) |", "ops/s vs auto-pipelined floor", "The targets (issue #22)", "## Redlock over 3 nodes", "| 1 ms | lockkit Redlock |",
+		"| 2 | raw floor (auto-pipelined) |", "| 2 | raw floor (coalesced when busy) |", "| 2 | lockkit (pipelined) |", "| 2 | lockkit (pipelined, 2) |",
+		"| 1 ms | lockkit (pipelined) |", "| 1 ms | lockkit fair (pipelined) |",
+		"| 1 ms | lockkit Redlock (pipelined) |", "ops/s vs auto-pipelined floor", "The targets (issue #22", "## Redlock over 3 nodes", "| 1 ms | lockkit Redlock |",
 		"## Many held locks", "redislock + DIY ticker", "## How the tuned settings were chosen", "Redis server v="} {
 		if !strings.Contains(doc, s) {
 			t.Errorf("report lacks %q", s)
@@ -65,5 +65,42 @@ func TestRun_rejectsBadFlags(t *testing.T) {
 		if err := run(args, io.Discard); err == nil {
 			t.Errorf("run(%q) accepted", args)
 		}
+	}
+}
+
+// The read-mostly scenario at toy sizes: it runs only when asked for, and its table compares the
+// read-write lock with the plain lock.
+func TestHarness_readMostly(t *testing.T) {
+	ss := testServers(t, 1)
+	ctx := testCtx(t)
+	p := fullParams()
+	p.hotWindow, p.warm, p.sweep = 500*time.Millisecond, 20*time.Millisecond, false
+	want, err := parseOnly("rw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if all, _ := parseOnly(""); all["rw"] {
+		t.Error("the read-mostly scenario runs by default; it is optional")
+	}
+	var logs bytes.Buffer
+	h := &harness{start: time.Now(), servers: ss, p: p, res: newStore(), log: &logs}
+	if err := h.round(ctx, 0, 1, want); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(logs.String(), "ERROR") {
+		t.Fatalf("a measurement failed:\n%s", logs.String())
+	}
+	rw, lock := h.res.get("rw", "8", "lockkit read-write", "reads_s"), h.res.get("rw", "8", "lockkit lock", "reads_s")
+	if rw.n != 1 || lock.n != 1 || rw.med <= lock.med {
+		t.Errorf("reads/s: read-write %+v, lock %+v: readers did not share", rw, lock)
+	}
+	m := collectMachine("redis-server", []string{"-only", "rw"})
+	m.finish()
+	var out bytes.Buffer
+	if err := writeReport(&out, h, m, 1, want); err != nil {
+		t.Fatal(err)
+	}
+	if doc := out.String(); !strings.Contains(doc, "## Read-mostly") || !strings.Contains(doc, "| 8 | lockkit read-write |") {
+		t.Errorf("report lacks the read-mostly table:\n%s", doc)
 	}
 }

@@ -146,7 +146,51 @@ func issueTargets(s *store, want map[string]bool) []target {
 	if want["hot"] {
 		ts = append(ts, bounds(s, "commands per critical section, lockkit fair (top-level + in-script)", "hot", lockkitFairConfig().name, "", "total_cs", false, fixed(15))...)
 	}
+	return append(ts, pipelinedTargets(s, want)...)
+}
+
+// pipelinedTargets are issue #31's, on the pipelined rows: uncontended ops/s at least 0.95× the
+// raw floor's at 1 goroutine, 1.0× at 16 and 1.5× at 64, and 0.65× the auto-pipelined floor's at
+// 64; Redis server CPU per lock+unlock at most the raw floor's at 16 and 64; over 3 nodes, at least
+// redsync's ops/s, and 1.5× at 64 goroutines.
+func pipelinedTargets(s *store, want map[string]bool) []target {
+	var ts []target
+	if want["uncontended"] {
+		lk, raw := lockkitPipelinedName, rawConfig().name
+		ts = append(ts, bounds(s, "#31 ops/s, lockkit (pipelined) ÷ raw floor", "uncontended", lk, raw, "ops_s", true, perG(0.95, 1, 1.5))...)
+		ts = append(ts, atParam(bounds(s, "#31 ops/s, lockkit (pipelined) ÷ raw floor (auto-pipelined)", "uncontended", lk, rawAutoName, "ops_s", true, fixed(0.65)), "64")...)
+		cpu := bounds(s, "#31 Redis server CPU per lock+unlock, lockkit (pipelined) ÷ raw floor", "uncontended", lk, raw, "cpu_op_us", false, fixed(1))
+		ts = append(ts, append(atParam(cpu, "16"), atParam(cpu, "64")...)...)
+	}
+	if want["redlock"] {
+		ts = append(ts, bounds(s, "#31 ops/s, lockkit Redlock (pipelined) ÷ redsync, 3 nodes", "redlock-uncontended",
+			lockkitRedlockPipelinedConfig().name, redsyncDefaults(3).name, "ops_s", true, perG(1, 1, 1.5))...)
+	}
 	return ts
+}
+
+// perG is a bound by goroutine count: at1 at 1 goroutine, at16 at 16, at64 at 64 (and above).
+func perG(at1, at16, at64 float64) func(string) float64 {
+	return func(g string) float64 {
+		switch g {
+		case "1":
+			return at1
+		case "16":
+			return at16
+		}
+		return at64
+	}
+}
+
+// atParam keeps the targets at parameter p.
+func atParam(ts []target, p string) []target {
+	var out []target
+	for _, t := range ts {
+		if t.param == p {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // contendedChecks: under contention lockkit beats every anchor on wait p99 and commands.
@@ -178,7 +222,7 @@ func at(scn, p string) string {
 }
 
 // targetsText is the verdict's statement of what it checks.
-const targetsText = "The targets (issue #22), each checked within this run: uncontended, lockkit's Redis server CPU per lock+unlock at most 1.3× the raw SET NX floor's, " +
+const targetsText = "The targets (issue #22, and #31's on the pipelined rows, marked #31), each checked within this run: uncontended, lockkit's Redis server CPU per lock+unlock at most 1.3× the raw SET NX floor's, " +
 	"at most 7 Redis commands per lock+unlock (top-level + in-script), and ops/s at least 0.95× the raw floor's at 1 goroutine and 0.9× at more; " +
 	"over 3 nodes, lockkit Redlock at least redsync's ops/s and at most its server CPU and allocations per lock+unlock, at every goroutine count; " +
 	"fair mode at most 15 commands per critical section on the hot key; and, kept from before, under contention lockkit beats every anchor " +

@@ -141,7 +141,7 @@ func TestWriteVerdicts(t *testing.T) {
 	writeVerdicts(&b, s, wantAll)
 	doc := b.String()
 	for _, want := range []string{
-		"The targets (issue #22)", "1.3× the raw SET NX floor", "at most 15 commands per critical section",
+		"The targets (issue #22", "1.3× the raw SET NX floor", "at most 15 commands per critical section",
 		"**2 of 7 checks FAIL in this run**", // cpu 2.02× and fair 44 fail; commands, ops/s and 3 contended checks pass
 		"| Redis server CPU per lock+unlock, lockkit ÷ raw floor | uncontended | 1 goroutine | 2.02 | ≤ 1.3 | lockkit: 105; raw floor: 52.0 | **FAIL** |",
 		"| ops/s, lockkit ÷ raw floor | uncontended | 1 goroutine | 0.99 | ≥ 0.95 | lockkit: 99.0; raw floor: 100 | pass |",

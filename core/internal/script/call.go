@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 
+	"github.com/lockkit/lockkit/core/internal/pipe"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -55,14 +56,28 @@ func (c Call) Eval(ctx context.Context) *redis.Cmd {
 }
 
 // Run sends the call with r and, if the server lacks the script (NOSCRIPT: a restarted server, a
-// newly promoted replica, a flushed script cache), sends it again as EVAL.
+// newly promoted replica, a flushed script cache), sends it again as EVAL. If r is a pipe.Sender
+// and ctx ended while the call was still queued or in flight, the command returned carries that
+// error (pipe.Abandoned, pipe.Settle), and the call runs on without it.
 func (c Call) Run(ctx context.Context, r Runner) *redis.Cmd {
 	cmd := c.Cmd(ctx)
-	_ = r.Process(ctx, cmd)
+	if err := r.Process(ctx, cmd); pipe.Abandoned(err) {
+		return abandoned(ctx, err)
+	}
 	if IsNoScript(cmd.Err()) {
 		cmd = c.Eval(ctx)
-		_ = r.Process(ctx, cmd)
+		if err := r.Process(ctx, cmd); pipe.Abandoned(err) {
+			return abandoned(ctx, err)
+		}
 	}
+	return cmd
+}
+
+// abandoned is a command that stands for one left running: it carries err, and nothing reads the
+// one that runs (its accessors would wait for it).
+func abandoned(ctx context.Context, err error) *redis.Cmd {
+	cmd := redis.NewCmd(ctx)
+	cmd.SetErr(err)
 	return cmd
 }
 

@@ -127,40 +127,44 @@ func (a *RaiseFence) Call() Call {
 // Inspect calls inspect.lua: what Client.Inspect reports. Read-only.
 type Inspect struct {
 	Lock, Queue, Deadlines, Counter, Permits, Limits, Fences, PQueue, PDeadlines string
+	RW, RWLimits, RWFences, RWQueue, RWDeadlines                                 string
 }
 
 // Call builds the call.
 func (a *Inspect) Call() Call {
-	c := Scripts().Inspect.call(9, 9)
-	c.argv = append(c.argv, a.Lock, a.Queue, a.Deadlines, a.Counter, a.Permits, a.Limits, a.Fences, a.PQueue, a.PDeadlines)
+	c := Scripts().Inspect.call(14, 14)
+	c.argv = append(c.argv, a.Lock, a.Queue, a.Deadlines, a.Counter, a.Permits, a.Limits, a.Fences, a.PQueue, a.PDeadlines,
+		a.RW, a.RWLimits, a.RWFences, a.RWQueue, a.RWDeadlines)
 	return c
 }
 
-// ForceRelease calls force_release.lua: an operator frees a lock and its semaphore's permits.
+// ForceRelease calls force_release.lua: an operator frees a lock, its semaphore's permits and its
+// read-write lock's leases.
 type ForceRelease struct {
 	Lock, Queue, Deadlines, Permits, Limits, Fences, PQueue, PDeadlines string
+	RW, RWLimits, RWFences, RWQueue, RWDeadlines                        string
 	Pub, Msg                                                            any
 }
 
 // Call builds the call.
 func (a *ForceRelease) Call() Call {
-	c := Scripts().ForceRelease.call(8, 10)
+	c := Scripts().ForceRelease.call(13, 15)
 	c.argv = append(c.argv, a.Lock, a.Queue, a.Deadlines, a.Permits, a.Limits, a.Fences, a.PQueue, a.PDeadlines,
-		a.Pub, a.Msg)
+		a.RW, a.RWLimits, a.RWFences, a.RWQueue, a.RWDeadlines, a.Pub, a.Msg)
 	return c
 }
 
-// SemAcquire calls sem_acquire.lua: take a permit, or queue for one.
+// SemAcquire calls sem_acquire.lua: take a permit (or a read-write lock's lease), or queue for one.
 type SemAcquire struct {
 	Permits, Limits, Fences, Counter, Queue, Deadlines string
-	Token, TTL, Limit, Label, Timeout, Fair            any
+	Token, TTL, Limit, Label, Timeout, Fair, Pub       any
 }
 
 // Call builds the call.
 func (a *SemAcquire) Call() Call {
-	c := Scripts().SemAcquire.call(6, 12)
+	c := Scripts().SemAcquire.call(6, 13)
 	c.argv = append(c.argv, a.Permits, a.Limits, a.Fences, a.Counter, a.Queue, a.Deadlines,
-		a.Token, a.TTL, a.Limit, a.Label, a.Timeout, a.Fair)
+		a.Token, a.TTL, a.Limit, a.Label, a.Timeout, a.Fair, a.Pub)
 	return c
 }
 

@@ -1,12 +1,14 @@
 -- Take a permit of a semaphore (Permits), or queue for one and report how long until one may free
 -- up. One round trip.
 --! keys: permits limits fences counter queue deadlines
---! args: token ttl limit label timeout fair
+--! args: token ttl limit label timeout fair pub
 -- timeout: the waiter's queue timeout in ms (0: try without queueing). fair: '1' grants only in
 -- queue order (a caller gets a permit only when fewer live waiters are ahead of it than permits
 -- are free); '0' takes a permit that is free when it asks, even if others are queued (a release
 -- hands its permit to the queue's head directly, so that happens only with permits freed by expiry
--- or by a raised limit).
+-- or by a raised limit); '2' (read-write locks) is strict FIFO: a caller gets a permit only when no
+-- live waiter is queued ahead of it, and its grant hands on to the waiters behind it that have room
+-- too (readers behind a reader), as a release would (pub: PUBLISH or SPUBLISH).
 -- Returns the fence (> 0) when granted (also when replayed, or when a release granted the permit
 -- to this waiter already), -1 - the time until the earliest lease expires when refused, and
 -- {-1 - that time, 'queued', EPOCH} when queued (EPOCH names the queueing in grants).
@@ -20,12 +22,19 @@ local m = q_member(a_ttl, a_timeout, a_token, a_limit, a_label)
 local free = sem_room(k_permits, k_limits, a_limit)
 if free > 0 then
   local ahead = 0
-  if a_fair == '1' and q_first(k_queue, k_deadlines, false) then
+  if a_fair ~= '0' and q_first(k_queue, k_deadlines, false) then
     ahead = redis.call('ZRANK', k_queue, m) or redis.call('ZCARD', k_queue)
+  end
+  if a_fair == '2' then
+    free = 1 -- strict FIFO: nobody live ahead (q_first dropped the dead at the head)
   end
   if ahead < free then
     q_leave(k_queue, k_deadlines, m)
-    return sem_grant(k_permits, k_limits, k_fences, k_counter, a_token, a_ttl, a_limit, a_label)
+    local f = sem_grant(k_permits, k_limits, k_fences, k_counter, a_token, a_ttl, a_limit, a_label)
+    if a_fair == '2' then
+      sem_handoff(k_permits, k_limits, k_fences, k_counter, k_queue, k_deadlines, a_pub)
+    end
+    return f
   end
 end
 local busy = sem_busy(k_permits)

@@ -1,7 +1,7 @@
 -- A permit waiter gives up: it leaves the queue. If a release granted it a permit meanwhile
 -- (handoff), the permit is handed on to the next waiter. In fair mode, if it was among the waiters
 -- the free permits were meant for, the waiter whose turn that permit is now is woken, as a release
--- does (sem_wake).
+-- does (sem_wake); if it was the head, the waiters behind it that have room are granted.
 --! keys: permits limits fences counter queue deadlines
 --! args: token pub ttl timeout limit label msg
 -- ttl, timeout, limit, label: what the waiter queued with (its queue member); msg: the message that
@@ -23,8 +23,11 @@ if s then
   end
   return 1
 end
-if pos and pos < sem_room(k_permits, k_limits, a_limit) then
-  if sem_handoff(k_permits, k_limits, k_fences, k_counter, k_queue, k_deadlines, a_pub) == 0 then
+-- A waiter that leaves the head may unblock the waiters behind it (a writer ahead of readers, a
+-- caller with a lower limit ahead of one with a higher): those with room are granted.
+local room = sem_room(k_permits, k_limits, a_limit)
+if pos and (pos == 0 or pos < room) then
+  if sem_handoff(k_permits, k_limits, k_fences, k_counter, k_queue, k_deadlines, a_pub) == 0 and pos < room then
     sem_wake(k_permits, k_limits, k_queue, k_deadlines, a_pub, a_msg, true, a_limit)
   end
 end

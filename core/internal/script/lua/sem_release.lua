@@ -6,6 +6,7 @@
 --! keys: permits limits fences counter queue deadlines receipt
 --! args: token pub msg fair
 -- receipt: named after the permit's fence (or its token, for a give-back whose fence is unknown).
+-- fair: as sem_acquire's ('0', '1', '2').
 -- Returns 0 when released, -1 when the token holds no live permit (nothing published).
 --! include sem.lua
 local s = redis.call('ZSCORE', k_permits, a_token)
@@ -23,7 +24,9 @@ if tonumber(s) <= ms then
 end
 redis.call('SET', k_receipt, 1, 'PX', 5000)
 sem_reclaim(k_permits, k_limits, k_fences)
-if sem_handoff(k_permits, k_limits, k_fences, k_counter, k_queue, k_deadlines, a_pub) == 0 then
+-- Strict FIFO ('2', read-write locks): every waiter is queued, and the handoff granted whoever
+-- could go; nobody else may take the free room, so nobody is woken.
+if sem_handoff(k_permits, k_limits, k_fences, k_counter, k_queue, k_deadlines, a_pub) == 0 and a_fair ~= '2' then
   sem_wake(k_permits, k_limits, k_queue, k_deadlines, a_pub, a_fair == '1' and '' or a_msg, a_fair == '1', own)
 end
 return 0

@@ -1,0 +1,149 @@
+package pipe
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// MaxQueued bounds the commands a pipeliner the Sender creates accepts at once; a command beyond
+// it is sent directly.
+const MaxQueued = 8192
+
+// Sender sends commands on one go-redis client. It is safe for concurrent use.
+type Sender struct {
+	rdb       redis.UniversalClient
+	threshold int64 // commands in flight (the new one included) from which the pipeliner is used
+	inflight  atomic.Int64
+	ap        atomic.Pointer[redis.AutoPipeliner]
+	mu        sync.Mutex // serialises getting the pipeliner
+	none      bool       // the client has no pipeliner to give (guarded by mu)
+	opts      *redis.AutoPipelineOptions
+	direct    atomic.Int64
+	piped     atomic.Int64
+}
+
+// New returns a Sender over rdb that coalesces a command when at least threshold commands are in
+// flight (1: every command; values below 1 count as 1). Only a *redis.Client (plain or Sentinel
+// failover) and a *redis.ClusterClient have a pipeliner; over any other client every command goes
+// straight out.
+func New(rdb redis.UniversalClient, threshold int) *Sender {
+	return newSender(rdb, threshold, options())
+}
+
+func newSender(rdb redis.UniversalClient, threshold int, o *redis.AutoPipelineOptions) *Sender {
+	s := &Sender{rdb: rdb, threshold: int64(max(threshold, 1)), opts: o}
+	switch rdb.(type) {
+	case *redis.Client, *redis.ClusterClient:
+	default:
+		s.none = true
+	}
+	return s
+}
+
+// options are the pipeliner's, when the Sender is the first to ask the client for it: go-redis's
+// defaults (one ordered batch stream) with a bounded queue.
+func options() *redis.AutoPipelineOptions {
+	o := redis.DefaultAutoPipelineOptions()
+	o.MaxQueuedCommands = MaxQueued
+	return o
+}
+
+// pipeliner returns the client's deferred-face pipeliner, or nil when it has none.
+func (s *Sender) pipeliner() *redis.AutoPipeliner {
+	if ap := s.ap.Load(); ap != nil {
+		return ap
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ap := s.ap.Load(); ap != nil || s.none {
+		return ap
+	}
+	var ap *redis.AutoPipeliner
+	var err error
+	switch c := s.rdb.(type) {
+	case *redis.Client:
+		ap, err = c.AsyncAutoPipelineWithOptions(s.opts)
+	case *redis.ClusterClient:
+		ap, err = c.AsyncAutoPipelineWithOptions(s.opts)
+	}
+	if err != nil || ap == nil {
+		return nil // (a closed client: the direct send says so)
+	}
+	s.ap.Store(ap)
+	return ap
+}
+
+// Process sends cmd and waits for its reply, or for ctx to end. It returns cmd's error, or an
+// error matching ctx's when ctx ended while cmd was queued or in flight: cmd then still runs,
+// and must not be read (its accessors would wait for it); Settle waits for it.
+func (s *Sender) Process(ctx context.Context, cmd redis.Cmder) error {
+	n := s.inflight.Add(1)
+	defer s.inflight.Add(-1)
+	if n < s.threshold {
+		s.direct.Add(1)
+		return s.rdb.Process(ctx, cmd)
+	}
+	ap := s.pipeliner()
+	if ap == nil {
+		s.direct.Add(1)
+		return s.rdb.Process(ctx, cmd)
+	}
+	if err := ctx.Err(); err != nil {
+		cmd.SetErr(err) // not sent, as the client does with an ended context
+		return err
+	}
+	f := ap.Submit(ctx, cmd)
+	err := f.WaitContext(ctx)
+	switch {
+	case err == nil:
+		s.piped.Add(1)
+		return nil
+	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		s.piped.Add(1)
+		return &abandoned{err: err, f: f}
+	case errors.Is(err, redis.ErrAutoPipelineQueueFull) || errors.Is(err, redis.ErrClosed):
+		// Not sent. A closed pipeliner (its user closed it) is asked for afresh next time; a
+		// closed client says so on the direct send.
+		if errors.Is(err, redis.ErrClosed) {
+			s.ap.CompareAndSwap(ap, nil)
+		}
+		s.direct.Add(1)
+		cmd.SetErr(nil)
+		return s.rdb.Process(ctx, cmd)
+	}
+	s.piped.Add(1)
+	return err
+}
+
+// Stats returns how many commands went straight out and how many through the pipeliner.
+func (s *Sender) Stats() (direct, piped int64) { return s.direct.Load(), s.piped.Load() }
+
+// abandoned is the error of a command whose caller stopped waiting: it wraps the context's error.
+type abandoned struct {
+	err error
+	f   redis.AutoFuture
+}
+
+func (a *abandoned) Error() string { return a.err.Error() }
+func (a *abandoned) Unwrap() error { return a.err }
+
+// Abandoned reports whether err (or an error it wraps) says that its command was left running
+// when its caller's context ended.
+func Abandoned(err error) bool {
+	var a *abandoned
+	return errors.As(err, &a)
+}
+
+// Settle waits until the command whose call failed with err has run, when err says it was left
+// running (Abandoned), or until ctx ends. It returns at once for any other error. Whatever must
+// follow that command (giving back what it may have taken) then reaches Redis after it.
+func Settle(ctx context.Context, err error) {
+	var a *abandoned
+	if errors.As(err, &a) {
+		_ = a.f.WaitContext(ctx)
+	}
+}
