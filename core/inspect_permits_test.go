@@ -47,11 +47,20 @@ func TestInspect_permits(t *testing.T) {
 		t.Fatalf("info = %+v, want a free lock and 2 permits of limit 2", info)
 	}
 	host, _ := os.Hostname()
+	// Earliest lease expiry first; a and b may expire within the same millisecond, and then either
+	// order is right, so each permit is found by its digest.
+	if info.Permits[0].TTL > info.Permits[1].TTL {
+		t.Fatalf("permits %+v are not in lease-expiry order", info.Permits)
+	}
+	byDigest := map[string]core.HolderInfo{}
+	for _, h := range info.Permits {
+		byDigest[h.Digest] = h
+	}
 	for i, want := range []struct {
 		l     *core.Lock
 		label string
 	}{{a, "limiter"}, {b, ""}} {
-		h := info.Permits[i]
+		h := byDigest[digestOf(want.l.Token())]
 		if h.Digest != digestOf(want.l.Token()) || h.Holds != 1 || h.Fence != want.l.Fence() ||
 			h.Host != host || h.PID != os.Getpid() || h.Label != want.label {
 			t.Fatalf("permit %d = %+v, want digest %s fence %d label %q", i, h, digestOf(want.l.Token()), want.l.Fence(), want.label)
