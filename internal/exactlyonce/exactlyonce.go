@@ -55,7 +55,8 @@ type Config struct {
 	Retention time.Duration
 	// FailOpen runs the work without a lock, storing nothing, when Redis is unavailable.
 	FailOpen bool
-	// Logger receives what callers are not told; nil logs nothing.
+	// Logger receives what callers are not told; nil means slog.Default(), read when a message is
+	// logged (the adapters' rule: nothing is dropped silently unless a discarding logger is given).
 	Logger *slog.Logger
 }
 
@@ -273,7 +274,7 @@ func (s *Store) warn(ctx context.Context, req *Request, msg string, err error) {
 func (s *Store) log(ctx context.Context, level slog.Level, req *Request, msg string, err error) {
 	lg := s.cfg.Logger
 	if lg == nil {
-		return
+		lg = slog.Default()
 	}
 	attrs := req.Log
 	if err != nil {

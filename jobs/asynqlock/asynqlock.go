@@ -17,8 +17,9 @@ import (
 // NamePrefix starts the name of every task lock in the default namespace: the lock of key "42"
 // is "@asynq/42" (core.Lock.Name), Redis key "lockkit:{@asynq/42}" with core's default prefix.
 //
-// Deprecated: task locks live in a core namespace (WithNamespace, default "asynq"); take one
-// directly with core.InNamespace("asynq"), name it with core.Namespaced("asynq", key).
+// Deprecated: use core.InNamespace("asynq") to take a task lock directly, and
+// core.Namespaced("asynq", key) to name one: task locks live in a core namespace (WithNamespace,
+// default "asynq").
 const NamePrefix = "@" + defaultNamespace + "/"
 
 const (
@@ -30,20 +31,30 @@ const (
 // Option configures Middleware.
 type Option func(*options)
 
-type options struct {
-	key            KeyFunc
-	minTTL, maxTTL time.Duration
-	wait           time.Duration
-	namespace      string
-	logger         *slog.Logger
-	limit          int       // WithLimit; 0: none
-	limitFn        LimitFunc // WithLimitFunc
-	limitSet       bool      // WithLimit or WithLimitFunc given: tasks take permits, not locks
+// task is what a key function reads: the handler's context and the task.
+type task struct {
+	ctx context.Context
+	t   *asynq.Task
 }
 
-// WithKey sets how a task's key is found (default ByType: tasks of one type run one at a time).
-// Tasks whose key is empty run without a lock.
-func WithKey(f KeyFunc) Option { return func(o *options) { o.key = f } }
+type options struct {
+	adapter.KeyOptions[task] // TTL (the cap), wait, logger, namespace, limit, key
+	minTTL                   time.Duration
+	limitFn                  LimitFunc // WithLimitFunc
+}
+
+// WithKey sets how a task's key is found (default ByType: tasks of one type run one at a time):
+// ByType, ByHeader, ByJSONField or a KeyFunc of your own. Tasks whose key is empty run without a
+// lock.
+func WithKey(f KeyFunc) Option {
+	return func(o *options) {
+		if f == nil {
+			o.SetKey(nil)
+			return
+		}
+		o.SetKey(func(in task) (string, error) { return f(in.ctx, in.t) })
+	}
+}
 
 // WithTTL sets the floor and the cap of the lock's TTL (defaults 1s and 10s; allowed core.MinTTL
 // to core.MaxTTL; WithTTL(d, d) fixes it at d). It takes two bounds, unlike the WithTTL of the
@@ -54,23 +65,29 @@ func WithKey(f KeyFunc) Option { return func(o *options) { o.key = f } }
 // remaining time reported to contended tasks as KeyBusyError.RetryAfter, so a lower cap makes busy
 // tasks retry sooner.
 func WithTTL(floor, cap time.Duration) Option {
-	return func(o *options) { o.minTTL, o.maxTTL = floor, cap }
+	return func(o *options) {
+		o.SetTTL(cap)
+		o.minTTL = floor
+	}
 }
 
 // WithWait makes a task whose key is busy wait inside the handler for up to d (and at most until its
-// deadline) before it gives up with a *KeyBusyError. The default, 0, gives up at once. A waiting task
-// occupies one of the server's workers; it is woken as soon as the holder releases the key.
-func WithWait(d time.Duration) Option { return func(o *options) { o.wait = d } }
+// deadline) before it gives up with a *KeyBusyError. The default, 0 (the default of every lockkit
+// adapter), gives up at once, and RetryDelayFunc brings the task back when the key is due free. A
+// waiting task occupies one of the server's workers; it is woken as soon as the holder releases
+// the key.
+func WithWait(d time.Duration) Option { return func(o *options) { o.SetWait(d) } }
 
 // WithNamespace sets the core namespace of the task locks (default "asynq": the lock of key K is
 // "@asynq/K", see core.InNamespace). A key taken from a task's payload or headers can never leave
 // the namespace; give another component the same namespace only to make it exclude tasks on
 // purpose. 1 to 64 of a-z, 0-9 and '-'.
-func WithNamespace(ns string) Option { return func(o *options) { o.namespace = ns } }
+func WithNamespace(ns string) Option { return func(o *options) { o.SetNamespace(ns) } }
 
-// WithLogger sets a logger for what the middleware does not report in the task's error: a failed
-// release (the lock then expires after its TTL). Default: no logging.
-func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+// WithLogger sets where the middleware logs what it does not report in the task's error: a failed
+// release (the lock then expires after its TTL). Default (and nil): slog.Default(), read when a
+// message is logged; slog.New(slog.DiscardHandler) silences it.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.SetLogger(l) } }
 
 // Middleware returns asynq middleware that runs every task under a lock on its key, so that tasks
 // with the same key never run at once, whichever server and worker they run on. With WithLimit
@@ -100,26 +117,24 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 // (asynq delivers at least once) re-enters the lock it already holds instead of waiting for itself.
 // A consequence: whoever knows a task's ID can compute the token and release that task's lock.
 //
-// It returns an error matching core.ErrInvalid if c is nil or an option is out of range.
+// It returns an error matching core.ErrInvalid ("lockkit: asynqlock: what is wrong") if c is nil
+// or an option is invalid.
 func Middleware(c *core.Client, opts ...Option) (asynq.MiddlewareFunc, error) {
-	o := options{key: ByType(), minTTL: defaultMinTTL, maxTTL: defaultMaxTTL, namespace: defaultNamespace}
+	if c == nil {
+		return nil, invalid("Middleware needs a *core.Client")
+	}
+	o := &options{
+		KeyOptions: adapter.KeyOptions[task]{Options: adapter.New("asynqlock", defaultMaxTTL, defaultNamespace)},
+		minTTL:     defaultMinTTL,
+	}
+	byType := ByType()
+	o.Key = func(in task) (string, error) { return byType(in.ctx, in.t) }
 	for _, f := range opts {
-		f(&o)
+		if f != nil {
+			f(o)
+		}
 	}
-	switch {
-	case c == nil:
-		return nil, invalid("core client is nil")
-	case o.limitSet && o.limitFn == nil && (o.limit < 1 || o.limit > maxLimit):
-		return nil, invalid("WithLimit(%d) must be 1 to %d, WithLimitFunc non-nil", o.limit, maxLimit)
-	case o.key == nil:
-		return nil, invalid("WithKey(nil)")
-	case o.minTTL < core.MinTTL || o.maxTTL > core.MaxTTL || o.minTTL > o.maxTTL:
-		return nil, invalid("WithTTL(%v, %v) must satisfy %v <= floor <= cap <= %v", o.minTTL, o.maxTTL, core.MinTTL, core.MaxTTL)
-	}
-	if err := adapter.CheckWait("asynqlock", o.wait); err != nil {
-		return nil, err
-	}
-	if err := adapter.CheckNamespace("asynqlock", o.namespace); err != nil {
+	if err := o.validate(); err != nil {
 		return nil, err
 	}
 	m := &middleware{c: c, o: o}
@@ -130,25 +145,37 @@ func Middleware(c *core.Client, opts ...Option) (asynq.MiddlewareFunc, error) {
 	}, nil
 }
 
+func (o *options) validate() error {
+	switch {
+	case o.minTTL < core.MinTTL || o.TTL > core.MaxTTL || o.minTTL > o.TTL:
+		return invalid("WithTTL(%v, %v) must satisfy %v <= floor <= cap <= %v", o.minTTL, o.TTL, core.MinTTL, core.MaxTTL)
+	case o.Has("WithLimitFunc") && o.limitFn == nil:
+		return invalid("WithLimitFunc(nil)")
+	case o.Has("WithLimitFunc") && o.Has("WithLimit"):
+		return invalid("WithLimit and WithLimitFunc cannot be combined: give one")
+	}
+	return o.KeyOptions.Validate("Middleware")
+}
+
 func invalid(format string, args ...any) error { return adapter.Invalid("asynqlock", format, args...) }
 
 type middleware struct {
 	c *core.Client
-	o options
+	o *options
 }
 
 func (m *middleware) process(ctx context.Context, t *asynq.Task, next asynq.Handler) (err error) {
-	key, err := m.o.key(ctx, t)
+	key, err := m.o.Key(task{ctx, t})
 	if err != nil {
 		return fmt.Errorf("lockkit: asynqlock: task key: %w", err)
 	}
 	if key == "" {
 		return next.ProcessTask(ctx, t)
 	}
-	limit := m.o.limit
+	limit := m.o.Limit
 	if m.o.limitFn != nil {
-		if limit = m.o.limitFn(ctx, t); limit < 1 || limit > maxLimit {
-			return fmt.Errorf("lockkit: asynqlock: task limit %d outside [1, %d]: %w", limit, maxLimit, core.ErrInvalid)
+		if limit = m.o.limitFn(ctx, t); limit < 1 || limit > core.MaxPermits {
+			return invalid("WithLimitFunc gave the task the limit %d, outside [1, %d]", limit, core.MaxPermits)
 		}
 	}
 	l, ttl, err := m.acquire(ctx, key, limit)
@@ -167,11 +194,10 @@ func (m *middleware) process(ctx context.Context, t *asynq.Task, next asynq.Hand
 			err = errors.Join(rerr, err)
 		case errors.Is(rerr, core.ErrNotHeld): // the release found the lock in other hands
 			err = errors.Join(&core.LostError{Name: l.Name(), Reason: "not_owner"}, rerr, err)
-		case rerr != nil && m.o.logger != nil:
+		case rerr != nil:
 			// Redis unreachable: the lock expires within its TTL; the task itself is done and is
 			// not failed for it.
-			m.o.logger.LogAttrs(context.WithoutCancel(ctx), slog.LevelWarn, "lockkit: asynqlock: release failed",
-				slog.String("task", t.Type()), slog.Any("error", rerr))
+			m.o.Warn(ctx, "release failed", rerr, slog.String("task", t.Type()))
 		}
 	}()
 	return next.ProcessTask(lctx, t)
@@ -180,7 +206,7 @@ func (m *middleware) process(ctx context.Context, t *asynq.Task, next asynq.Hand
 // acquire takes the lock of key (or, with a limit, one of its permits), trying once or waiting as
 // configured.
 func (m *middleware) acquire(ctx context.Context, key string, limit int) (*core.Lock, time.Duration, error) {
-	ttl := m.o.maxTTL
+	ttl := m.o.TTL
 	opts := make([]core.AcquireOption, 0, 3)
 	if dl, ok := ctx.Deadline(); ok {
 		left := time.Until(dl)
@@ -200,9 +226,9 @@ func (m *middleware) acquire(ctx context.Context, key string, limit int) (*core.
 		err error
 	)
 	if lastAttempt(ctx) {
-		l, err = m.c.Acquire(ctx, key, ttl, append(opts, core.InNamespace(m.o.namespace))...) // until the task's deadline
+		l, err = m.c.Acquire(ctx, key, ttl, append(opts, core.InNamespace(m.o.Namespace))...) // until the task's deadline
 	} else {
-		l, err = adapter.Acquire(ctx, m.c, m.o.namespace, key, ttl, m.o.wait, opts...)
+		l, err = adapter.Acquire(ctx, m.c, m.o.Namespace, key, ttl, m.o.Wait, opts...)
 	}
 	if err == nil {
 		return l, ttl, nil

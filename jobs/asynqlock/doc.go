@@ -17,8 +17,10 @@
 //
 // How it behaves:
 //
-//   - The key comes from a KeyFunc: ByType, ByHeader, ByJSONField or your own. Tasks with an empty
-//     key run without a lock. The lock is the key in the core namespace "asynq" ("@asynq/"+key,
+//   - The key comes from a KeyFunc (WithKey): ByType (the default), ByHeader, ByJSONField or your
+//     own. Tasks with an empty key run without a lock. A task takes one key: the other adapters'
+//     WithKeys (several keys, all or nothing) is not offered, as a set of locks cannot carry the
+//     task's owner token and a task delivered twice could then not re-enter its keys. The lock is the key in the core namespace "asynq" ("@asynq/"+key,
 //     see WithNamespace), which no other component's input can reach.
 //   - The lock's TTL is the time left until the task's deadline, kept between a floor and a cap
 //     (WithTTL, default 1s and 10s). core's watchdog renews it while the handler runs, and the
@@ -40,6 +42,9 @@
 //   - One holder per key by default. WithLimit(n) (or WithLimitFunc, per task) lets up to n tasks
 //     of a key run at once: each takes one of n permits of a core semaphore (core.Permits) instead
 //     of the lock, with the same TTL, renewal, lost-permit signal and busy-task rules.
+//
+// What the task's error does not report (a release that failed: the lock then expires after its
+// TTL) is logged to WithLogger's logger, slog.Default() by default.
 //
 // Inside the handler, core.FromContext(ctx) gives the lock, and its Fence the fencing token to pass
 // to the resources the task writes to.

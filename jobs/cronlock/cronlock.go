@@ -17,8 +17,8 @@ import (
 
 var (
 	// ErrInvalid means an argument was rejected: a bad spec, job name or option. Errors matching it
-	// match core.ErrInvalid too.
-	ErrInvalid = fmt.Errorf("lockkit: cronlock: %w", core.ErrInvalid)
+	// match core.ErrInvalid too, and read "lockkit: cronlock: what is wrong".
+	ErrInvalid = adapter.Sentinel("cronlock")
 	// ErrStopped is the cause of a job's context after Locker.Stop, and the error of every firing
 	// after it.
 	ErrStopped = errors.New("lockkit: cronlock: stopped")
@@ -56,29 +56,23 @@ type Locker struct {
 // ErrInvalid and core.ErrInvalid.
 func New(c *core.Client, opts ...Option) (*Locker, error) {
 	if c == nil {
-		return nil, invalid(adapter.Invalid("cronlock", "nil core.Client"))
+		return nil, invalid("New needs a *core.Client")
 	}
 	o := defaultOptions()
 	for _, f := range opts {
-		f(&o)
+		if f != nil {
+			f(&o)
+		}
 	}
-	if o.clock == nil {
-		return nil, invalid(adapter.Invalid("cronlock", "WithClock(nil)"))
+	if err := o.validate(); err != nil {
+		return nil, err
 	}
-	switch {
-	case o.maxHold < -1:
-		return nil, invalid(adapter.Invalid("cronlock", "WithMaxHold(%v): negative", o.maxHold))
-	case o.leaderSet && o.leader == nil:
-		return nil, invalid(adapter.Invalid("cronlock", "WithLeader(nil)"))
-	case o.leader != nil && o.retryError:
-		return nil, invalid(adapter.Invalid("cronlock", "RetryOnError does not apply in leader mode (WithLeader): no completion marker is written"))
-	}
-	// The store checks the TTL and the namespace. Markers are written with their own TTL
-	// (markerTTL); Retention is only the store's required default.
-	store, err := exactlyonce.New(c, exactlyonce.Config{Component: "cronlock", Namespace: o.namespace,
-		RecordPrefix: c.Prefix() + "cron:", TTL: o.ttl, Retention: time.Minute})
+	// Markers are written with their own TTL (markerTTL); Retention is only the store's required
+	// default.
+	store, err := exactlyonce.New(c, exactlyonce.Config{Component: "cronlock", Namespace: o.Namespace,
+		RecordPrefix: c.Prefix() + "cron:", TTL: o.TTL, Retention: time.Minute, Logger: o.Logger})
 	if err != nil {
-		return nil, invalid(err)
+		return nil, err
 	}
 	base, cancel := context.WithCancelCause(context.Background())
 	l := &Locker{store: store, opt: o, base: base, cancel: cancel}
@@ -89,8 +83,9 @@ func New(c *core.Client, opts ...Option) (*Locker, error) {
 	return l, nil
 }
 
-// invalid makes err, which matches core.ErrInvalid, match ErrInvalid too.
-func invalid(err error) error { return fmt.Errorf("%w: %w", ErrInvalid, err) }
+// invalid returns the error of an invalid argument: "lockkit: cronlock: WHAT", matching
+// ErrInvalid and core.ErrInvalid.
+func invalid(format string, args ...any) error { return adapter.Invalid("cronlock", format, args...) }
 
 // Stop cancels the context of every running job (cause ErrStopped) and makes every later firing
 // a no-op reported with ErrStopped. Call it after cron.Cron.Stop and before waiting on the context
@@ -127,14 +122,14 @@ func (f Func) Run() { _ = f(context.Background()) }
 // empty, longer than 1000 bytes or contain '{' or '}'.
 func (l *Locker) Add(c *cron.Cron, spec, name string, job func(ctx context.Context) error) (cron.EntryID, error) {
 	if c == nil || job == nil {
-		return 0, fmt.Errorf("%w: nil cron or job", ErrInvalid)
+		return 0, invalid("Add needs a *cron.Cron and a job")
 	}
 	if err := validName(name); err != nil {
 		return 0, err
 	}
 	s, err := parseSpec(spec)
 	if err != nil {
-		return 0, fmt.Errorf("%w: spec %q: %v", ErrInvalid, spec, err)
+		return 0, invalid("spec %q: %v", spec, err)
 	}
 	j := l.newJob(name, s, Func(job))
 	j.loc = c.Location()
@@ -154,7 +149,7 @@ func (l *Locker) Wrap(name string, s cron.Schedule) cron.JobWrapper {
 		panic(err)
 	}
 	if s == nil {
-		panic(fmt.Errorf("%w: nil schedule for job %q", ErrInvalid, name))
+		panic(invalid("Wrap needs the schedule of job %q", name))
 	}
 	return func(inner cron.Job) cron.Job { return l.newJob(name, s, inner) }
 }
@@ -170,11 +165,11 @@ type tickKey struct{}
 func validName(name string) error {
 	switch {
 	case name == "":
-		return fmt.Errorf("%w: empty job name", ErrInvalid)
+		return invalid("empty job name")
 	case len(name) > maxJobName:
-		return fmt.Errorf("%w: job name is %d bytes, longer than %d", ErrInvalid, len(name), maxJobName)
+		return invalid("job name is %d bytes, longer than %d", len(name), maxJobName)
 	case strings.ContainsAny(name, "{}"):
-		return fmt.Errorf("%w: job name %q contains '{' or '}'", ErrInvalid, name)
+		return invalid("job name %q contains '{' or '}'", name)
 	}
 	return nil
 }

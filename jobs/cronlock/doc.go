@@ -40,8 +40,8 @@
 //     released (OutcomeMaxHold, no marker). The job gets the lock's context, cancelled if the lock is
 //     lost (OutcomeLost, no marker), the maximum hold passes or the Locker is stopped;
 //     core.FromContext(ctx).Fence() is a fencing token that grows with every run.
-//   - Errors and panics of the job are reported (WithLogger, WithHook) and never reach the
-//     scheduler. The marker is written for a failed run too, so that a tick runs at most once;
+//   - Errors and panics of the job are reported (WithHook, and the logger: WithLogger, by default
+//     slog.Default(), at Error; runs and skips at Debug) and never reach the scheduler. The marker is written for a failed run too, so that a tick runs at most once;
 //     RetryOnError leaves the tick to a replica that fires for it later instead.
 //   - "@every" specs given to Add are aligned to the Unix epoch (see Every), so that replicas started
 //     at different moments agree on the ticks; cron.Every counts from each replica's start.

@@ -29,7 +29,10 @@ const OutcomeFollower = "follower"
 // own names needs to match. The trade-offs against the default, a lock per tick, are in the
 // package documentation.
 func WithLeader(e *election.Election) Option {
-	return func(o *options) { o.leader, o.leaderSet = e, true }
+	return func(o *options) {
+		o.leader = e
+		o.Given("WithLeader")
+	}
 }
 
 // campaignRetry is how long a replica waits before campaigning again after Campaign failed
@@ -71,9 +74,7 @@ func (l *Locker) campaign() {
 }
 
 func (l *Locker) logLeader(msg string, level slog.Level, attrs ...slog.Attr) {
-	if l.opt.logger != nil {
-		l.opt.logger.LogAttrs(context.Background(), level, msg, attrs...)
-	}
+	l.opt.Log().LogAttrs(context.Background(), level, "lockkit: "+msg, attrs...)
 }
 
 // runAsLeader runs the job for ev.Tick if this replica leads (leader mode).
@@ -93,7 +94,7 @@ func (j *job) runAsLeader(ev *Event) {
 	}
 	defer j.running.Store(false)
 	var limit *core.MaxHoldError
-	if d := maxHold(l.opt.maxHold, l.opt.ttl, j.sched, ev.Tick); d > 0 {
+	if d := maxHold(l.opt.maxHold, l.opt.TTL, j.sched, ev.Tick); d > 0 {
 		limit = &core.MaxHoldError{Name: j.name, Limit: d}
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, d, limit)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/election"
+	"github.com/lockkit/lockkit/internal/adapter"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -12,20 +13,32 @@ import (
 type Option func(*options)
 
 type options struct {
-	ttl        time.Duration
-	namespace  string
-	clock      func() time.Time
-	rdb        redis.UniversalClient // WithRedisTime
-	logger     *slog.Logger
-	hook       func(Event)
-	retryError bool
-	maxHold    time.Duration // WithMaxHold; -1: the default (the larger of the period and the TTL)
-	leader     *election.Election
-	leaderSet  bool // WithLeader was given (nil is invalid)
+	adapter.Options // TTL, logger, namespace; a tick tries once (adapter.DefaultWait)
+	clock           func() time.Time
+	rdb             redis.UniversalClient // WithRedisTime
+	hook            func(Event)
+	retryError      bool
+	maxHold         time.Duration // WithMaxHold; -1: the default (the larger of the period and the TTL)
+	leader          *election.Election
 }
 
 func defaultOptions() options {
-	return options{ttl: 30 * time.Second, clock: time.Now, namespace: "cron", maxHold: -1}
+	return options{Options: adapter.New("cronlock", 30*time.Second, "cron"), clock: time.Now, maxHold: -1}
+}
+
+// validate checks o, with the wording of every adapter.
+func (o *options) validate() error {
+	switch {
+	case o.clock == nil:
+		return invalid("WithClock(nil)")
+	case o.maxHold < -1 || o.Has("WithMaxHold") && o.maxHold < 0:
+		return invalid("WithMaxHold(%v) is negative", o.maxHold)
+	case o.Has("WithLeader") && o.leader == nil:
+		return invalid("WithLeader(nil)")
+	case o.leader != nil && o.retryError:
+		return invalid("RetryOnError does not apply in leader mode (WithLeader): no completion marker is written")
+	}
+	return o.Options.Validate("New")
 }
 
 // WithTTL sets the TTL of a job's lock (default 30s, allowed core.MinTTL to core.MaxTTL). While the
@@ -33,13 +46,13 @@ func defaultOptions() options {
 // longer (up to WithMaxHold); the TTL is how long a replica that dies mid-run keeps the job from
 // running elsewhere. Keep it a few times the worst Redis round trip, and short next to the
 // schedule's period.
-func WithTTL(d time.Duration) Option { return func(o *options) { o.ttl = d } }
+func WithTTL(d time.Duration) Option { return func(o *options) { o.SetTTL(d) } }
 
 // WithNamespace sets the core namespace of the jobs' locks (default "cron": job JOB locks
 // "@cron/JOB", see core.InNamespace). Nothing outside the namespace can hold a job's lock; give
 // another component the same namespace (httpmw.WithNamespace, grpcmw.WithNamespace) only to make
 // it exclude a job on purpose. 1 to 64 of a-z, 0-9 and '-'.
-func WithNamespace(ns string) Option { return func(o *options) { o.namespace = ns } }
+func WithNamespace(ns string) Option { return func(o *options) { o.SetNamespace(ns) } }
 
 // WithClock sets the clock the tick is derived from (default time.Now), for tests that simulate
 // skewed replicas. It should return times in the location of the cron's schedules.
@@ -51,9 +64,12 @@ func WithClock(now func() time.Time) Option { return func(o *options) { o.clock 
 // replaces WithClock.
 func WithRedisTime(rdb redis.UniversalClient) Option { return func(o *options) { o.rdb = rdb } }
 
-// WithLogger logs every run and skip (default: no logging): a run at Info, a skip at Debug and
-// failures at Error, with the attributes job, tick, outcome, fence, duration and error.
-func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+// WithLogger sets where the Locker logs (default, and nil: slog.Default(), read when a message is
+// logged; slog.New(slog.DiscardHandler) silences it): a failure (a job's error or panic, a lost
+// lock, a completion marker not written, Redis unreachable) at Error, a run and a skip at Debug,
+// with the attributes job, tick, outcome, fence, duration and error; in leader mode, a campaign
+// that failed or a leadership lost at Warn.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.SetLogger(l) } }
 
 // WithHook calls fn once per firing of a job on this replica, after the run or the skip, with what
 // happened. fn runs on the job's goroutine and should be quick.
@@ -75,4 +91,9 @@ func RetryOnError() Option { return func(o *options) { o.retryError = true } }
 // fit their schedule are untouched; a run that hangs keeps the job from running for about one
 // tick, not for ever. A job that legitimately runs longer than its period (the ticks meanwhile are
 // skipped as busy) needs a larger d, or 0.
-func WithMaxHold(d time.Duration) Option { return func(o *options) { o.maxHold = d } }
+func WithMaxHold(d time.Duration) Option {
+	return func(o *options) {
+		o.maxHold = d
+		o.Given("WithMaxHold")
+	}
+}

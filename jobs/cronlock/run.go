@@ -112,7 +112,7 @@ func (j *job) Run() {
 	}
 	tick := nearest(j.sched, now)
 	if tick.IsZero() {
-		ev.Outcome, ev.Err = OutcomeError, fmt.Errorf("%w: schedule of job %q has no activation", ErrInvalid, j.name)
+		ev.Outcome, ev.Err = OutcomeError, invalid("schedule of job %q has no activation", j.name)
 		l.report(l.base, &ev)
 		return
 	}
@@ -122,7 +122,7 @@ func (j *job) Run() {
 		return
 	}
 	req := j.tickRequest(tick)
-	req.Acquire = []core.AcquireOption{core.WithMaxHold(maxHold(l.opt.maxHold, l.opt.ttl, j.sched, tick))}
+	req.Acquire = []core.AcquireOption{core.WithMaxHold(maxHold(l.opt.maxHold, l.opt.TTL, j.sched, tick))}
 	ctx := context.WithValue(l.base, tickKey{}, tick)
 	run, done, err := l.store.Begin(ctx, req)
 	if run == nil {
@@ -201,16 +201,13 @@ func (l *Locker) now(ctx context.Context) (time.Time, error) {
 
 // report logs ev and passes it to the hook.
 func (l *Locker) report(ctx context.Context, ev *Event) {
-	if lg := l.opt.logger; lg != nil {
-		level := slog.LevelError
-		switch {
-		case ev.Outcome == OutcomeRan && ev.Err == nil:
-			level = slog.LevelInfo
-		case ev.Outcome == OutcomeDone, ev.Outcome == OutcomeBusy:
-			level = slog.LevelDebug
-		case errors.Is(ev.Err, ErrStopped):
-			level = slog.LevelInfo
-		}
+	level := slog.LevelError
+	switch {
+	case ev.Outcome == OutcomeRan && ev.Err == nil, ev.Outcome == OutcomeDone, ev.Outcome == OutcomeBusy,
+		errors.Is(ev.Err, ErrStopped):
+		level = slog.LevelDebug
+	}
+	if lg := l.opt.Log(); lg.Enabled(ctx, level) {
 		attrs := make([]slog.Attr, 0, 6)
 		attrs = append(attrs, slog.String("job", ev.Job), slog.String("outcome", ev.Outcome))
 		if !ev.Tick.IsZero() {
@@ -222,7 +219,7 @@ func (l *Locker) report(ctx context.Context, ev *Event) {
 		if ev.Err != nil {
 			attrs = append(attrs, slog.Any("error", ev.Err))
 		}
-		lg.LogAttrs(context.WithoutCancel(ctx), level, "cronlock: "+ev.Outcome, attrs...)
+		lg.LogAttrs(context.WithoutCancel(ctx), level, "lockkit: cronlock: "+ev.Outcome, attrs...)
 	}
 	if l.opt.hook != nil {
 		l.opt.hook(*ev)

@@ -42,9 +42,9 @@ type Elector struct {
 // error matching ErrInvalid.
 func NewElector(e *election.Election, opts ...Option) (*Elector, error) {
 	if e == nil {
-		return nil, fmt.Errorf("%w: nil *election.Election", ErrInvalid)
+		return nil, invalid("NewElector needs an *election.Election")
 	}
-	o, err := build(opts, lockerOnly, "an Elector")
+	o, err := build(opts, "NewElector", lockerOnly)
 	if err != nil {
 		return nil, err
 	}
@@ -58,7 +58,7 @@ func (el *Elector) Start(ctx context.Context) error {
 	el.mu.Lock()
 	defer el.mu.Unlock()
 	if el.done != nil {
-		return fmt.Errorf("%w: Elector started twice", ErrInvalid)
+		return invalid("Elector started twice")
 	}
 	base, cancel := context.WithCancelCause(ctx)
 	el.cancel, el.done = cancel, make(chan struct{})
@@ -118,9 +118,7 @@ func (el *Elector) campaign(base context.Context, done chan<- struct{}) {
 }
 
 func (el *Elector) log(level slog.Level, msg string, attrs ...slog.Attr) {
-	if el.opt.logger != nil {
-		el.opt.logger.LogAttrs(context.Background(), level, "lockkit: gocronlock: elector: "+msg, attrs...)
-	}
+	el.opt.Log().LogAttrs(context.Background(), level, "lockkit: gocronlock: elector: "+msg, attrs...)
 }
 
 // IsLeader implements gocron.Elector: nil while this replica leads, else an error matching
@@ -150,7 +148,7 @@ func (el *Elector) current() (*election.Term, error) {
 // job. Task panics on a nil job, as gocron.NewTask's result would fail only when the job first runs.
 func (el *Elector) Task(job func(ctx context.Context) error) gocron.Task {
 	if job == nil {
-		panic(fmt.Errorf("%w: nil job", ErrInvalid))
+		panic(invalid("nil job"))
 	}
 	return gocron.NewTask(func(ctx context.Context) error {
 		t, err := el.current()

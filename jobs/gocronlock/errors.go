@@ -4,13 +4,15 @@ import (
 	"errors"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/adapter"
 )
 
 // Errors of the package. Each but ErrStopped matches one of core's sentinel errors too (errors.Is);
 // errors returned wrap them with the job, the run or the option concerned.
 var (
-	// ErrInvalid means an argument or option was rejected. It matches core.ErrInvalid.
-	ErrInvalid error = &sentinel{"lockkit: gocronlock: invalid argument", core.ErrInvalid}
+	// ErrInvalid means an argument or option was rejected. It matches core.ErrInvalid; the errors
+	// that match it read "lockkit: gocronlock: what is wrong".
+	ErrInvalid = adapter.Sentinel("gocronlock")
 	// ErrDone is the error of a Lock for a run that has run already (on any replica): its
 	// completion marker exists. gocron skips the run and reports the error to AfterLockError. It
 	// matches core.ErrGuarded.

@@ -44,18 +44,18 @@ type job struct {
 // option, or one that applies to an Elector only, gives an error matching ErrInvalid.
 func NewLocker(c *core.Client, opts ...Option) (*Locker, error) {
 	if c == nil {
-		return nil, fmt.Errorf("%w: nil *core.Client", ErrInvalid)
+		return nil, invalid("NewLocker needs a *core.Client")
 	}
-	o, err := build(opts, electorOnly, "a Locker")
+	o, err := build(opts, "NewLocker", electorOnly)
 	if err != nil {
 		return nil, err
 	}
 	// Markers are written with their own TTL (markerTTL); Retention is only the store's required
 	// default.
 	store, err := exactlyonce.New(c, exactlyonce.Config{Component: "gocronlock", Namespace: namespace,
-		RecordPrefix: c.Prefix() + "gocron:", TTL: o.ttl, Retention: time.Minute, Logger: o.logger})
+		RecordPrefix: c.Prefix() + "gocron:", TTL: o.TTL, Retention: time.Minute, Logger: o.Logger})
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return nil, err
 	}
 	return &Locker{store: store, opt: o, jobs: map[string]*job{}}, nil
 }
@@ -80,7 +80,7 @@ func NewLocker(c *core.Client, opts ...Option) (*Locker, error) {
 // (WithStartImmediately, WithIntervalFromCompletion) make every such run fail with ErrOffSchedule.
 func (l *Locker) NewJob(s gocron.Scheduler, def gocron.JobDefinition, name string, job func(ctx context.Context) error, opts ...gocron.JobOption) (gocron.Job, error) {
 	if s == nil || def == nil || job == nil {
-		return nil, fmt.Errorf("%w: nil scheduler, definition or job", ErrInvalid)
+		return nil, invalid("nil scheduler, definition or job")
 	}
 	if err := validName(name); err != nil {
 		return nil, err
@@ -111,17 +111,17 @@ func (l *Locker) reserve(name string, fn func(ctx context.Context) error) (*job,
 	l.mu.Unlock()
 	if old != nil {
 		if oldJob == nil {
-			return nil, fmt.Errorf("%w: job %q is being added", ErrInvalid, name)
+			return nil, invalid("job %q is being added", name)
 		}
 		// A job removed from its scheduler (or whose scheduler shut down) frees its name.
 		if _, err := oldJob.LastRunStartedAt(); !errors.Is(err, gocron.ErrJobNotFound) {
-			return nil, fmt.Errorf("%w: a job named %q was added already", ErrInvalid, name)
+			return nil, invalid("a job named %q was added already", name)
 		}
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.jobs[name] != old {
-		return nil, fmt.Errorf("%w: job %q is being added", ErrInvalid, name)
+		return nil, invalid("job %q is being added", name)
 	}
 	j := &job{name: name, fn: fn}
 	l.jobs[name] = j
@@ -140,7 +140,7 @@ func (l *Locker) add(s gocron.Scheduler, def gocron.JobDefinition, j *job, opts 
 	sched, err := scheduleOf(gj.Schedule(), l.opt.loc)
 	if err != nil {
 		_ = s.RemoveJob(gj.ID())
-		return nil, fmt.Errorf("%w: job %q: %v", ErrInvalid, j.name, err)
+		return nil, invalid("job %q: %v", j.name, err)
 	}
 	if e, ok := sched.(every); ok {
 		start := align(l.opt.clock(), time.Duration(e))
@@ -158,11 +158,11 @@ func (l *Locker) add(s gocron.Scheduler, def gocron.JobDefinition, j *job, opts 
 func validName(name string) error {
 	switch {
 	case name == "":
-		return fmt.Errorf("%w: empty job name", ErrInvalid)
+		return invalid("empty job name")
 	case len(name) > maxJobName:
-		return fmt.Errorf("%w: job name is %d bytes, longer than %d", ErrInvalid, len(name), maxJobName)
+		return invalid("job name is %d bytes, longer than %d", len(name), maxJobName)
 	case strings.ContainsAny(name, "{}"):
-		return fmt.Errorf("%w: job name %q contains '{' or '}'", ErrInvalid, name)
+		return invalid("job name %q contains '{' or '}'", name)
 	}
 	return nil
 }
@@ -180,7 +180,7 @@ func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 	switch {
 	case j == nil || j.sched == nil:
 		l.mu.Unlock()
-		return nil, fmt.Errorf("%w: job %q was not added with Locker.NewJob", ErrInvalid, key)
+		return nil, invalid("job %q was not added with Locker.NewJob", key)
 	case j.held != nil:
 		l.mu.Unlock()
 		return nil, fmt.Errorf("%w: job %q: a run is still going on this replica", ErrBusy, key)
@@ -217,10 +217,10 @@ func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 
 // maxHold is the WithMaxHold of a run at tick: the option's, or the larger of the gap and the TTL.
 func (l *Locker) maxHold(s schedule, tick time.Time) time.Duration {
-	if l.opt.holdSet {
+	if l.opt.Has("WithMaxHold") {
 		return l.opt.maxHold
 	}
-	return max(s.gap(tick), l.opt.ttl)
+	return max(s.gap(tick), l.opt.TTL)
 }
 
 // markerTTL is how long the completion marker of the run at tick stays, written at now: until

@@ -1,13 +1,12 @@
 package gocronlock
 
 import (
-	"fmt"
 	"log/slog"
 	"os"
 	"strconv"
 	"time"
 
-	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/adapter"
 )
 
 // Option configures a Locker (NewLocker) or an Elector (NewElector). Each option says which it
@@ -15,15 +14,12 @@ import (
 type Option func(*options)
 
 type options struct {
-	ttl     time.Duration
-	maxHold time.Duration // when holdSet; else the larger of the period and the TTL
-	holdSet bool
-	maxSkew time.Duration
-	clock   func() time.Time
-	loc     *time.Location
-	logger  *slog.Logger
-	value   string
-	given   map[string]bool // names of the options given
+	adapter.Options               // TTL, logger; the namespace is "gocron", a run tries once
+	maxHold         time.Duration // when Has("WithMaxHold"); else the larger of the period and the TTL
+	maxSkew         time.Duration
+	clock           func() time.Time
+	loc             *time.Location
+	value           string
 }
 
 // Options that apply to one constructor only.
@@ -40,31 +36,29 @@ const (
 	DefaultMaxSkew = time.Minute
 )
 
-// build applies opts to the defaults and checks them; options named in notHere, which apply to
-// the other constructor, are rejected.
-func build(opts []Option, notHere []string, what string) (options, error) {
+// build applies opts to the defaults and checks them for ctor; options named in notHere, which
+// apply to the other constructor, are rejected.
+func build(opts []Option, ctor string, notHere []string) (options, error) {
 	host, _ := os.Hostname()
-	o := options{ttl: DefaultTTL, maxSkew: DefaultMaxSkew, clock: time.Now, loc: time.Local,
-		logger: slog.Default(), value: host + " " + strconv.Itoa(os.Getpid()), given: map[string]bool{}}
+	o := options{Options: adapter.New("gocronlock", DefaultTTL, namespace), maxSkew: DefaultMaxSkew,
+		clock: time.Now, loc: time.Local, value: host + " " + strconv.Itoa(os.Getpid())}
 	for _, f := range opts {
-		f(&o)
-	}
-	for _, name := range notHere {
-		if o.given[name] {
-			return o, fmt.Errorf("%w: %s does not apply to %s", ErrInvalid, name, what)
+		if f != nil {
+			f(&o)
 		}
 	}
+	if err := o.Validate(ctor, notHere...); err != nil {
+		return o, err
+	}
 	switch {
-	case o.ttl < core.MinTTL || o.ttl > core.MaxTTL:
-		return o, fmt.Errorf("%w: WithTTL(%v) is outside [%v, %v]", ErrInvalid, o.ttl, core.MinTTL, core.MaxTTL)
 	case o.maxHold < 0:
-		return o, fmt.Errorf("%w: WithMaxHold(%v) is negative", ErrInvalid, o.maxHold)
+		return o, invalid("WithMaxHold(%v) is negative", o.maxHold)
 	case o.maxSkew < 0:
-		return o, fmt.Errorf("%w: WithMaxSkew(%v) is negative", ErrInvalid, o.maxSkew)
+		return o, invalid("WithMaxSkew(%v) is negative", o.maxSkew)
 	case o.clock == nil:
-		return o, fmt.Errorf("%w: WithClock(nil)", ErrInvalid)
+		return o, invalid("WithClock(nil)")
 	case o.loc == nil:
-		return o, fmt.Errorf("%w: WithLocation(nil)", ErrInvalid)
+		return o, invalid("WithLocation(nil)")
 	}
 	return o, nil
 }
@@ -73,15 +67,21 @@ func build(opts []Option, notHere []string, what string) (options, error) {
 func option(name string, set func(*options)) Option {
 	return func(o *options) {
 		set(o)
-		o.given[name] = true
+		o.Given(name)
 	}
+}
+
+// invalid returns the error of an invalid argument: "lockkit: gocronlock: WHAT", matching
+// ErrInvalid and core.ErrInvalid.
+func invalid(format string, args ...any) error {
+	return adapter.Invalid("gocronlock", format, args...)
 }
 
 // WithTTL sets the TTL of a job's lock (Locker; default DefaultTTL, allowed core.MinTTL to
 // core.MaxTTL). While the job runs, the core.Client's watchdog renews the lock every third of the
 // TTL, so a run may last longer (up to WithMaxHold); the TTL is how long a replica that dies
 // mid-run keeps the job from running elsewhere.
-func WithTTL(d time.Duration) Option { return option("WithTTL", func(o *options) { o.ttl = d }) }
+func WithTTL(d time.Duration) Option { return func(o *options) { o.SetTTL(d) } }
 
 // WithMaxHold bounds how long one run may hold the job's lock (Locker), even while its replica
 // keeps renewing it: when d passes, the job's context is cancelled with a cause matching
@@ -90,7 +90,7 @@ func WithTTL(d time.Duration) Option { return option("WithTTL", func(o *options)
 // the job's period at the run (the time to its next activation) and the TTL, so that a run that
 // fits its schedule is never cut.
 func WithMaxHold(d time.Duration) Option {
-	return option("WithMaxHold", func(o *options) { o.maxHold, o.holdSet = d, true })
+	return option("WithMaxHold", func(o *options) { o.maxHold = d })
 }
 
 // WithMaxSkew sets how far behind the fastest replica's clock any replica's clock may be (Locker;
@@ -117,12 +117,11 @@ func WithLocation(loc *time.Location) Option {
 	return option("WithLocation", func(o *options) { o.loc = loc })
 }
 
-// WithLogger sets where failures that gocron does not report are logged (both; default
-// slog.Default(); nil or a logger with a discard handler silences them): a completion marker that could
-// not be written, a lock lost while its job ran, a campaign that failed, a leadership lost.
-func WithLogger(l *slog.Logger) Option {
-	return option("WithLogger", func(o *options) { o.logger = l })
-}
+// WithLogger sets where failures that gocron does not report are logged (both; default, and nil:
+// slog.Default(), read when a message is logged; slog.New(slog.DiscardHandler) silences them): a
+// completion marker that could not be written, a lock lost while its job ran, a campaign that
+// failed, a leadership lost.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.SetLogger(l) } }
 
 // WithValue sets the value an Elector campaigns with, which observers of the election see as the
 // leader's (Elector; default the host name and the process id).

@@ -155,7 +155,7 @@ func TestEvery_nearest(t *testing.T) {
 // Markers live until the skew plus the window after the activation, and a run's default maximum
 // hold is the larger of the period and the TTL.
 func TestLocker_markerTTLAndMaxHold(t *testing.T) {
-	o, err := build([]Option{WithMaxSkew(3 * time.Second)}, nil, "")
+	o, err := build([]Option{WithMaxSkew(3 * time.Second)}, "NewLocker", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestLocker_markerTTLAndMaxHold(t *testing.T) {
 	if got := l.maxHold(every(time.Hour), tick); got != time.Hour {
 		t.Errorf("max hold %v, want the period", got)
 	}
-	l.opt.maxHold, l.opt.holdSet = 0, true
+	WithMaxHold(0)(&l.opt)
 	if got := l.maxHold(e, tick); got != 0 {
 		t.Errorf("max hold %v, want none", got)
 	}

@@ -94,7 +94,7 @@ func BenchmarkUnaryOverhead(b *testing.B) {
 func BenchmarkUnaryPassThrough(b *testing.B) {
 	srv := redistest.Start(b)
 	locks := newClient(b, srv.Client(b))
-	ic := grpcmw.UnaryServerInterceptor(locks, grpcmw.WithMetadataKey("x-account"))
+	ic := grpcmw.UnaryServerInterceptor(locks, grpcmw.WithKey(grpcmw.ByMetadata("x-account")))
 	info := &grpc.UnaryServerInfo{FullMethod: plainMethod}
 	req := wrapperspb.String("x")
 	handler := func(ctx context.Context, req any) (any, error) { return req, nil }

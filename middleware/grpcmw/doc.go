@@ -4,23 +4,31 @@
 //	locks, _ := core.New(rdb)
 //	srv := grpc.NewServer(
 //		grpc.ChainUnaryInterceptor(grpcmw.UnaryServerInterceptor(locks, grpcmw.WithWait(2*time.Second))),
-//		grpc.ChainStreamInterceptor(grpcmw.StreamServerInterceptor(locks, grpcmw.WithMetadataKey("x-account"))),
+//		grpc.ChainStreamInterceptor(grpcmw.StreamServerInterceptor(locks, grpcmw.WithKey(grpcmw.ByMetadata("x-account")))),
 //	)
 //
 // # Keys
 //
-// The key of a call comes from the first of these that gives a non-empty one: the request message,
-// if it implements Keyer (LockKey() string); the WithKeyFunc function; the WithMetadataKey header.
-// The lock is the key in grpcmw's core namespace: key K locks "@grpc/K" (core.InNamespace), so a
-// key sent by a client, whatever bytes it holds, never names an HTTP route's, a job's or an
-// idempotency lock. WithNamespace shares a namespace with another component on purpose (an
-// httpmw.KeyLock with httpmw.WithNamespace of the same name excludes the same keys). A call
-// without a key runs without a lock. Streaming calls have no request message when
-// the interceptor runs: their key comes from the KeyFunc (with a nil request) or the metadata.
+// The key of a call comes from WithKey: by default ByRequest, the request message's own key if it
+// implements Keyer (LockKey() string); ByMetadata(name), a request header; or a KeyFunc of your
+// own. WithKeys takes several keys per call instead, all or nothing (core.AcquireAll): a transfer
+// locks both accounts, and two transfers in opposite directions never deadlock, since a call never
+// holds a key while it waits for another. The lock is the key in grpcmw's core namespace: key K
+// locks "@grpc/K" (core.InNamespace), so a key sent by a client, whatever bytes it holds, never
+// names an HTTP route's, a job's or an idempotency lock. WithNamespace shares a namespace with
+// another component on purpose (an httpmw.KeyLock with httpmw.WithNamespace of the same name
+// excludes the same keys). WithReadWrite makes the key's lock a read-write lock: the methods it
+// counts as read-only run together, the others alone. A call without a key runs without a lock. Streaming calls have no
+// request message when the interceptor runs: their key comes from the metadata or a KeyFunc (with
+// a nil request).
 //
-// Options of both interceptors are of type Option; the options of idempotent replay
-// (WithIdempotency, WithIdempotencyScope, WithStoredErrors, WithMaxBody) are UnaryOption, which
-// StreamServerInterceptor does not accept.
+// Every option is an Option. The options of idempotent replay (WithIdempotency,
+// WithIdempotencyScope, WithStoredErrors, WithMaxBody) apply to unary calls only:
+// StreamServerInterceptor panics at start-up if given one, as it does on any invalid option.
+//
+// A call whose key is held fails at once (the default of every lockkit adapter); WithWait(d) makes
+// it wait up to d, never past its deadline. What the caller is not told goes to WithLogger's
+// logger, slog.Default() by default.
 //
 // WithMethods limits the interceptor to some methods. The interceptors are plain
 // grpc.UnaryServerInterceptor and grpc.StreamServerInterceptor values, so go-grpc-middleware's
@@ -78,6 +86,6 @@
 // # Tracing
 //
 // The interceptors have no tracing of their own: the lock's context derives from the call's context
-// through core's Hook, so the spans of package otel (lock.wait, lock.hold) nest under the server
-// span of the call and the handler's spans under lock.hold.
+// through core's Hook, so the spans of package lockotel (lock.wait, lock.hold) nest under the
+// server span of the call and the handler's spans under lock.hold.
 package grpcmw

@@ -36,7 +36,7 @@ func ExampleUnaryServerInterceptor() {
 	_ = srv // register services, then srv.Serve(listener)
 }
 
-// Streaming calls take their key from metadata (or a KeyFunc, which gets a nil request).
+// Streaming calls take their key from metadata (ByMetadata), or a KeyFunc, which gets a nil request.
 func ExampleStreamServerInterceptor() {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 	locks, err := core.New(rdb)
@@ -46,7 +46,7 @@ func ExampleStreamServerInterceptor() {
 	defer locks.Close(context.Background())
 
 	srv := grpc.NewServer(grpc.ChainStreamInterceptor(
-		grpcmw.StreamServerInterceptor(locks, grpcmw.WithMetadataKey("x-device-id")),
+		grpcmw.StreamServerInterceptor(locks, grpcmw.WithKey(grpcmw.ByMetadata("x-device-id"))),
 	))
 	_ = srv
 }
@@ -59,7 +59,7 @@ func ExampleStreamServerInterceptor() {
 //		selector.MatchFunc(func(ctx context.Context, c interceptors.CallMeta) bool {
 //			return c.Service == "bank.Accounts"
 //		}))
-func ExampleWithKeyFunc() {
+func ExampleWithKey() {
 	locks, err := core.New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"}))
 	if err != nil {
 		log.Fatal(err)
@@ -72,7 +72,7 @@ func ExampleWithKeyFunc() {
 		return "", status.Error(codes.Unauthenticated, "no tenant")
 	}
 	_ = grpc.NewServer(grpc.ChainUnaryInterceptor(grpcmw.UnaryServerInterceptor(locks,
-		grpcmw.WithKeyFunc(byTenant),
+		grpcmw.WithKey(byTenant),
 		grpcmw.WithMethods("/bank.Accounts/Withdraw", "/bank.Transfers/"),
 	)))
 }
@@ -130,9 +130,28 @@ func ExampleWithLimit() {
 	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(
 		// At most 4 calls per tenant at once across every replica (key from the "x-tenant"
 		// metadata); a 5th fails with codes.ResourceExhausted and a RetryInfo.
-		grpcmw.UnaryServerInterceptor(locks, grpcmw.WithLimit(4), grpcmw.WithMetadataKey("x-tenant")),
+		grpcmw.UnaryServerInterceptor(locks, grpcmw.WithLimit(4), grpcmw.WithKey(grpcmw.ByMetadata("x-tenant"))),
 	))
 	_ = srv // register services, then srv.Serve(listener)
+}
+
+// WithKeys locks several keys per call, all or nothing: a transfer locks both accounts, and two
+// transfers between the same accounts in opposite directions never deadlock. With generated code,
+// the request names its accounts:
+//
+//	func(ctx context.Context, fullMethod string, req any) ([]string, error) {
+//		t := req.(*bankpb.TransferRequest)
+//		return []string{"account/" + t.GetFrom(), "account/" + t.GetTo()}, nil
+//	}
+func ExampleWithKeys() {
+	var locks *core.Client // from core.New
+	accounts := grpcmw.Keys(grpcmw.ByMetadata("x-from-account"), grpcmw.ByMetadata("x-to-account"))
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(grpcmw.UnaryServerInterceptor(locks,
+		grpcmw.WithKeys(accounts),
+		grpcmw.WithWait(2*time.Second), // a transfer waits for both accounts, holding neither
+		grpcmw.WithMethods("/bank.Transfers/Transfer"),
+	)))
+	_ = srv
 }
 
 // WithReadWrite lets the read-only calls of an account run together; the others run alone.

@@ -64,8 +64,8 @@ func (ic *interceptor) scope(ctx context.Context, fullMethod, ikey string) (exac
 
 // idempotent runs a unary call that carries the idempotency key ikey: it replays the stored
 // response, reports a call in progress or a key reused, or runs the handler (under the business
-// key's lock too, if key is set) and stores its outcome as the lock is released.
-func (ic *interceptor) idempotent(ctx context.Context, ikey, key string, req any, fullMethod string, handler grpc.UnaryHandler) (any, error) {
+// keys' locks too, if any) and stores its outcome as the lock is released.
+func (ic *interceptor) idempotent(ctx context.Context, ikey string, keys []string, req any, fullMethod string, handler grpc.UnaryHandler) (any, error) {
 	msg, ok := req.(proto.Message)
 	if !ok {
 		return nil, status.Errorf(codes.Internal, "lockkit: grpcmw: idempotency needs a protobuf request, got %T", req)
@@ -95,12 +95,12 @@ func (ic *interceptor) idempotent(ctx context.Context, ikey, key string, req any
 	case err != nil:
 		return nil, ic.status(ctx, err, fullMethod)
 	}
-	return ic.runIdempotent(ctx, run, fp, key, req, fullMethod, handler)
+	return ic.runIdempotent(ctx, run, fp, keys, req, fullMethod, handler)
 }
 
-// runIdempotent runs the handler under the idempotency lock (and the business key's lock, if any),
-// then releases it, storing the outcome if it is to be replayed.
-func (ic *interceptor) runIdempotent(ctx context.Context, run *exactlyonce.Run, fp [32]byte, key string, req any, method string, handler grpc.UnaryHandler) (resp any, err error) {
+// runIdempotent runs the handler under the idempotency lock (and the business keys' locks, if
+// any), then releases it, storing the outcome if it is to be replayed.
+func (ic *interceptor) runIdempotent(ctx context.Context, run *exactlyonce.Run, fp [32]byte, keys []string, req any, method string, handler grpc.UnaryHandler) (resp any, err error) {
 	done := false
 	defer func() {
 		if !done { // the handler failed, panicked, or its outcome is not stored
@@ -108,15 +108,15 @@ func (ic *interceptor) runIdempotent(ctx context.Context, run *exactlyonce.Run, 
 		}
 	}()
 	lctx := run.Context()
-	if key != "" {
-		kl, kerr := ic.acquire(lctx, key, method)
+	if len(keys) > 0 {
+		h, kerr := ic.acquire(lctx, keys, method)
 		if kerr != nil {
 			if lerr := ic.lostStatus(ctx, run.Lost(), method); lerr != nil { // lost while waiting
 				return nil, lerr
 			}
 			return nil, ic.status(ctx, kerr, method)
 		}
-		resp, err = ic.runUnary(lctx, kl, req, method, handler)
+		resp, err = ic.runUnary(lctx, h, req, method, handler)
 	} else {
 		resp, err = handler(lctx, req)
 	}

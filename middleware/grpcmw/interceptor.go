@@ -23,13 +23,16 @@ type interceptor struct {
 	locks *core.Client
 	o     *options
 	store *exactlyonce.Store // WithIdempotency
+	// WithReadWrite: the acquire options of a read-only call and of any other.
+	read, write []core.AcquireOption
 }
 
 func newInterceptor(locks *core.Client, o *options) *interceptor {
-	ic := &interceptor{locks: locks, o: o}
+	ic := &interceptor{locks: locks, o: o,
+		read: []core.AcquireOption{core.Read()}, write: []core.AcquireOption{core.Write()}}
 	if o.idem {
 		s, err := exactlyonce.New(locks, exactlyonce.Config{Component: "grpcmw", Namespace: idemNamespace,
-			TTL: o.ttl, Wait: o.wait, Retention: o.retention, Logger: o.logger})
+			TTL: o.TTL, Wait: o.Wait, Retention: o.retention, Logger: o.Logger})
 		if err != nil {
 			panic(err)
 		}
@@ -39,25 +42,26 @@ func newInterceptor(locks *core.Client, o *options) *interceptor {
 }
 
 // UnaryServerInterceptor returns a unary interceptor that runs each call holding a lock on the
-// call's business key, taken from (in order) a request implementing Keyer, WithKeyFunc or
-// WithMetadataKey; calls without a key pass through. The handler runs with the lock's context: if
-// the lock is lost, that context is cancelled and the call fails with codes.Aborted whatever the
-// handler returned. With WithIdempotency, calls that carry an idempotency key are also run at most
-// once per key, and their responses replayed.
+// call's business key (WithKey; by default the request's, if it implements Keyer), or the locks
+// of all its keys (WithKeys), or one of the key's permits (WithLimit); calls without a key pass
+// through. The handler runs with the lock's context: if the lock is lost, that context is
+// cancelled and the call fails with codes.Aborted whatever the handler returned. With
+// WithIdempotency, calls that carry an idempotency key are also run at most once per key, and
+// their responses replayed.
 //
 // The lock is released when the handler returns (or panics). It panics if locks is nil or an
 // option is invalid.
-func UnaryServerInterceptor(locks *core.Client, opts ...UnaryOption) grpc.UnaryServerInterceptor {
+func UnaryServerInterceptor(locks *core.Client, opts ...Option) grpc.UnaryServerInterceptor {
 	if locks == nil {
-		panic(invalidOption("nil *core.Client"))
+		panic(invalidOption("UnaryServerInterceptor needs a *core.Client"))
 	}
-	ic := newInterceptor(locks, unaryOptions(opts))
+	ic := newInterceptor(locks, newOptions("UnaryServerInterceptor", opts))
 	o := ic.o
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		if !o.match(info.FullMethod) {
 			return handler(ctx, req)
 		}
-		key, err := o.key(ctx, info.FullMethod, req)
+		keys, err := o.keys(ctx, info.FullMethod, req)
 		if err != nil {
 			return nil, err
 		}
@@ -67,52 +71,54 @@ func UnaryServerInterceptor(locks *core.Client, opts ...UnaryOption) grpc.UnaryS
 				return nil, err
 			}
 			if ikey != "" {
-				return ic.idempotent(ctx, ikey, key, req, info.FullMethod, handler)
+				return ic.idempotent(ctx, ikey, keys, req, info.FullMethod, handler)
 			}
 		}
-		if key == "" {
+		if len(keys) == 0 {
 			return handler(ctx, req)
 		}
-		l, err := ic.acquire(ctx, key, info.FullMethod)
+		h, err := ic.acquire(ctx, keys, info.FullMethod)
 		if err != nil {
 			return nil, ic.status(ctx, err, info.FullMethod)
 		}
-		return ic.runUnary(ctx, l, req, info.FullMethod, handler)
+		return ic.runUnary(ctx, h, req, info.FullMethod, handler)
 	}
 }
 
 // StreamServerInterceptor returns a stream interceptor that runs each streaming call holding a lock
-// on the call's business key, taken from WithKeyFunc (with a nil request) or WithMetadataKey; calls
-// without a key pass through. The handler's stream has the lock's context: if the lock is lost,
-// that context is cancelled and the call fails with codes.Aborted whatever the handler returned.
+// on the call's business key, as UnaryServerInterceptor does. A stream has no request message when
+// the interceptor runs, so its key comes from the metadata (WithKey(ByMetadata(name))) or a
+// KeyFunc (with a nil request); calls without a key pass through. The handler's stream has the
+// lock's context: if the lock is lost, that context is cancelled and the call fails with
+// codes.Aborted whatever the handler returned.
 //
 // The lock is released when the handler returns (or panics). It panics if locks is nil or an
-// option is invalid.
+// option is invalid or applies to unary calls only (idempotent replay).
 func StreamServerInterceptor(locks *core.Client, opts ...Option) grpc.StreamServerInterceptor {
 	if locks == nil {
-		panic(invalidOption("nil *core.Client"))
+		panic(invalidOption("StreamServerInterceptor needs a *core.Client"))
 	}
-	ic := newInterceptor(locks, streamOptions(opts))
+	ic := newInterceptor(locks, newOptions("StreamServerInterceptor", opts, unaryOnly...))
 	o := ic.o
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
 		if !o.match(info.FullMethod) {
 			return handler(srv, ss)
 		}
 		ctx := ss.Context()
-		key, err := o.key(ctx, info.FullMethod, nil)
+		keys, err := o.keys(ctx, info.FullMethod, nil)
 		if err != nil {
 			return err
 		}
-		if key == "" {
+		if len(keys) == 0 {
 			return handler(srv, ss)
 		}
-		l, err := ic.acquire(ctx, key, info.FullMethod)
+		h, err := ic.acquire(ctx, keys, info.FullMethod)
 		if err != nil {
 			return ic.status(ctx, err, info.FullMethod)
 		}
-		defer ic.release(ctx, l, info.FullMethod)
-		err = handler(srv, &lockedStream{ServerStream: ss, ctx: l.Context()})
-		if lerr := ic.lostErr(ctx, l, info.FullMethod); lerr != nil {
+		defer ic.release(ctx, h, info.FullMethod)
+		err = handler(srv, &lockedStream{ServerStream: ss, ctx: h.Context()})
+		if lerr := ic.lostStatus(ctx, h.Lost(), info.FullMethod); lerr != nil {
 			return lerr
 		}
 		return err
@@ -128,25 +134,26 @@ type lockedStream struct {
 // Context returns the lock's context.
 func (s *lockedStream) Context() context.Context { return s.ctx }
 
-// acquire takes the business key's lock in the interceptor's namespace (a permit with WithLimit, a
-// side of the read-write lock with WithReadWrite) for a call of method.
-func (ic *interceptor) acquire(ctx context.Context, key, method string) (*core.Lock, error) {
+// acquire takes what the keys of a call of method name in the interceptor's namespace: the key's
+// lock (a permit with WithLimit, a side of the read-write lock with WithReadWrite), or the locks
+// of all its keys (WithKeys).
+func (ic *interceptor) acquire(ctx context.Context, keys []string, method string) (adapter.Hold, error) {
+	var mode []core.AcquireOption
 	switch {
-	case ic.o.limit > 0:
-		return adapter.Acquire(ctx, ic.locks, ic.o.namespace, key, ic.o.ttl, ic.o.wait, core.Permits(ic.o.limit))
-	case ic.o.readOnly != nil && ic.o.readOnly(method):
-		return adapter.Acquire(ctx, ic.locks, ic.o.namespace, key, ic.o.ttl, ic.o.wait, core.Read())
-	case ic.o.readOnly != nil:
-		return adapter.Acquire(ctx, ic.locks, ic.o.namespace, key, ic.o.ttl, ic.o.wait, core.Write())
+	case ic.o.readOnly == nil:
+	case ic.o.readOnly(method):
+		mode = ic.read
+	default:
+		mode = ic.write
 	}
-	return adapter.Acquire(ctx, ic.locks, ic.o.namespace, key, ic.o.ttl, ic.o.wait)
+	return ic.o.Acquire(ctx, ic.locks, keys, mode...)
 }
 
-// runUnary runs handler under l and releases l, also when handler panics.
-func (ic *interceptor) runUnary(ctx context.Context, l *core.Lock, req any, method string, handler grpc.UnaryHandler) (any, error) {
-	defer ic.release(ctx, l, method)
-	resp, err := handler(l.Context(), req)
-	if lerr := ic.lostErr(ctx, l, method); lerr != nil {
+// runUnary runs handler under h and releases h, also when handler panics.
+func (ic *interceptor) runUnary(ctx context.Context, h adapter.Hold, req any, method string, handler grpc.UnaryHandler) (any, error) {
+	defer ic.release(ctx, h, method)
+	resp, err := handler(h.Context(), req)
+	if lerr := ic.lostStatus(ctx, h.Lost(), method); lerr != nil {
 		return nil, lerr
 	}
 	return resp, err
@@ -154,38 +161,19 @@ func (ic *interceptor) runUnary(ctx context.Context, l *core.Lock, req any, meth
 
 // release gives the lock up even if the call's context has ended, bounded by the lock's TTL. An
 // error is logged: the lock then expires after its TTL, as it is no longer renewed.
-func (ic *interceptor) release(ctx context.Context, l *core.Lock, method string) {
-	if err := adapter.Release(ctx, l, ic.o.ttl); err != nil {
+func (ic *interceptor) release(ctx context.Context, h adapter.Hold, method string) {
+	if err := h.Release(ctx, ic.o.TTL); err != nil {
 		ic.o.warn(ctx, "release failed", err, method)
 	}
 }
 
-// key returns the business key of a call, or "" when it has none.
-func (o *options) key(ctx context.Context, fullMethod string, req any) (string, error) {
-	if k, ok := req.(Keyer); ok {
-		if s := k.LockKey(); s != "" {
-			return s, nil
-		}
+// keys returns the business keys of a call, none when it takes no lock.
+func (o *options) keys(ctx context.Context, fullMethod string, req any) ([]string, error) {
+	keys, err := o.KeysOf(call{ctx, fullMethod, req})
+	if err != nil {
+		return nil, callerErr("key function", err)
 	}
-	if o.keyFunc != nil {
-		s, err := o.keyFunc(ctx, fullMethod, req)
-		if err != nil {
-			return "", callerErr("key function", err)
-		}
-		if s != "" {
-			return s, nil
-		}
-	}
-	if o.mdKey != "" {
-		switch v := metadata.ValueFromIncomingContext(ctx, o.mdKey); len(v) {
-		case 0:
-		case 1:
-			return v[0], nil
-		default:
-			return "", status.Errorf(codes.InvalidArgument, "lockkit: grpcmw: metadata %q sent %d times", o.mdKey, len(v))
-		}
-	}
-	return "", nil
+	return keys, nil
 }
 
 // callerErr turns an error of a user function into a status: its own, the context's, or
@@ -209,13 +197,13 @@ func (ic *interceptor) status(ctx context.Context, err error, method string) err
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, "lockkit: grpcmw: call cancelled waiting for the lock")
 	case errors.Is(err, core.ErrNotAcquired), errors.Is(err, exactlyonce.ErrInFlight):
-		delay := ic.o.wait // fallback when the holder's TTL is unknown
+		delay := ic.o.Wait // fallback when the holder's TTL is unknown
 		var na *core.NotAcquiredError
 		if errors.As(err, &na) && na.RetryAfter > 0 {
 			delay = na.RetryAfter
 		}
 		msg := "lockkit: grpcmw: the lock is held by another call; retry after " + delay.String()
-		if ic.o.limit > 0 {
+		if ic.o.Limit > 0 {
 			msg = "lockkit: grpcmw: too many concurrent calls for this key; retry after " + delay.String()
 		}
 		if errors.Is(err, exactlyonce.ErrInFlight) {
@@ -244,12 +232,9 @@ func contended(ctx context.Context, code codes.Code, msg string, delay time.Dura
 	return st.Err()
 }
 
-// lostErr returns the status of a call whose lock l was taken away (or whose Client closed) while
-// its handler ran, or nil. The cause, which names the lock, is logged.
-func (ic *interceptor) lostErr(ctx context.Context, l *core.Lock, method string) error {
-	return ic.lostStatus(ctx, adapter.Lost(l.Context()), method)
-}
-
+// lostStatus returns the status of a call whose lock was taken away (or whose Client closed)
+// while its handler ran (cause, from Hold.Lost), or nil. The cause, which names the lock, is
+// logged.
 func (ic *interceptor) lostStatus(ctx context.Context, cause error, method string) error {
 	switch {
 	case cause == nil:
@@ -263,14 +248,7 @@ func (ic *interceptor) lostStatus(ctx context.Context, cause error, method strin
 	}
 }
 
-// warn logs what the caller is not told.
+// warn logs what the caller is not told, with the call's method.
 func (o *options) warn(ctx context.Context, msg string, err error, method string) {
-	if o.logger == nil {
-		return
-	}
-	attrs := []slog.Attr{slog.String("method", method)}
-	if err != nil {
-		attrs = append(attrs, slog.Any("error", err))
-	}
-	o.logger.LogAttrs(context.WithoutCancel(ctx), slog.LevelWarn, "lockkit: grpcmw: "+msg, attrs...)
+	o.Warn(ctx, msg, err, slog.String("method", method))
 }

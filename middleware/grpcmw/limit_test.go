@@ -64,7 +64,7 @@ func TestUnary_withLimit(t *testing.T) {
 }
 
 func TestWithLimit_invalid(t *testing.T) {
-	for name, opts := range map[string][]grpcmw.UnaryOption{
+	for name, opts := range map[string][]grpcmw.Option{
 		"zero":        {grpcmw.WithLimit(0)},
 		"huge":        {grpcmw.WithLimit(100001)},
 		"idempotency": {grpcmw.WithLimit(2), grpcmw.WithIdempotency(time.Hour)},
@@ -94,7 +94,7 @@ func TestStream_withLimit(t *testing.T) {
 		time.Sleep(5 * time.Millisecond) // work under the permit: a window for a third to overlap
 		return ss.SendMsg(wrapperspb.String(in.GetValue()))
 	}}
-	e := setup(t, svc, 2, grpcmw.WithMetadataKey("x-account"), grpcmw.WithLimit(2), grpcmw.WithWait(10*time.Second))
+	e := setup(t, svc, 2, grpcmw.WithKey(grpcmw.ByMetadata("x-account")), grpcmw.WithLimit(2), grpcmw.WithWait(10*time.Second))
 	var wg sync.WaitGroup
 	for i := range 12 {
 		wg.Go(func() {

@@ -9,18 +9,27 @@ import (
 
 	"github.com/lockkit/lockkit/internal/adapter"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 )
 
 // Keyer is implemented by request messages that name the business key of their call (an account,
-// a document, a device). An empty key means the call takes no lock.
+// a document, a device): ByRequest, the default key, reads it. An empty key means the call takes no
+// lock.
 type Keyer interface {
 	LockKey() string
 }
 
-// KeyFunc returns the business key of a call. req is nil for streaming calls. An empty key means the
-// call takes no lock; an error fails the call, with its own status if it carries one and
-// codes.InvalidArgument otherwise.
+// KeyFunc returns the business key of a call: ByRequest (the default), ByMetadata, or your own
+// (WithKey). req is nil for streaming calls. An empty key means the call takes no lock; an error
+// fails the call, with its own status if it carries one and codes.InvalidArgument otherwise.
 type KeyFunc func(ctx context.Context, fullMethod string, req any) (string, error)
+
+// KeysFunc returns the business keys of a call that must hold several locks at once (WithKeys),
+// such as both accounts of a transfer. Empty keys are left out and a key given twice counts once;
+// no key means the call takes no lock. req is nil for streaming calls; an error fails the call as a
+// KeyFunc's does.
+type KeysFunc func(ctx context.Context, fullMethod string, req any) ([]string, error)
 
 // ScopeFunc returns the caller's principal for the scope of an idempotency key (see
 // WithIdempotencyScope). The full method name is always part of the scope.
@@ -45,72 +54,59 @@ const (
 var retryCodes = []codes.Code{codes.Canceled, codes.Unknown, codes.DeadlineExceeded, codes.ResourceExhausted,
 	codes.Aborted, codes.Internal, codes.Unavailable}
 
-// Option configures both UnaryServerInterceptor and StreamServerInterceptor. The constructors
-// panic on an invalid option (an error matching core.ErrInvalid): options are fixed at start-up.
-type Option interface {
-	UnaryOption
-	applyStream(*options)
+// Option configures UnaryServerInterceptor and StreamServerInterceptor. The options of idempotent
+// replay (WithIdempotency, WithIdempotencyScope, WithStoredErrors, WithMaxBody) apply to unary
+// calls only: given to StreamServerInterceptor, they make it panic, as every invalid option does
+// (an error matching core.ErrInvalid): options are fixed at start-up, and none is ignored
+// silently.
+type Option func(*options)
+
+// UnaryOption is the former type of UnaryServerInterceptor's options.
+//
+// Deprecated: use Option; every option is an Option now.
+type UnaryOption = Option
+
+// call is what a key function reads: the call's context, its full method and its request.
+type call struct {
+	ctx    context.Context
+	method string
+	req    any
 }
 
-// UnaryOption configures UnaryServerInterceptor: every Option, and the options of idempotent
-// replay (WithIdempotency, WithIdempotencyScope, WithStoredErrors, WithMaxBody), which streams do
-// not have.
-type UnaryOption interface{ applyUnary(*options) }
-
-// bothOption and unaryOption are the options of both interceptors and of the unary one.
-type (
-	bothOption  func(*options)
-	unaryOption func(*options)
-)
-
-func (f bothOption) applyUnary(o *options)  { f(o) }
-func (f bothOption) applyStream(o *options) { f(o) }
-func (f unaryOption) applyUnary(o *options) { f(o) }
-
 type options struct {
-	ttl       time.Duration
-	wait      time.Duration
+	adapter.KeyOptions[call] // TTL, wait, logger, namespace, limit, key(s)
+
 	code      codes.Code
 	codeSet   bool                         // WithContendedCode was given
-	limit     int                          // WithLimit: permits per key; 0: a lock
 	readOnly  func(fullMethod string) bool // WithReadWrite: the key's read-write lock; nil: its lock
-	rw        bool                         // WithReadWrite was given
-	keyFunc   KeyFunc
-	mdKey     string
+	keyFunc   KeyFunc                      // WithKeyFunc (deprecated)
+	mdKey     string                       // WithMetadataKey (deprecated)
 	methods   []string
-	namespace string
 	idem      bool
 	retention time.Duration
 	maxBody   int
 	scope     ScopeFunc
 	stored    []codes.Code
-	logger    *slog.Logger
 }
 
-func defaultOptions() *options {
-	return &options{ttl: defaultTTL, code: codes.Aborted, retention: defaultRetention, maxBody: defaultMaxBody,
-		namespace: keyNamespace}
-}
+// unaryOnly are the options StreamServerInterceptor refuses.
+var unaryOnly = []string{"WithIdempotency", "WithIdempotencyScope", "WithStoredErrors", "WithMaxBody"}
 
-func unaryOptions(opts []UnaryOption) *options {
-	o := defaultOptions()
-	for _, f := range opts {
-		f.applyUnary(o)
+// newOptions applies opts to the defaults and checks them for ctor, panicking on an invalid
+// option.
+func newOptions(ctor string, opts []Option, refused ...string) *options {
+	o := &options{
+		KeyOptions: adapter.KeyOptions[call]{Options: adapter.New("grpcmw", defaultTTL, keyNamespace)},
+		code:       codes.Aborted, retention: defaultRetention, maxBody: defaultMaxBody,
 	}
-	return o.checked()
-}
-
-func streamOptions(opts []Option) *options {
-	o := defaultOptions()
+	byRequest := ByRequest()
+	o.Key = func(c call) (string, error) { return byRequest(c.ctx, c.method, c.req) }
 	for _, f := range opts {
-		f.applyStream(o)
+		if f != nil {
+			f(o)
+		}
 	}
-	return o.checked()
-}
-
-// checked validates o, panicking on an invalid option.
-func (o *options) checked() *options {
-	if err := o.validate(); err != nil {
+	if err := o.validate(ctor, refused); err != nil {
 		panic(err)
 	}
 	return o
@@ -121,24 +117,27 @@ func invalidOption(format string, args ...any) error {
 	return adapter.Invalid("grpcmw", format, args...)
 }
 
-func (o *options) validate() error {
-	if err := adapter.CheckTTL("grpcmw", "WithTTL", o.ttl); err != nil {
-		return err
+func (o *options) validate(ctor string, refused []string) error {
+	legacy := o.Has("WithKeyFunc") || o.Has("WithMetadataKey")
+	switch {
+	case legacy && (o.Has("WithKey") || o.Has("WithKeys")):
+		return invalidOption("WithKeyFunc and WithMetadataKey (deprecated) cannot be combined with WithKey or WithKeys")
+	case legacy:
+		o.Key = o.legacyKey
 	}
-	if err := adapter.CheckWait("grpcmw", o.wait); err != nil {
-		return err
-	}
-	if err := adapter.CheckNamespace("grpcmw", o.namespace); err != nil {
+	if err := o.KeyOptions.Validate(ctor, refused...); err != nil {
 		return err
 	}
 	switch {
-	case o.limit < 0 || o.limit > 100000:
-		return invalidOption("WithLimit(%d): n must be 1 to 100000", o.limit)
-	case o.limit > 0 && o.idem:
+	case o.Limit > 0 && o.idem:
 		return invalidOption("WithLimit and WithIdempotency cannot be combined")
-	case o.rw && (o.readOnly == nil || o.limit > 0):
-		return invalidOption("WithReadWrite needs a func, and cannot be combined with WithLimit")
-	case o.limit > 0 && !o.codeSet:
+	case o.Has("WithReadWrite") && o.readOnly == nil:
+		return invalidOption("WithReadWrite(nil)")
+	case o.readOnly != nil && o.Has("WithLimit"):
+		return invalidOption("WithReadWrite and WithLimit cannot be combined: a semaphore has no read side")
+	case o.readOnly != nil && o.Has("WithKeys"):
+		return invalidOption("WithReadWrite and WithKeys cannot be combined: a set of locks has no read side")
+	case o.Limit > 0 && !o.codeSet:
 		o.code = codes.ResourceExhausted
 	}
 	switch {
@@ -159,39 +158,40 @@ func (o *options) validate() error {
 	return nil
 }
 
-// WithTTL sets the TTL of the locks (default 10s, allowed 10ms to 24h). The core watchdog renews a
-// held lock while the handler runs, so the TTL only bounds how long a crashed replica blocks the key.
-func WithTTL(d time.Duration) Option {
-	return bothOption(func(o *options) { o.ttl = d })
+// option returns the option name, which sets what set sets.
+func option(name string, set func(*options)) Option {
+	return func(o *options) {
+		set(o)
+		o.Given(name)
+	}
 }
 
+// WithTTL sets the TTL of the locks (default 10s, allowed core.MinTTL to core.MaxTTL). The core
+// watchdog renews a held lock while the handler runs, so the TTL only bounds how long a crashed
+// replica blocks the key.
+func WithTTL(d time.Duration) Option { return func(o *options) { o.SetTTL(d) } }
+
 // WithWait makes a call wait up to d for a lock held by another call before failing (default 0:
-// fail at once). The call's deadline bounds the wait too.
-func WithWait(d time.Duration) Option {
-	return bothOption(func(o *options) { o.wait = d })
-}
+// fail at once with the contended code and a RetryInfo, the default of every lockkit adapter).
+// The call's deadline bounds the wait too.
+func WithWait(d time.Duration) Option { return func(o *options) { o.SetWait(d) } }
 
 // WithContendedCode sets the status code of a call that did not get its lock because another call
 // holds it (default codes.Aborted; codes.ResourceExhausted with WithLimit). The status carries an
 // errdetails.RetryInfo.
 func WithContendedCode(c codes.Code) Option {
-	return bothOption(func(o *options) { o.code, o.codeSet = c, true })
+	return option("WithContendedCode", func(o *options) { o.code, o.codeSet = c, true })
 }
 
-// WithLimit lets up to n calls with the same business key run at once (1 to 100000) instead of
-// one: each call takes one of the key's n permits of a core semaphore (core.Permits) in the
-// interceptor's namespace, apart from the key's lock. When all are taken (and WithWait, if any,
-// passed), the call fails with codes.ResourceExhausted (WithContendedCode overrides it) carrying
-// an errdetails.RetryInfo and the grpc-retry-pushback-ms trailer. The handler's context is the
-// permit's: core.FromContext gives it (Fence, Limit), and it is cancelled if the permit is lost.
-// Replicas should pass the same n (see core.Permits for what happens when they differ). Not
-// combinable with WithIdempotency.
-func WithLimit(n int) Option {
-	if n == 0 {
-		n = -1 // 0 is the unset value: refuse it as out of range
-	}
-	return bothOption(func(o *options) { o.limit = n })
-}
+// WithLimit lets up to n calls with the same business key run at once (1 to core.MaxPermits)
+// instead of one: each call takes one of the key's n permits of a core semaphore (core.Permits) in
+// the interceptor's namespace, apart from the key's lock. When all are taken (and WithWait, if
+// any, passed), the call fails with codes.ResourceExhausted (WithContendedCode overrides it)
+// carrying an errdetails.RetryInfo and the grpc-retry-pushback-ms trailer. The handler's context
+// is the permit's: core.FromContext gives it (Fence, Limit), and it is cancelled if the permit is
+// lost. Replicas should pass the same n (see core.Permits for what happens when they differ). Not
+// combinable with WithIdempotency or WithKeys.
+func WithLimit(n int) Option { return func(o *options) { o.SetLimit(n) } }
 
 // WithReadWrite makes the business-key lock the key's read-write lock (core.Read, core.Write):
 // calls whose full method readOnly reports true take the shared (read) side and run together with
@@ -200,46 +200,144 @@ func WithLimit(n int) Option {
 // starve a write. The key's read-write lock is apart from its lock: every interceptor (and
 // httpmw.KeyLock sharing the namespace) that locks the same keys must use it. The handler's
 // context is the hold's: core.FromContext gives it (Mode, Fence: see core.Read for the rule a
-// fenced resource follows). Not combinable with WithLimit; readOnly must not be nil.
+// fenced resource follows). Not combinable with WithLimit or WithKeys; readOnly must not be nil.
 func WithReadWrite(readOnly func(fullMethod string) bool) Option {
-	return bothOption(func(o *options) { o.readOnly, o.rw = readOnly, true })
+	return option("WithReadWrite", func(o *options) { o.readOnly = readOnly })
 }
 
 // WithNamespace sets the core namespace of the business-key locks (default "grpc": the lock of key
 // K is "@grpc/K", see core.InNamespace). A key taken from a request can never leave the
 // namespace; give two components the same namespace (httpmw.WithNamespace, ...) only to make them
 // exclude each other on purpose. 1 to 64 of a-z, 0-9 and '-'.
-func WithNamespace(ns string) Option { return bothOption(func(o *options) { o.namespace = ns }) }
+func WithNamespace(ns string) Option { return func(o *options) { o.SetNamespace(ns) } }
 
-// WithLogger sets a logger for what the interceptors do not tell the caller: Redis errors behind
+// WithLogger sets where the interceptors log what they do not tell the caller: Redis errors behind
 // a codes.Unavailable, a lost lock, a failed release, a response not stored. Remote callers get
-// generic status messages; the details, which may name keys and Redis nodes, go here. Default: no
-// logging.
-func WithLogger(l *slog.Logger) Option { return bothOption(func(o *options) { o.logger = l }) }
+// generic status messages; the details, which may name keys and Redis nodes, go here. Default
+// (and nil): slog.Default(), read when a message is logged; slog.New(slog.DiscardHandler)
+// silences them.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.SetLogger(l) } }
 
 // WithMaxBody sets the largest response, in marshalled bytes, that WithIdempotency stores (default
 // 1 MiB). A larger response is still returned, not stored (the key is released, so a retry runs
-// the handler again) and logged.
-func WithMaxBody(n int) UnaryOption { return unaryOption(func(o *options) { o.maxBody = n }) }
+// the handler again) and logged. Unary calls only.
+func WithMaxBody(n int) Option { return option("WithMaxBody", func(o *options) { o.maxBody = n }) }
 
-// WithKeyFunc sets a function that returns the business key of a call. It is asked when the request
-// does not implement Keyer or returns an empty key.
+// WithKey sets how the business key of a call is found (default ByRequest: the request's Keyer):
+// ByRequest, ByMetadata or a KeyFunc of your own. Calls without a key pass through.
+func WithKey(f KeyFunc) Option {
+	return func(o *options) {
+		if f == nil {
+			o.SetKey(nil)
+			return
+		}
+		o.SetKey(func(c call) (string, error) { return f(c.ctx, c.method, c.req) })
+	}
+}
+
+// WithKeys makes a call take the locks of every key f gives, all or nothing (core.AcquireAll), in
+// the interceptor's namespace, instead of the lock of one key: a transfer locks both accounts. A
+// call runs once it holds every one of its keys; one whose keys are partly held by other calls
+// holds none of them while it waits (up to WithWait), so two calls locking the same keys in
+// opposite orders never deadlock; if the wait ends, it fails with the contended code and a
+// RetryInfo, as a call of one key does. The handler's context is cancelled if any of the locks is
+// lost (the call then fails with codes.Aborted); core.FromContext gives one of them. Up to 100
+// distinct keys; one key is taken as WithKey takes it. Not combinable with WithKey or WithLimit.
+func WithKeys(f KeysFunc) Option {
+	return func(o *options) {
+		if f == nil {
+			o.SetKeys(nil)
+			return
+		}
+		o.SetKeys(func(c call) ([]string, error) { return f(c.ctx, c.method, c.req) })
+	}
+}
+
+// ByRequest returns the KeyFunc that asks the request message for its key: a request implementing
+// Keyer gives LockKey(), any other (and a stream, which has no request when the interceptor runs)
+// none. It is the default key.
+func ByRequest() KeyFunc {
+	return func(_ context.Context, _ string, req any) (string, error) {
+		if k, ok := req.(Keyer); ok {
+			return k.LockKey(), nil
+		}
+		return "", nil
+	}
+}
+
+// ByMetadata returns a KeyFunc that reads the key from the named request metadata (header), for
+// unary and streaming calls alike. A call that sends the header twice fails with
+// codes.InvalidArgument.
+func ByMetadata(name string) KeyFunc {
+	name = strings.ToLower(name)
+	return func(ctx context.Context, _ string, _ any) (string, error) {
+		switch v := metadata.ValueFromIncomingContext(ctx, name); len(v) {
+		case 0:
+			return "", nil
+		case 1:
+			return v[0], nil
+		default:
+			return "", status.Errorf(codes.InvalidArgument, "lockkit: grpcmw: metadata %q sent %d times", name, len(v))
+		}
+	}
+}
+
+// Keys returns a KeysFunc that gives the key of each of fs, for WithKeys:
+// Keys(ByMetadata("x-from"), ByMetadata("x-to")). The first error is returned. It panics if one of
+// fs is nil.
+func Keys(fs ...KeyFunc) KeysFunc {
+	in := make([]func(call) (string, error), len(fs))
+	for i, f := range fs {
+		if f != nil {
+			in[i] = func(c call) (string, error) { return f(c.ctx, c.method, c.req) }
+		}
+	}
+	join := adapter.Join("grpcmw", in)
+	return func(ctx context.Context, fullMethod string, req any) ([]string, error) {
+		return join(call{ctx, fullMethod, req})
+	}
+}
+
+// WithKeyFunc sets a function that returns the business key of a call, asked when the request
+// does not implement Keyer or returns an empty key, before WithMetadataKey.
+//
+// Deprecated: use WithKey(f). WithKey replaces the default key (ByRequest) instead of coming after
+// it: a KeyFunc that should fall back on the request's Keyer asks ByRequest itself.
 func WithKeyFunc(f KeyFunc) Option {
-	return bothOption(func(o *options) { o.keyFunc = f })
+	return option("WithKeyFunc", func(o *options) { o.keyFunc = f })
 }
 
 // WithMetadataKey reads the business key from the named request metadata (header), as the last
-// source after Keyer and WithKeyFunc. A call that sends the header twice fails with
-// codes.InvalidArgument.
+// source after Keyer and WithKeyFunc.
+//
+// Deprecated: use WithKey(ByMetadata(name)).
 func WithMetadataKey(name string) Option {
-	return bothOption(func(o *options) { o.mdKey = strings.ToLower(name) })
+	return option("WithMetadataKey", func(o *options) { o.mdKey = strings.ToLower(name) })
+}
+
+// legacyKey is the key of the deprecated options: the request's Keyer, then WithKeyFunc, then
+// WithMetadataKey, the first that gives one.
+func (o *options) legacyKey(c call) (string, error) {
+	if k, _ := ByRequest()(c.ctx, c.method, c.req); k != "" {
+		return k, nil
+	}
+	if o.keyFunc != nil {
+		k, err := o.keyFunc(c.ctx, c.method, c.req)
+		if err != nil || k != "" {
+			return k, err
+		}
+	}
+	if o.mdKey != "" {
+		return ByMetadata(o.mdKey)(c.ctx, c.method, c.req)
+	}
+	return "", nil
 }
 
 // WithMethods restricts the interceptor to the given methods: full method names such as
 // "/bank.Accounts/Withdraw", or a service prefix ending in a slash such as "/bank.Accounts/". Other
 // calls pass through. For richer rules, wrap the interceptor in go-grpc-middleware's selector.
 func WithMethods(fullMethods ...string) Option {
-	return bothOption(func(o *options) { o.methods = append(o.methods, fullMethods...) })
+	return option("WithMethods", func(o *options) { o.methods = append(o.methods, fullMethods...) })
 }
 
 // WithIdempotency turns on idempotent replay for unary calls that send the IdempotencyKeyHeader
@@ -250,9 +348,9 @@ func WithMethods(fullMethods ...string) Option {
 // different request fails with codes.InvalidArgument. Errors are not stored (see
 // WithStoredErrors), so a failed call can be retried with the same key; nor are responses over
 // WithMaxBody. Requests and responses must be protobuf messages; the response type must be in
-// protoregistry.GlobalTypes (generated code registers itself).
-func WithIdempotency(retention time.Duration) UnaryOption {
-	return unaryOption(func(o *options) {
+// protoregistry.GlobalTypes (generated code registers itself). Unary calls only.
+func WithIdempotency(retention time.Duration) Option {
+	return option("WithIdempotency", func(o *options) {
 		o.idem = true
 		o.retention = retention
 	})
@@ -267,18 +365,18 @@ func WithIdempotency(retention time.Duration) UnaryOption {
 // Return a stable principal ID that your authentication resolved (a user or tenant ID), never a
 // raw credential: a bearer token changes when the client refreshes it, so a retry sent after a
 // refresh lands in another scope and runs the handler again, which is what the default does. An
-// error fails the call, with its own status or codes.InvalidArgument.
-func WithIdempotencyScope(f ScopeFunc) UnaryOption {
-	return unaryOption(func(o *options) { o.scope = f })
+// error fails the call, with its own status or codes.InvalidArgument. Unary calls only.
+func WithIdempotencyScope(f ScopeFunc) Option {
+	return option("WithIdempotencyScope", func(o *options) { o.scope = f })
 }
 
 // WithStoredErrors makes WithIdempotency store and replay errors with the given status codes too,
 // for definite failures that a retry would only repeat (such as codes.InvalidArgument or
 // codes.FailedPrecondition). The codes that ask for a retry (Canceled, Unknown,
 // DeadlineExceeded, ResourceExhausted, Aborted, Internal, Unavailable) are never stored: giving
-// one here is an invalid option.
-func WithStoredErrors(c ...codes.Code) UnaryOption {
-	return unaryOption(func(o *options) { o.stored = append(o.stored, c...) })
+// one here is an invalid option. Unary calls only.
+func WithStoredErrors(c ...codes.Code) Option {
+	return option("WithStoredErrors", func(o *options) { o.stored = append(o.stored, c...) })
 }
 
 // match reports whether the interceptor applies to fullMethod.

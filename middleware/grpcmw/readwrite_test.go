@@ -30,9 +30,9 @@ func TestUnary_withReadWrite(t *testing.T) {
 		}
 		return wrapperspb.String("ok"), nil
 	}}
-	opts := []grpcmw.UnaryOption{
+	opts := []grpcmw.Option{
 		grpcmw.WithReadWrite(func(m string) bool { return m == plainMethod }),
-		grpcmw.WithKeyFunc(func(context.Context, string, any) (string, error) { return "acct-1", nil }),
+		grpcmw.WithKey(func(context.Context, string, any) (string, error) { return "acct-1", nil }),
 	}
 	e := setup(t, svc, 2, append(opts, grpcmw.WithWait(10*time.Second))...)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -85,9 +85,11 @@ func TestUnary_withReadWrite(t *testing.T) {
 }
 
 func TestWithReadWrite_invalid(t *testing.T) {
-	for name, opts := range map[string][]grpcmw.UnaryOption{
+	for name, opts := range map[string][]grpcmw.Option{
 		"nil":   {grpcmw.WithReadWrite(nil)},
 		"limit": {grpcmw.WithReadWrite(func(string) bool { return true }), grpcmw.WithLimit(2)},
+		"keys": {grpcmw.WithReadWrite(func(string) bool { return true }),
+			grpcmw.WithKeys(grpcmw.Keys(grpcmw.ByRequest()))},
 	} {
 		func() {
 			defer func() {

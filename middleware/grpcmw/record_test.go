@@ -25,7 +25,7 @@ func decode(b []byte) ([32]byte, proto.Message, *status.Status, error) {
 }
 
 func TestRecord_roundTrip(t *testing.T) {
-	o := unaryOptions([]UnaryOption{WithStoredErrors(codes.NotFound)})
+	o := newOptions("UnaryServerInterceptor", []Option{WithStoredErrors(codes.NotFound)})
 	fp := sha256.Sum256([]byte("req"))
 	st, _ := structpb.NewStruct(map[string]any{"a": 1.0, "b": "x"})
 	for _, resp := range []proto.Message{wrapperspb.String("ok"), st, &wrapperspb.Int64Value{}} {
@@ -54,14 +54,14 @@ func TestRecord_roundTrip(t *testing.T) {
 		t.Fatal("non-proto response recorded")
 	}
 	// Over the size cap: not stored, with a reason to log.
-	small := unaryOptions([]UnaryOption{WithMaxBody(8)})
+	small := newOptions("UnaryServerInterceptor", []Option{WithMaxBody(8)})
 	if rec, why := small.record(fp, wrapperspb.String(strings.Repeat("x", 100)), nil); rec != nil || !strings.Contains(why, "limit") {
 		t.Fatalf("response over the cap: %d bytes, %q", len(rec), why)
 	}
 }
 
 func FuzzDecodeRecord(f *testing.F) {
-	o := unaryOptions([]UnaryOption{WithStoredErrors(codes.NotFound)})
+	o := newOptions("UnaryServerInterceptor", []Option{WithStoredErrors(codes.NotFound)})
 	fp := sha256.Sum256(nil)
 	must := func(b []byte, _ string) []byte { return b }
 	for _, rec := range [][]byte{

@@ -22,7 +22,7 @@ func TestScope_credentialsAndPeerCertificate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ic := newInterceptor(locks, unaryOptions([]UnaryOption{WithIdempotency(time.Minute)}))
+	ic := newInterceptor(locks, newOptions("UnaryServerInterceptor", []Option{WithIdempotency(time.Minute)}))
 	call := func(method, cert string, auth ...string) string {
 		ctx := context.Background()
 		if len(auth) > 0 {

@@ -43,7 +43,7 @@ func TestStream_sameKey_neverOverlaps_acrossServers(t *testing.T) {
 		}
 		return nil
 	}}
-	e := setup(t, svc, 2, grpcmw.WithMetadataKey("x-account"), grpcmw.WithWait(10*time.Second))
+	e := setup(t, svc, 2, grpcmw.WithKey(grpcmw.ByMetadata("x-account")), grpcmw.WithWait(10*time.Second))
 	const streams = 20
 	var wg sync.WaitGroup
 	errs := make(chan error, streams)
@@ -87,7 +87,7 @@ func TestStream_keyFunc_getsNilRequest_andNoKeyPassesThrough(t *testing.T) {
 		}
 		return ss.SendMsg(wrapperspb.String(name))
 	}}
-	e := setup(t, svc, 1, grpcmw.WithKeyFunc(keyFunc))
+	e := setup(t, svc, 1, grpcmw.WithKey(keyFunc))
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "tenant", "t1")
 	got, err := e.replicas[0].watch(ctx, "x")
 	if err != nil || len(got) != 1 || got[0] != "@grpc/tenant/t1" {
@@ -108,7 +108,7 @@ func TestStream_contended_abortedWithRetryInfo(t *testing.T) {
 		runs.Add(1)
 		return nil
 	}}
-	e := setup(t, svc, 1, grpcmw.WithMetadataKey("x-account"))
+	e := setup(t, svc, 1, grpcmw.WithKey(grpcmw.ByMetadata("x-account")))
 	holdLock(t, e, "acct-sc", 5*time.Second)
 	_, err := e.replicas[0].watch(withAccount("acct-sc"), "x")
 	st := wantCode(t, err, codes.Aborted)
@@ -133,7 +133,7 @@ func TestStream_lostLock_cancelsStreamContext(t *testing.T) {
 		}
 		return nil // a handler that ignores the loss
 	}}
-	e := setup(t, svc, 1, grpcmw.WithMetadataKey("x-account"), grpcmw.WithTTL(300*time.Millisecond))
+	e := setup(t, svc, 1, grpcmw.WithKey(grpcmw.ByMetadata("x-account")), grpcmw.WithTTL(300*time.Millisecond))
 	done := make(chan error, 1)
 	go func() {
 		_, err := e.replicas[0].watch(withAccount("acct-sl"), "x")

@@ -113,11 +113,11 @@ func TestUnary_contended_failsFastWithRetryInfo(t *testing.T) {
 	}}
 	for _, tc := range []struct {
 		name string
-		opts []grpcmw.UnaryOption
+		opts []grpcmw.Option
 		code codes.Code
 	}{
 		{"default", nil, codes.Aborted},
-		{"custom code", []grpcmw.UnaryOption{grpcmw.WithContendedCode(codes.ResourceExhausted)}, codes.ResourceExhausted},
+		{"custom code", []grpcmw.Option{grpcmw.WithContendedCode(codes.ResourceExhausted)}, codes.ResourceExhausted},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := setup(t, svc, 1, tc.opts...)
@@ -219,64 +219,12 @@ func TestUnary_lostLock_cancelsHandler_andFailsTheCall(t *testing.T) {
 	}
 }
 
-func TestUnary_keySources(t *testing.T) {
-	var got atomic.Value // name of the lock the handler ran under, "" for none
-	svc := &service{unary: func(ctx context.Context, _ string, in *wrapperspb.StringValue) (proto.Message, error) {
-		name := ""
-		if l, ok := core.FromContext(ctx); ok {
-			name = l.Name()
-		}
-		got.Store(name)
-		return wrapperspb.String(name), nil
-	}}
-	keyFunc := func(ctx context.Context, fullMethod string, req any) (string, error) {
-		in := req.(proto.Message)
-		if s := in.(interface{ GetValue() string }).GetValue(); strings.HasPrefix(s, "fn:") {
-			return "from-func/" + fullMethod, nil
-		}
-		return "", nil
-	}
-	e := setup(t, svc, 1, grpcmw.WithKeyFunc(keyFunc), grpcmw.WithMetadataKey("X-Account"))
-	r := e.replicas[0]
-	md := func(v ...string) context.Context {
-		ctx := context.Background()
-		for _, s := range v {
-			ctx = metadata.AppendToOutgoingContext(ctx, "x-account", s)
-		}
-		return ctx
-	}
-	for _, tc := range []struct {
-		name          string
-		ctx           context.Context
-		method, value string
-		want          string
-	}{
-		{"keyer first", md("acct-md"), keyedMethod, "fn:acct-keyer", "@grpc/fn:acct-keyer"},
-		{"empty keyer falls to func", md("acct-md"), plainMethod, "fn:x", "@grpc/from-func/" + plainMethod},
-		{"empty func falls to metadata", md("acct-md"), plainMethod, "x", "@grpc/acct-md"},
-		{"no key passes through", md(), plainMethod, "x", ""},
-		{"empty keyer and nothing else", md(), keyedMethod, "", ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			out, err := r.call(tc.ctx, tc.method, tc.value)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if out != tc.want {
-				t.Fatalf("ran under lock %q, want %q", out, tc.want)
-			}
-		})
-	}
-	_, err := r.call(md("a", "b"), plainMethod, "x")
-	wantCode(t, err, codes.InvalidArgument)
-}
-
 func TestUnary_withMethods(t *testing.T) {
 	svc := &service{unary: func(ctx context.Context, _ string, in *wrapperspb.StringValue) (proto.Message, error) {
 		_, locked := core.FromContext(ctx)
 		return wrapperspb.String(fmt.Sprint(locked)), nil
 	}}
-	opt := grpcmw.WithMetadataKey("x-account")
+	opt := grpcmw.WithKey(grpcmw.ByMetadata("x-account"))
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-account", "acct-m")
 	e := setup(t, svc, 0)
 	for _, tc := range []struct {
@@ -301,7 +249,10 @@ func TestUnary_withMethods(t *testing.T) {
 
 func TestUnary_errorCodes(t *testing.T) {
 	svc := &service{unary: echo}
-	keyFunc := func(ctx context.Context, _ string, req any) (string, error) {
+	keyFunc := func(ctx context.Context, method string, req any) (string, error) {
+		if k, _ := grpcmw.ByRequest()(ctx, method, req); k != "" {
+			return k, nil
+		}
 		switch req.(*wrapperspb.StringValue).GetValue() {
 		case "plain-error":
 			return "", errors.New("no account in request")
@@ -310,7 +261,7 @@ func TestUnary_errorCodes(t *testing.T) {
 		}
 		return "", nil
 	}
-	e := setup(t, svc, 1, grpcmw.WithKeyFunc(keyFunc))
+	e := setup(t, svc, 1, grpcmw.WithKey(keyFunc))
 	r := e.replicas[0]
 	ctx := context.Background()
 	for _, tc := range []struct {

@@ -93,7 +93,7 @@ func BenchmarkRoundTrips(b *testing.B) {
 		<-done
 	})
 	b.Run("keylock", func(b *testing.B) {
-		mw := httpmw.KeyLock(locks, httpmw.PathValue("id"))(noop)
+		mw := httpmw.KeyLock(locks, httpmw.ByPathValue("id"))(noop)
 		r := httptest.NewRequest("PUT", "/orders/1", nil)
 		r.SetPathValue("id", "order/1")
 		mw.ServeHTTP(w, r)
@@ -196,7 +196,7 @@ func BenchmarkOverhead(b *testing.B) {
 		})
 	})
 	b.Run("keylock", func(b *testing.B) {
-		mw := httpmw.KeyLock(locks, httpmw.PathValue("id"))(noop)
+		mw := httpmw.KeyLock(locks, httpmw.ByPathValue("id"))(noop)
 		r := httptest.NewRequest("PUT", "/orders/1", nil)
 		r.SetPathValue("id", "order/1")
 		measure(b, func(int) {

@@ -6,18 +6,24 @@
 //     Field" and Stripe's behaviour: the first request runs the handler under a lock and stores its
 //     response; retries replay it with "Idempotent-Replayed: true"; a duplicate in flight gets 409.
 //   - KeyLock serialises requests that share a business key (a path value, a header, a query
-//     parameter; see KeyFunc).
-//   - Limit lets at most n requests that share a business key run at once (a per-key concurrency
-//     limiter over a core semaphore); it takes KeyLock's options and answers 429 when full.
+//     parameter: ByPathValue, ByHeader, ByQuery, or a KeyFunc of your own). WithKeys locks several
+//     keys at once, all or nothing (a transfer locks both accounts); WithLimit(n) lets up to n
+//     requests of a key run at once instead (a per-key concurrency limiter over a core semaphore,
+//     answering 429 when full); WithReadWrite lets the reads (GET, HEAD, OPTIONS, TRACE) of a key
+//     run together and every other request alone (the key's read-write lock).
 //
-// Both are func(http.Handler) http.Handler, best used per ServeMux route. Options that apply to
-// both (WithTTL, WithWait, FailOpen, WithLogger) are of type Option; the others are
-// IdempotencyOption or KeyLockOption, so that the compiler rejects an option the middleware would
-// ignore:
+// Both are func(http.Handler) http.Handler, best used per ServeMux route. Every option is an
+// Option; the options of one middleware say so, and given to the other they make the constructor
+// panic at start-up, as any invalid option does:
 //
 //	idem := httpmw.Idempotency(locks, httpmw.WithLogger(logger))
 //	mux.Handle("POST /orders", idem(createOrder))
-//	mux.Handle("PUT /orders/{id}", httpmw.KeyLock(locks, httpmw.PathValue("id"))(updateOrder))
+//	mux.Handle("PUT /orders/{id}", httpmw.KeyLock(locks, httpmw.ByPathValue("id"))(updateOrder))
+//
+// A request whose key is held is answered at once (409, or 429 with WithLimit, with Retry-After:
+// the holder's remaining TTL), the default of every lockkit adapter; WithWait(d) makes it wait up
+// to d instead, never past the request's context. What the client is not told (a failed release, a
+// response not stored, Redis down) is logged to WithLogger's logger, slog.Default() by default.
 //
 // Handlers run with the lock's context: it is cancelled if the lock is lost, and
 // core.FromContext(r.Context()) returns the lock, whose Fence a handler can pass to its storage.
@@ -26,7 +32,8 @@
 //
 // With Idempotency, a first request costs two round trips to Redis (take the lock and check for a
 // stored response in one Lua call; store the response and release in another), a replay one and a
-// duplicate in flight one. With KeyLock, an uncontended request costs two (acquire, release).
+// duplicate in flight one. With KeyLock, an uncontended request costs two (acquire, release), also
+// with WithKeys on one Redis server (one script takes every key; on a Cluster, one per hash slot).
 //
 // # Keys and records
 //
@@ -75,8 +82,8 @@
 //	500 idempotency-record-unreadable the stored response is corrupt or of an unknown version
 //	500 handler-panicked              replay of a panic, with StoreServerErrors
 //	400 lock-key-invalid              KeyFunc failed or gave an unusable key
-//	409 resource-locked               KeyLock waited in vain (Retry-After)
-//	429 concurrency-limit             Limit: n requests of the key are running (Retry-After)
+//	409 resource-locked               KeyLock: the key (a key of WithKeys) is held (Retry-After)
+//	429 concurrency-limit             WithLimit: n requests of the key are running (Retry-After)
 //	503 lock-unavailable              Redis unreachable, unless FailOpen
 //
 // Retry-After is the holder's remaining lock TTL in seconds (at least 1), the longest a crashed

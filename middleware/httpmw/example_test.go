@@ -54,7 +54,7 @@ func ExampleKeyLock() {
 		l, _ := core.FromContext(r.Context())
 		fmt.Fprintf(w, "updated %s under fence %d", l.Name(), l.Fence())
 	})
-	perAccount := httpmw.KeyLock(locks, httpmw.PathValue("id"), httpmw.WithWait(2*time.Second))
+	perAccount := httpmw.KeyLock(locks, httpmw.ByPathValue("id"), httpmw.WithWait(2*time.Second))
 	mux := http.NewServeMux()
 	mux.Handle("PUT /accounts/{id}", perAccount(updateAccount))
 	log.Fatal(http.ListenAndServe(":8080", mux))
@@ -105,11 +105,12 @@ func ExampleWithScope() {
 func ExampleWithNamespace() {
 	var locks *core.Client // from core.New
 	mux := http.NewServeMux()
-	mux.Handle("PUT /orders/{id}", httpmw.KeyLock(locks, httpmw.PathValue("id"),
+	mux.Handle("PUT /orders/{id}", httpmw.KeyLock(locks, httpmw.ByPathValue("id"),
 		httpmw.WithNamespace("orders"))(http.NotFoundHandler()))
 }
 
-func ExampleLimit() {
+// WithLimit turns KeyLock's per-key lock into a per-key concurrency limit.
+func ExampleWithLimit() {
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	locks, err := core.New(rdb)
 	if err != nil {
@@ -122,10 +123,25 @@ func ExampleLimit() {
 		p, _ := core.FromContext(r.Context())
 		fmt.Fprintf(w, "exporting under permit %d of %d", p.Fence(), p.Limit())
 	})
-	perTenant := httpmw.Limit(locks, httpmw.Header("X-Tenant"), 3, httpmw.WithTTL(30*time.Second))
+	perTenant := httpmw.KeyLock(locks, httpmw.ByHeader("X-Tenant"), httpmw.WithLimit(3), httpmw.WithTTL(30*time.Second))
 	mux := http.NewServeMux()
 	mux.Handle("POST /exports", perTenant(export))
 	log.Fatal(http.ListenAndServe(":8080", mux))
+}
+
+// A transfer locks both accounts, all or nothing: two transfers between the same accounts in
+// opposite directions never deadlock, and a transfer never runs while either account is locked by
+// another request (here it waits up to 2s for both, then gets 409).
+func ExampleWithKeys() {
+	var locks *core.Client // from core.New
+	transfer := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Both accounts are locked here; the context is cancelled if either lock is lost.
+		fmt.Fprintf(w, "moved from %s to %s", r.PathValue("from"), r.PathValue("to"))
+	})
+	both := httpmw.KeyLock(locks, nil, httpmw.WithWait(2*time.Second),
+		httpmw.WithKeys(httpmw.Keys(httpmw.ByPathValue("from"), httpmw.ByPathValue("to"))))
+	mux := http.NewServeMux()
+	mux.Handle("POST /transfers/{from}/{to}", both(transfer))
 }
 
 // Reads of a document run together; a write runs alone, and the reads that come after it wait.
@@ -135,7 +151,7 @@ func ExampleWithReadWrite() {
 		h, _ := core.FromContext(r.Context())
 		fmt.Fprintf(w, "%s under a %s hold, fence %d", r.Method, h.Mode(), h.Fence())
 	})
-	byID := httpmw.KeyLock(locks, httpmw.PathValue("id"), httpmw.WithReadWrite())
+	byID := httpmw.KeyLock(locks, httpmw.ByPathValue("id"), httpmw.WithReadWrite())
 	mux := http.NewServeMux()
 	mux.Handle("GET /docs/{id}", byID(doc)) // a read
 	mux.Handle("PUT /docs/{id}", byID(doc)) // a write

@@ -36,22 +36,22 @@ import (
 // panic unless StoreServerErrors, hijacked connections, bodies over WithMaxBody, and requests
 // whose body is over WithMaxRequestBody (answered 413 before the handler runs when Content-Length
 // says so). Problems are answered as RFC 9457 application/problem+json (see the package
-// documentation). Idempotency panics if locks is nil or an option is invalid.
-func Idempotency(locks *core.Client, opts ...IdempotencyOption) func(http.Handler) http.Handler {
+// documentation). Idempotency panics if locks is nil or an option is invalid or one of KeyLock's.
+func Idempotency(locks *core.Client, opts ...Option) func(http.Handler) http.Handler {
 	if locks == nil {
 		panic(invalidOption("Idempotency needs a *core.Client"))
 	}
 	o := idempotencyOptions(opts)
 	store, err := exactlyonce.New(locks, exactlyonce.Config{
 		Component: "httpmw", Namespace: idemNamespace, RecordPrefix: o.prefix,
-		TTL: o.ttl, Wait: o.wait, Retention: o.retention, FailOpen: o.failOpen, Logger: o.logger,
+		TTL: o.TTL, Wait: o.Wait, Retention: o.retention, FailOpen: o.failOpen, Logger: o.Logger,
 	})
 	if err != nil {
 		panic(err)
 	}
 	bufs := &sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 	return func(next http.Handler) http.Handler {
-		return &idempotency{store: store, next: next, o: &o, bufs: bufs}
+		return &idempotency{store: store, next: next, o: o, bufs: bufs}
 	}
 }
 
@@ -134,7 +134,7 @@ func (m *idempotency) refused(w http.ResponseWriter, r *http.Request, err error)
 	case errors.Is(err, errBody):
 		keyMalformed.write(w, http.StatusBadRequest, "the request body could not be read")
 	default:
-		m.o.warn(r.Context(), "lockkit: httpmw: idempotency lock refused", err, r)
+		m.o.warn(r.Context(), "idempotency lock refused", err, r)
 		lockUnavailable.write(w, http.StatusInternalServerError, "")
 	}
 }
@@ -143,7 +143,7 @@ func (m *idempotency) refused(w http.ResponseWriter, r *http.Request, err error)
 func (m *idempotency) replay(w http.ResponseWriter, r *http.Request, stored *exactlyonce.Record) {
 	rec, ok := parseRecord(stored)
 	if !ok {
-		m.o.warn(r.Context(), "lockkit: httpmw: stored response unreadable", nil, r)
+		m.o.warn(r.Context(), "stored response unreadable", nil, r)
 		recordBroken.write(w, 0, "")
 		return
 	}
@@ -228,16 +228,9 @@ func bodyOf(r *http.Request) io.ReadCloser {
 	return r.Body
 }
 
-// warn logs a problem the client is not told about.
+// warn logs a problem the client is not told about, with the request's method and route.
 func (o *options) warn(ctx context.Context, msg string, err error, r *http.Request) {
-	if o.logger == nil {
-		return
-	}
-	attrs := []slog.Attr{slog.String("method", r.Method), slog.String("route", route(r))}
-	if err != nil {
-		attrs = append(attrs, slog.Any("error", err))
-	}
-	o.logger.LogAttrs(ctx, slog.LevelWarn, msg, attrs...)
+	o.Warn(ctx, msg, err, slog.String("method", r.Method), slog.String("route", route(r)))
 }
 
 // route returns the ServeMux pattern of r, or its path outside a route.

@@ -104,15 +104,17 @@ func sendNoWait(t *testing.T, rdb *redis.Client, method string) response {
 	return r
 }
 
-// Limit refuses WithReadWrite (it takes permits).
-func TestLimit_readWriteRefused(t *testing.T) {
+// KeyLock refuses WithReadWrite with WithLimit (a semaphore has no read side) and with WithKeys (a
+// set of locks has none either), and Idempotency refuses it.
+func TestWithReadWrite_refusedCombinations(t *testing.T) {
 	_, locks := setup(t)
-	defer func() {
-		err, _ := recover().(error)
-		if !errors.Is(err, core.ErrInvalid) {
-			t.Fatalf("panic %v, want ErrInvalid", err)
+	for name, build := range map[string]func(){
+		"WithLimit":   func() { httpmw.KeyLock(locks, httpmw.ByPathValue("id"), httpmw.WithLimit(2), httpmw.WithReadWrite()) },
+		"WithKeys":    func() { httpmw.KeyLock(locks, nil, transferKeys(), httpmw.WithReadWrite()) },
+		"Idempotency": func() { httpmw.Idempotency(locks, httpmw.WithReadWrite()) },
+	} {
+		if err, _ := panicOf(build).(error); !errors.Is(err, core.ErrInvalid) {
+			t.Errorf("%s: panicked with %v, want ErrInvalid", name, err)
 		}
-	}()
-	httpmw.Limit(locks, httpmw.PathValue("id"), 2, httpmw.WithReadWrite())
-	t.Fatal("no panic")
+	}
 }

@@ -19,7 +19,7 @@ import (
 )
 
 // lockedAPI serves h on "PUT /orders/{id}" behind KeyLock on the id, prefixed "order/".
-func lockedAPI(t testing.TB, locks *core.Client, h http.Handler, opts ...httpmw.KeyLockOption) string {
+func lockedAPI(t testing.TB, locks *core.Client, h http.Handler, opts ...httpmw.Option) string {
 	t.Helper()
 	key := func(r *http.Request) (string, error) {
 		if id := r.PathValue("id"); id != "-" {
@@ -144,7 +144,8 @@ func TestKeyLock_contended(t *testing.T) {
 	}
 	// A waiter gets the lock when the holder releases it.
 	done := make(chan response, 1)
-	go func() { r, _ := request("PUT", lockedAPI(t, locks, h)+"/orders/1", "", ""); done <- r }()
+	patient := lockedAPI(t, locks, h, httpmw.WithWait(10*time.Second))
+	go func() { r, _ := request("PUT", patient+"/orders/1", "", ""); done <- r }()
 	eventually(t, 5*time.Second, "the request to wait", func() bool {
 		return fmt.Sprint(srv.Do(t, "PUBSUB", "CHANNELS")) != "[]"
 	})
@@ -156,7 +157,7 @@ func TestKeyLock_contended(t *testing.T) {
 	}
 }
 
-// TestKeyLock_waitEndsWithTheRequest: the default 5 s wait never outlasts the request's context.
+// TestKeyLock_waitEndsWithTheRequest: a wait (here 30 s) never outlasts the request's context.
 func TestKeyLock_waitEndsWithTheRequest(t *testing.T) {
 	_, locks := setup(t)
 	held, err := locks.Acquire(context.Background(), "order/1", 10*time.Second, core.InNamespace("http"))
@@ -164,7 +165,7 @@ func TestKeyLock_waitEndsWithTheRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer held.Release(context.Background())
-	mw := httpmw.KeyLock(locks, httpmw.PathValue("id"))(http.NotFoundHandler())
+	mw := httpmw.KeyLock(locks, httpmw.ByPathValue("id"), httpmw.WithWait(30*time.Second))(http.NotFoundHandler())
 	ctx, cancel := context.WithCancel(context.Background())
 	req := httptest.NewRequest("PUT", "/orders/1", nil).WithContext(ctx)
 	req.SetPathValue("id", "order/1")
@@ -195,9 +196,9 @@ func TestKeyLock_keys(t *testing.T) {
 	})
 	bad := func(r *http.Request) (string, error) { return "", errors.New("order id must be a number") }
 	mux := http.NewServeMux()
-	mux.Handle("PUT /a/{id}", httpmw.KeyLock(locks, httpmw.PathValue("id"))(h))
-	mux.Handle("PUT /b", httpmw.KeyLock(locks, httpmw.Header("x-order"))(h))
-	mux.Handle("PUT /c", httpmw.KeyLock(locks, httpmw.Query("order"))(h))
+	mux.Handle("PUT /a/{id}", httpmw.KeyLock(locks, httpmw.ByPathValue("id"))(h))
+	mux.Handle("PUT /b", httpmw.KeyLock(locks, httpmw.ByHeader("x-order"))(h))
+	mux.Handle("PUT /c", httpmw.KeyLock(locks, httpmw.ByQuery("order"))(h))
 	mux.Handle("PUT /d", httpmw.KeyLock(locks, bad)(h))
 	url := serve(t, mux).URL
 	send(t, "PUT", url+"/a/6", "", "") // loads the scripts
@@ -242,8 +243,8 @@ func TestKeyLock_inputCannotReachAnotherNamespace(t *testing.T) {
 		got = append(got, l.Name())
 	})
 	mux := http.NewServeMux()
-	mux.Handle("PUT /orders/{id}", httpmw.KeyLock(locks, httpmw.PathValue("id"), httpmw.WithWait(0))(h))
-	mux.Handle("PUT /jobs/{id}", httpmw.KeyLock(locks, httpmw.PathValue("id"), httpmw.WithWait(0), httpmw.WithNamespace("cron"))(h))
+	mux.Handle("PUT /orders/{id}", httpmw.KeyLock(locks, httpmw.ByPathValue("id"), httpmw.WithWait(0))(h))
+	mux.Handle("PUT /jobs/{id}", httpmw.KeyLock(locks, httpmw.ByPathValue("id"), httpmw.WithWait(0), httpmw.WithNamespace("cron"))(h))
 	url := serve(t, mux).URL
 	for _, hostile := range []string{"cron%2Fbilling", "%40cron%2Fbilling", "cron:billing", "asynq:invoice",
 		"%40asynq%2Finvoice", "%40grpc%2Forder%2F42", "..%2F%40cron%2Fbilling", "%7B%40cron%2Fbilling%7D"} {
@@ -276,7 +277,7 @@ func TestKeyLock_redisDown(t *testing.T) {
 func TestKeyLock_panicReleases(t *testing.T) {
 	_, locks := setup(t)
 	var lockCtx context.Context
-	mw := httpmw.KeyLock(locks, httpmw.PathValue("id"))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mw := httpmw.KeyLock(locks, httpmw.ByPathValue("id"))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		lockCtx = r.Context()
 		panic(http.ErrAbortHandler)
 	}))

@@ -13,9 +13,9 @@ import (
 	"github.com/lockkit/lockkit/middleware/httpmw"
 )
 
-// Limit lets at most n requests of one key run at once over two replicas; the others get 429 with
+// WithLimit lets at most n requests of one key run at once over two replicas; the others get 429 with
 // Retry-After and the problem document; other keys are not affected.
-func TestLimit_perKeyConcurrency(t *testing.T) {
+func TestWithLimit_perKeyConcurrency(t *testing.T) {
 	srv := redistest.Start(t)
 	var inside atomic.Int64
 	entered := make(chan struct{}, 8)
@@ -35,7 +35,7 @@ func TestLimit_perKeyConcurrency(t *testing.T) {
 	for range 2 {
 		mux := http.NewServeMux()
 		key := func(r *http.Request) (string, error) { return "tenant/" + r.PathValue("t"), nil }
-		mux.Handle("GET /t/{t}", httpmw.Limit(newClient(t, srv.Client(t)), key, 2, httpmw.WithTTL(5*time.Second))(h))
+		mux.Handle("GET /t/{t}", httpmw.KeyLock(newClient(t, srv.Client(t)), key, httpmw.WithLimit(2), httpmw.WithTTL(5*time.Second))(h))
 		urls = append(urls, serve(t, mux).URL)
 	}
 	done := make(chan error, 2)
@@ -74,8 +74,8 @@ func TestLimit_perKeyConcurrency(t *testing.T) {
 }
 
 // WithWait makes a request wait for a permit; it gets one when a running request finishes.
-func TestLimit_waits(t *testing.T) {
-	_, locks := setup(t)
+func TestWithLimit_waits(t *testing.T) {
+	srv, locks := setup(t)
 	release := make(chan struct{})
 	first := make(chan struct{})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -85,7 +85,7 @@ func TestLimit_waits(t *testing.T) {
 		}
 	})
 	key := func(*http.Request) (string, error) { return "k", nil }
-	url := serve(t, httpmw.Limit(locks, key, 1, httpmw.WithWait(10*time.Second))(h)).URL
+	url := serve(t, httpmw.KeyLock(locks, key, httpmw.WithLimit(1), httpmw.WithWait(10*time.Second))(h)).URL
 	go func() { _, _ = request("GET", url+"/?first=1", "", "") }()
 	<-first
 	got := make(chan int, 1)
@@ -93,7 +93,9 @@ func TestLimit_waits(t *testing.T) {
 		r, _ := request("GET", url+"/", "", "")
 		got <- r.status
 	}()
-	time.Sleep(20 * time.Millisecond) // the second request is waiting (it cannot finish before release)
+	eventually(t, 5*time.Second, "the second request to queue for the permit", func() bool {
+		return srv.Do(t, "ZCARD", "lockkit:{@http/k}:permits:queue") == int64(1)
+	})
 	select {
 	case s := <-got:
 		t.Fatalf("second request answered %d while the permit was taken", s)
@@ -105,17 +107,20 @@ func TestLimit_waits(t *testing.T) {
 	}
 }
 
-func TestLimit_invalid(t *testing.T) {
+func TestWithLimit_invalid(t *testing.T) {
 	_, locks := setup(t)
 	key := func(*http.Request) (string, error) { return "k", nil }
-	for _, n := range []int{0, 100001} {
+	for _, n := range []int{0, -1, core.MaxPermits + 1} {
 		func() {
 			defer func() {
-				if err, _ := recover().(error); !errors.Is(err, core.ErrInvalid) {
-					t.Errorf("Limit(%d) panicked with %v, want ErrInvalid", n, err)
+				err, _ := recover().(error)
+				want := fmt.Sprintf("lockkit: httpmw: WithLimit(%d) is outside [1, %d]", n, core.MaxPermits)
+				if !errors.Is(err, core.ErrInvalid) || err.Error() != want {
+					t.Errorf("WithLimit(%d) panicked with %v, want %q matching ErrInvalid", n, err, want)
 				}
 			}()
-			httpmw.Limit(locks, key, n)
+			httpmw.KeyLock(locks, key, httpmw.WithLimit(n))
 		}()
 	}
+	httpmw.KeyLock(locks, key, httpmw.WithLimit(core.MaxPermits)) // the bound itself is fine
 }

@@ -9,34 +9,26 @@ import (
 	"github.com/lockkit/lockkit/internal/adapter"
 )
 
-// Option configures both middlewares: WithTTL, WithWait, FailOpen and WithLogger. The
-// constructors panic on an invalid option (an error matching core.ErrInvalid), as http.ServeMux
-// does on an invalid pattern: options are fixed at start-up.
-type Option interface {
-	IdempotencyOption
-	KeyLockOption
-}
+// Option configures the middlewares of the package: Idempotency and KeyLock (with WithLimit, a
+// per-key concurrency limit). The options of one middleware only say so; given to the other, they
+// make the constructor panic, as every invalid option does (an error matching core.ErrInvalid, as
+// http.ServeMux panics on an invalid pattern): options are fixed at start-up, and none is ignored
+// silently. A []Option can be shared by both middlewares when it holds only options of both.
+type Option func(*options)
 
-// IdempotencyOption configures Idempotency. Every Option is one too.
-type IdempotencyOption interface{ applyIdempotency(*options) }
+// IdempotencyOption is the former type of Idempotency's options.
+//
+// Deprecated: use Option; every option is an Option now.
+type IdempotencyOption = Option
 
-// KeyLockOption configures KeyLock. Every Option is one too.
-type KeyLockOption interface{ applyKeyLock(*options) }
-
-// bothOption, idemOption and keyOption are the options of both middlewares, of Idempotency and of
-// KeyLock.
-type (
-	bothOption func(*options)
-	idemOption func(*options)
-	keyOption  func(*options)
-)
-
-func (f bothOption) applyIdempotency(o *options) { f(o) }
-func (f bothOption) applyKeyLock(o *options)     { f(o) }
-func (f idemOption) applyIdempotency(o *options) { f(o) }
-func (f keyOption) applyKeyLock(o *options)      { f(o) }
+// KeyLockOption is the former type of KeyLock's options.
+//
+// Deprecated: use Option; every option is an Option now.
+type KeyLockOption = Option
 
 type options struct {
+	adapter.KeyOptions[*http.Request] // TTL, wait, logger, namespace, limit, key(s)
+
 	methods        []string
 	required       bool
 	scope          func(*http.Request) string
@@ -47,11 +39,7 @@ type options struct {
 	maxRequestBody int64
 	retention      time.Duration
 	prefix         string
-	namespace      string
-	wait           time.Duration
-	ttl            time.Duration
 	failOpen       bool
-	logger         *slog.Logger
 	readWrite      bool // WithReadWrite: KeyLock takes the key's read-write lock
 }
 
@@ -60,47 +48,82 @@ const (
 	defaultRetention      = 24 * time.Hour
 	defaultMaxBody        = 1 << 20
 	defaultMaxRequestBody = 1 << 20
-	defaultLockWait       = 5 * time.Second
 	// keyNamespace is the default core namespace of KeyLock's locks.
 	keyNamespace = "http"
 )
 
-func defaultOptions(wait time.Duration) options {
-	return options{
+// The options of one middleware, refused by the other.
+var (
+	idempotencyOnly = []string{"WithMethods", "RequireKey", "WithScope", "WithFingerprintHeaders",
+		"ConflictOnMismatch", "StoreServerErrors", "WithMaxBody", "WithMaxRequestBody", "WithRetention",
+		"WithRecordPrefix"}
+	keyLockOnly = []string{"WithNamespace", "WithLimit", "WithKeys", "WithReadWrite"}
+)
+
+// newOptions applies opts to the defaults.
+func newOptions(opts []Option) *options {
+	o := &options{
+		KeyOptions:     adapter.KeyOptions[*http.Request]{Options: adapter.New("httpmw", defaultTTL, keyNamespace)},
 		methods:        []string{http.MethodPost, http.MethodPatch},
 		mismatch:       http.StatusUnprocessableEntity,
 		maxBody:        defaultMaxBody,
 		maxRequestBody: defaultMaxRequestBody,
 		retention:      defaultRetention,
-		namespace:      keyNamespace,
-		wait:           wait,
-		ttl:            defaultTTL,
 	}
-}
-
-func idempotencyOptions(opts []IdempotencyOption) options {
-	o := defaultOptions(0)
 	for _, f := range opts {
-		f.applyIdempotency(&o)
+		if f != nil {
+			f(o)
+		}
 	}
-	return o.checked()
+	return o
 }
 
-func keyLockOptions(opts []KeyLockOption) options {
-	o := defaultOptions(defaultLockWait)
-	for _, f := range opts {
-		f.applyKeyLock(&o)
+// idempotencyOptions returns Idempotency's options, panicking on an invalid one.
+func idempotencyOptions(opts []Option) *options {
+	o := newOptions(opts)
+	err := o.Options.Validate("Idempotency", keyLockOnly...)
+	switch {
+	case err != nil:
+	case len(o.methods) == 0:
+		err = invalidOption("WithMethods needs at least one method")
+	case o.maxBody < 0:
+		err = invalidOption("WithMaxBody(%d) is negative", o.maxBody)
+	case o.maxRequestBody < 0:
+		err = invalidOption("WithMaxRequestBody(%d) is negative", o.maxRequestBody)
+	case o.retention < time.Millisecond:
+		err = invalidOption("WithRetention(%v) is below 1ms", o.retention)
+	case strings.ContainsAny(o.prefix, "{}"):
+		err = invalidOption("WithRecordPrefix(%q) must not contain '{' or '}'", o.prefix)
 	}
-	return o.checked()
-}
-
-// checked validates o, panicking on an invalid option, and normalises it.
-func (o options) checked() options {
-	if err := o.validate(); err != nil {
+	if err != nil {
 		panic(err)
 	}
 	for i, m := range o.methods {
 		o.methods[i] = strings.ToUpper(m)
+	}
+	return o
+}
+
+// keyLockOptions returns KeyLock's options for key (nil with WithKeys), panicking on an invalid
+// one.
+func keyLockOptions(key KeyFunc, opts []Option) *options {
+	o := newOptions(opts)
+	if key != nil {
+		if o.Has("WithKeys") {
+			panic(invalidOption("KeyLock takes a KeyFunc or WithKeys, not both"))
+		}
+		o.Key = key
+	}
+	err := o.KeyOptions.Validate("KeyLock", idempotencyOnly...)
+	switch {
+	case err != nil:
+	case o.readWrite && o.Has("WithLimit"):
+		err = invalidOption("WithReadWrite and WithLimit cannot be combined: a semaphore has no read side")
+	case o.readWrite && o.Has("WithKeys"):
+		err = invalidOption("WithReadWrite and WithKeys cannot be combined: a set of locks has no read side")
+	}
+	if err != nil {
+		panic(err)
 	}
 	return o
 }
@@ -110,38 +133,26 @@ func invalidOption(format string, args ...any) error {
 	return adapter.Invalid("httpmw", format, args...)
 }
 
-func (o *options) validate() error {
-	switch {
-	case len(o.methods) == 0:
-		return invalidOption("WithMethods needs at least one method")
-	case o.maxBody < 0:
-		return invalidOption("WithMaxBody(%d) is negative", o.maxBody)
-	case o.maxRequestBody < 0:
-		return invalidOption("WithMaxRequestBody(%d) is negative", o.maxRequestBody)
-	case o.retention < time.Millisecond:
-		return invalidOption("WithRetention(%v) is below 1ms", o.retention)
-	case strings.ContainsAny(o.prefix, "{}"):
-		return invalidOption("WithRecordPrefix(%q) must not contain '{' or '}'", o.prefix)
+// idempotencyOption returns Idempotency's option name, which sets what set sets.
+func idempotencyOption(name string, set func(*options)) Option {
+	return func(o *options) {
+		set(o)
+		o.Given(name)
 	}
-	if err := adapter.CheckTTL("httpmw", "WithTTL", o.ttl); err != nil {
-		return err
-	}
-	if err := adapter.CheckWait("httpmw", o.wait); err != nil {
-		return err
-	}
-	return adapter.CheckNamespace("httpmw", o.namespace)
 }
 
 // WithMethods sets the methods Idempotency applies to (default POST and PATCH). Requests with other
 // methods pass through untouched. Idempotency only.
-func WithMethods(methods ...string) IdempotencyOption {
-	return idemOption(func(o *options) { o.methods = append([]string(nil), methods...) })
+func WithMethods(methods ...string) Option {
+	return idempotencyOption("WithMethods", func(o *options) { o.methods = append([]string(nil), methods...) })
 }
 
 // RequireKey makes Idempotency answer 400 (problem "idempotency-key-missing") to a request of one of
 // its methods that has no Idempotency-Key header; by default such a request passes through. Build a
 // second middleware with it for the routes that require a key. Idempotency only.
-func RequireKey() IdempotencyOption { return idemOption(func(o *options) { o.required = true }) }
+func RequireKey() Option {
+	return idempotencyOption("RequireKey", func(o *options) { o.required = true })
+}
 
 // WithScope scopes Idempotency's keys by the caller's principal instead of the credentials the
 // request carries. A key's record is always scoped to the request's method and its route (the
@@ -156,15 +167,15 @@ func RequireKey() IdempotencyOption { return idemOption(func(o *options) { o.req
 // handler again, which is what the default does. A principal ID keeps one scope across refreshes.
 // An empty principal is a scope of its own, shared by every caller that gets it: return one only
 // for requests that no caller can tell apart. Idempotency only.
-func WithScope(principal func(r *http.Request) string) IdempotencyOption {
-	return idemOption(func(o *options) { o.scope = principal })
+func WithScope(principal func(r *http.Request) string) Option {
+	return idempotencyOption("WithScope", func(o *options) { o.scope = principal })
 }
 
 // WithFingerprintHeaders adds request headers to the fingerprint, which by default covers the
 // request URI (path and query) and the body. A retry whose fingerprint differs from the stored one
 // is rejected (see ConflictOnMismatch). Idempotency only.
-func WithFingerprintHeaders(names ...string) IdempotencyOption {
-	return idemOption(func(o *options) {
+func WithFingerprintHeaders(names ...string) Option {
+	return idempotencyOption("WithFingerprintHeaders", func(o *options) {
 		for _, n := range names {
 			o.fpHeaders = append(o.fpHeaders, http.CanonicalHeaderKey(n))
 		}
@@ -173,62 +184,67 @@ func WithFingerprintHeaders(names ...string) IdempotencyOption {
 
 // ConflictOnMismatch answers 409 instead of 422 when a key is reused with a different request
 // (problem "idempotency-key-reused"), as some clients expect. Idempotency only.
-func ConflictOnMismatch() IdempotencyOption {
-	return idemOption(func(o *options) { o.mismatch = http.StatusConflict })
+func ConflictOnMismatch() Option {
+	return idempotencyOption("ConflictOnMismatch", func(o *options) { o.mismatch = http.StatusConflict })
 }
 
 // StoreServerErrors stores 500, 501, 505 and other definite 5xx responses, and a 500 problem for a
 // handler that panicked, like any other response (Stripe's policy): retries replay the failure.
 // By default they are not stored and the key is released, so that the client can retry. Answers
 // that ask for a retry (408, 409, 425, 429, 502, 503, 504) are never stored. Idempotency only.
-func StoreServerErrors() IdempotencyOption {
-	return idemOption(func(o *options) { o.storeErrors = true })
+func StoreServerErrors() Option {
+	return idempotencyOption("StoreServerErrors", func(o *options) { o.storeErrors = true })
 }
 
 // WithMaxBody sets the largest response body Idempotency stores (default 1 MiB). A larger response
 // is still sent in full but not stored: the key is released (a retry runs the handler again) and a
 // warning is logged. Idempotency only.
-func WithMaxBody(n int) IdempotencyOption { return idemOption(func(o *options) { o.maxBody = n }) }
+func WithMaxBody(n int) Option {
+	return idempotencyOption("WithMaxBody", func(o *options) { o.maxBody = n })
+}
 
 // WithMaxRequestBody sets the largest request body Idempotency reads (default 1 MiB): the body is
 // hashed into the request's fingerprint, also the part the handler does not read, so the
 // middleware bounds it itself. A request whose Content-Length is larger gets 413 (problem
 // "request-body-too-large") before the handler runs; a body that turns out larger gives the
 // handler an *http.MaxBytesError on reading it, and its response is not stored. Idempotency only.
-func WithMaxRequestBody(n int64) IdempotencyOption {
-	return idemOption(func(o *options) { o.maxRequestBody = n })
+func WithMaxRequestBody(n int64) Option {
+	return idempotencyOption("WithMaxRequestBody", func(o *options) { o.maxRequestBody = n })
 }
 
 // WithRetention sets how long a stored response is kept for replays (default 24h). Idempotency
 // only.
-func WithRetention(d time.Duration) IdempotencyOption {
-	return idemOption(func(o *options) { o.retention = d })
+func WithRetention(d time.Duration) Option {
+	return idempotencyOption("WithRetention", func(o *options) { o.retention = d })
 }
 
 // WithRecordPrefix sets the prefix of the Redis keys of stored responses (default: the core
 // Client's prefix and "idem:", so "lockkit:idem:"). It must not contain '{' or '}'. Idempotency
 // only.
-func WithRecordPrefix(p string) IdempotencyOption {
-	return idemOption(func(o *options) { o.prefix = p })
+func WithRecordPrefix(p string) Option {
+	return idempotencyOption("WithRecordPrefix", func(o *options) { o.prefix = p })
 }
 
 // WithNamespace sets the core namespace of KeyLock's locks (default "http": the lock of key K is
 // "@http/K", see core.InNamespace). Request input can never leave the namespace; give two
 // components the same namespace only to make them exclude each other on purpose (a gRPC method
 // with grpcmw.WithNamespace, a job). 1 to 64 of a-z, 0-9 and '-'. KeyLock only.
-func WithNamespace(ns string) KeyLockOption { return keyOption(func(o *options) { o.namespace = ns }) }
+func WithNamespace(ns string) Option { return func(o *options) { o.SetNamespace(ns) } }
 
-// WithWait sets how long a request waits for a lock another request holds. Idempotency: a
-// duplicate of a request in flight waits up to d for it to finish and then replays its response
-// (or runs the handler if the first one's response was not stored); default 0, answer 409 at once.
-// KeyLock: default 5s; 0 answers 409 at once. The wait never outlasts the request's context.
-func WithWait(d time.Duration) Option { return bothOption(func(o *options) { o.wait = d }) }
+// WithWait sets how long a request waits for a key another request holds (default 0: answer at
+// once, the default of every lockkit adapter). Idempotency: a duplicate of a request in flight
+// waits up to d for it to finish and then replays its response (or runs the handler if the first
+// one's response was not stored); without a wait it gets 409. KeyLock: a request waits up to d for
+// the key's lock (or permit, or every key of WithKeys); without a wait it gets 409 (429 with
+// WithLimit). Both answer with Retry-After, the holder's remaining TTL. The wait never outlasts the
+// request's context. Both middlewares.
+func WithWait(d time.Duration) Option { return func(o *options) { o.SetWait(d) } }
 
 // WithTTL sets the TTL of the lock held while the handler runs (default 10s, between core.MinTTL
 // and core.MaxTTL). The lock is renewed by the core watchdog while the handler runs, so the TTL
 // only bounds how long a crashed replica keeps the key; it is also the Retry-After hint of a 409.
 // Both middlewares.
-func WithTTL(d time.Duration) Option { return bothOption(func(o *options) { o.ttl = d }) }
+func WithTTL(d time.Duration) Option { return func(o *options) { o.SetTTL(d) } }
 
 // WithLockTTL is the former name of WithTTL.
 //
@@ -238,7 +254,29 @@ func WithLockTTL(d time.Duration) Option { return WithTTL(d) }
 // FailOpen runs the handler without a lock (and, for Idempotency, without storing its response)
 // when Redis is unavailable. By default the middlewares fail closed with 503 (problem
 // "lock-unavailable"). Both middlewares.
-func FailOpen() Option { return bothOption(func(o *options) { o.failOpen = true }) }
+func FailOpen() Option {
+	return func(o *options) {
+		o.failOpen = true
+		o.Given("FailOpen")
+	}
+}
+
+// WithLogger sets where the middlewares log what they cannot tell the client: a response not
+// stored (too large, streamed past the limit, lock lost), a failed release, Redis unavailable.
+// Default (and nil): slog.Default(), read when a message is logged; slog.New(slog.DiscardHandler)
+// silences them. Both middlewares.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.SetLogger(l) } }
+
+// WithLimit makes KeyLock a per-key concurrency limit: up to n requests sharing a key run at once
+// (1 to core.MaxPermits), across every replica that shares the Redis of locks, each holding one
+// of the key's n permits of a core semaphore (core.Permits) instead of the key's lock. A request
+// that finds all n taken waits up to WithWait (default 0), then gets 429 with Retry-After (problem
+// "concurrency-limit"). The semaphore of key K lives in the namespace apart from the lock of K:
+// the two never exclude each other. Replicas should pass the same n (when they differ, a request
+// is let in only while fewer than its own n and every running request's n are running, see
+// core.Permits). core.FromContext(r.Context()) gives the permit (Fence, Limit). A permit of a
+// crashed replica frees itself after WithTTL. Not combinable with WithKeys. KeyLock only.
+func WithLimit(n int) Option { return func(o *options) { o.SetLimit(n) } }
 
 // WithReadWrite makes KeyLock take the key's read-write lock (core.Read, core.Write) instead of its
 // lock: a request with a safe method (GET, HEAD, OPTIONS, TRACE) takes the shared (read) side and
@@ -247,10 +285,10 @@ func FailOpen() Option { return bothOption(func(o *options) { o.failOpen = true 
 // stream of reads does not starve a write. The key's read-write lock is apart from its lock: every
 // KeyLock (and grpcmw interceptor sharing the namespace) that locks the same keys must use it.
 // core.FromContext(r.Context()) gives the hold (Mode, Fence: see core.Read for the rule a fenced
-// resource follows). KeyLock only (Limit refuses it).
-func WithReadWrite() KeyLockOption { return keyOption(func(o *options) { o.readWrite = true }) }
-
-// WithLogger sets a logger for what the middleware cannot tell the client: a response not stored
-// (too large, streamed past the limit, lock lost), a failed release, Redis unavailable. Default:
-// no logging. Both middlewares.
-func WithLogger(l *slog.Logger) Option { return bothOption(func(o *options) { o.logger = l }) }
+// resource follows). Not combinable with WithLimit or WithKeys. KeyLock only.
+func WithReadWrite() Option {
+	return func(o *options) {
+		o.readWrite = true
+		o.Given("WithReadWrite")
+	}
+}
