@@ -282,3 +282,15 @@ func ExampleClient_AcquireAll() {
 	}
 	<-set.Context().Done() // cancelled when any of them is lost, or the set released
 }
+
+func ExampleSetFromContext() {
+	ctx := context.Background()
+	locks, _ := core.New(redis.NewClient(&redis.Options{Addr: "localhost:6379"}))
+	_ = locks.DoAll(ctx, []string{"account:7", "account:9"}, 10*time.Second, func(ctx context.Context) error {
+		set, _ := core.SetFromContext(ctx)
+		for _, l := range set.Locks() {
+			_ = l.Fence() // hand each account's fence to the store that keeps that account
+		}
+		return nil
+	})
+}

@@ -16,7 +16,31 @@ const maxSetNames = 100
 type LockSet struct {
 	locks  []*Lock   // in the order the names were given
 	groups [][]*Lock // the locks of each slot, in the order they were taken
-	last   *Lock     // the lock taken last: its context is the set's
+	last   *Lock     // the lock taken last: the set's context derives from its
+	ctx    *setCtx   // the set's context: last's, carrying the set (SetFromContext)
+}
+
+type setKey struct{}
+
+// setCtx carries the LockSet in its context (its parent is the context of the set's last lock).
+type setCtx struct {
+	context.Context
+	s *LockSet
+}
+
+func (c *setCtx) Value(key any) any {
+	if _, ok := key.(setKey); ok {
+		return c.s
+	}
+	return c.Context.Value(key)
+}
+
+// SetFromContext returns the LockSet whose context ctx is, or derives from: the innermost one when
+// sets are nested. It gives a function run under a set's context (DoAll, or an adapter's WithKeys)
+// every lock of the set and so every fence (LockSet.Locks), where FromContext gives one lock.
+func SetFromContext(ctx context.Context) (*LockSet, bool) {
+	s, ok := ctx.Value(setKey{}).(*LockSet)
+	return s, ok && s != nil
 }
 
 // Locks returns the set's locks, in the order their names were given; each has its own Fence.
@@ -29,12 +53,13 @@ func (s *LockSet) Locks() []*Lock {
 
 // Context returns a context derived from the one passed to AcquireAll that is cancelled as soon as
 // any lock of the set is released or lost, with that lock's cause (see Lock.Context). Do the work
-// protected by the set under it. A lock acquired with it re-enters the set's lock of that name.
+// protected by the set under it. A lock acquired with it re-enters the set's lock of that name;
+// SetFromContext returns the set from it, FromContext one of its locks.
 func (s *LockSet) Context() context.Context {
 	if s == nil {
 		return (*Lock)(nil).Context()
 	}
-	return s.last.Context()
+	return s.ctx
 }
 
 // Release gives up every lock of the set: their context is cancelled first, then the releases
@@ -101,9 +126,9 @@ func (s *LockSet) Release(ctx context.Context) error {
 // hash tag) cost one script.
 //
 // Options: WithWait, WithMaxHold and InNamespace apply to every name. Fair, WithOwner, WithToken,
-// WithGuard and Permits are refused with ErrInvalid, and so are sets over Redlock (NewRedlock):
-// each name would need its own quorum of the same nodes, and giving back a partial quorum of
-// independent nodes is not atomic. Errors as Acquire's; a *NotAcquiredError names the lock found
+// WithGuard, Permits, Read and Write are refused with ErrInvalid (a set is of exclusive locks), and
+// so are sets over Redlock (NewRedlock): each name would need its own quorum of the same nodes,
+// and giving back a partial quorum of independent nodes is not atomic. Errors as Acquire's; a *NotAcquiredError names the lock found
 // taken.
 func (c *Client) AcquireAll(ctx context.Context, names []string, ttl time.Duration, opts ...AcquireOption) (*LockSet, error) {
 	return c.acquireAll(ctx, names, ttl, true, opts)
@@ -149,8 +174,8 @@ func (c *Client) acquireAll(ctx context.Context, names []string, ttl time.Durati
 	switch {
 	case len(names) == 0 || len(names) > maxSetNames:
 		return nil, invalid("a set takes 1 to %d names, not %d", maxSetNames, len(names))
-	case ao.fair || ao.owner != "" || ao.token != "" || ao.guard != "" || ao.permits != 0:
-		return nil, invalid("Fair, WithOwner, WithToken, WithGuard and Permits cannot be used with a set (AcquireAll)")
+	case ao.fair || ao.owner != "" || ao.token != "" || ao.guard != "" || ao.permits != 0 || ao.rw != 0:
+		return nil, invalid("Fair, WithOwner, WithToken, WithGuard, Permits, Read and Write cannot be used with a set (AcquireAll)")
 	case ao.maxWait < 0 || ao.maxHold < 0:
 		return nil, invalid("negative wait or maximum hold")
 	case !c.st.caps().sets:

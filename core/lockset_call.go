@@ -234,6 +234,7 @@ func (sc *setCall) handOut(ctx context.Context, sent []time.Time) (*LockSet, err
 		}
 	}
 	s.last = prev
+	s.ctx = &setCtx{Context: prev.Context(), s: s}
 	return s, nil
 }
 

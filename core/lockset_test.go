@@ -216,6 +216,29 @@ func TestAcquireAll_reentryThroughTheSetsContext(t *testing.T) {
 		}
 		_ = in.Release(ctx)
 	}
+	// The set's context carries the set, so that a function run under it (DoAll, an adapter's
+	// WithKeys) reaches every fence.
+	if got, ok := core.SetFromContext(s.Context()); !ok || got != s {
+		t.Fatalf("SetFromContext(set's context) = %p, %v; want the set %p", got, ok, s)
+	}
+	inner, cancel := context.WithCancel(s.Context())
+	defer cancel()
+	if got, ok := core.SetFromContext(inner); !ok || got != s {
+		t.Fatal("SetFromContext of a derived context lost the set")
+	}
+	if _, ok := core.SetFromContext(ctx); ok {
+		t.Fatal("SetFromContext found a set in a context without one")
+	}
+	err = c.DoAll(ctx, []string{"e3", "e4"}, time.Minute, func(ctx context.Context) error {
+		got, ok := core.SetFromContext(ctx)
+		if !ok || len(got.Locks()) != 2 || got.Locks()[0].Name() != "e3" || got.Locks()[1].Fence() == 0 {
+			t.Errorf("DoAll's function sees set %v, %v", got, ok)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Invalid sets are refused before anything is sent; Redlock refuses sets.
@@ -233,6 +256,8 @@ func TestAcquireAll_invalid(t *testing.T) {
 		{[]string{"a"}, []core.AcquireOption{core.Fair()}},
 		{[]string{"a"}, []core.AcquireOption{core.WithOwner("x")}},
 		{[]string{"a"}, []core.AcquireOption{core.Permits(2)}},
+		{[]string{"a"}, []core.AcquireOption{core.Read()}},
+		{[]string{"a", "b"}, []core.AcquireOption{core.Write()}},
 	} {
 		if _, err := c.TryAcquireAll(ctx, tc.names, time.Second, tc.opts...); !errors.Is(err, core.ErrInvalid) {
 			t.Errorf("%q: %v, want ErrInvalid", tc.names, err)

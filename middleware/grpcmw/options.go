@@ -241,7 +241,7 @@ func WithKey(f KeyFunc) Option {
 // holds none of them while it waits (up to WithWait), so two calls locking the same keys in
 // opposite orders never deadlock; if the wait ends, it fails with the contended code and a
 // RetryInfo, as a call of one key does. The handler's context is cancelled if any of the locks is
-// lost (the call then fails with codes.Aborted); core.FromContext gives one of them. Up to 100
+// lost (the call then fails with codes.Aborted); core.SetFromContext gives every lock. Up to 100
 // distinct keys; one key is taken as WithKey takes it. Not combinable with WithKey or WithLimit.
 func WithKeys(f KeysFunc) Option {
 	return func(o *options) {

@@ -50,7 +50,7 @@ func Keys(fs ...KeyFunc) KeysFunc { return adapter.Join("httpmw", fs) }
 // holds none of them while it waits (up to WithWait), so two requests locking the same keys in
 // opposite orders (a transfer from A to B and one from B to A) never deadlock; if the wait ends,
 // it gets 409 with Retry-After (problem "resource-locked"). The handler's context is cancelled if
-// any of the locks is lost; core.FromContext gives one of them. Up to 100 distinct
+// any of the locks is lost; core.SetFromContext gives every lock (and fence). Up to 100 distinct
 // keys, each as a KeyFunc's; one key is taken as KeyLock takes it. Not combinable with WithLimit,
 // nor with a KeyFunc argument. KeyLock only.
 func WithKeys(f KeysFunc) Option {

@@ -213,6 +213,9 @@ func TestKeyLock_withKeys_keys(t *testing.T) {
 		if _, ok := core.FromContext(r.Context()); ok != (len(held) > 0) {
 			held = append(held, "core.FromContext disagrees")
 		}
+		if set, ok := core.SetFromContext(r.Context()); ok != (len(held) > 1) || ok && len(set.Locks()) != len(held) {
+			held = append(held, "core.SetFromContext disagrees")
+		}
 		got = append(got, held)
 	})
 	keys := httpmw.WithKeys(func(r *http.Request) ([]string, error) {
