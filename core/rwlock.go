@@ -178,6 +178,7 @@ func (w *watchdog) nest(l *Lock) bool {
 	e.setMaxAt()
 	if e.idx >= 0 {
 		heap.Fix(&w.h, e.idx)
+		w.arm(e.due()) // (l's WithMaxHold may be due before the scheduler's next wake-up)
 	}
 	return true
 }

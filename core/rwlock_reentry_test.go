@@ -186,17 +186,30 @@ func TestRW_reentry_nestedEndsWithOuter(t *testing.T) {
 // A nested hold's WithMaxHold ends it alone; the outer hold and its lease stay. An outer limit
 // bounds the nested hold too.
 func TestRW_reentry_maxHold(t *testing.T) {
-	_, rdb, c := setup(t)
+	renewed := make(chan struct{}, 1)
+	_, rdb, c := setup(t, core.WithHook(core.Hook{Renewed: func(context.Context, core.HoldInfo) {
+		select {
+		case renewed <- struct{}{}:
+		default:
+		}
+	}}))
 	ctx := context.Background()
-	r, err := c.Acquire(ctx, "doc", 5*time.Second, core.Read())
+	r, err := c.Acquire(ctx, "doc", 6*time.Second, core.Read())
 	if err != nil {
 		t.Fatal(err)
 	}
+	<-renewed // (the outer hold's first renewal: its next one is 2 s away)
 	in, err := c.Acquire(r.Context(), "doc", 5*time.Second, core.Read(), core.WithMaxHold(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
-	<-in.Context().Done()
+	// The nested limit ends it on time, not at the outer hold's next renewal (the scheduler once
+	// slept through a nested deadline until then).
+	select {
+	case <-in.Context().Done():
+	case <-time.After(time.Second):
+		t.Fatal("the nested hold outlived its 100 ms limit by 900 ms")
+	}
 	if cause := context.Cause(in.Context()); !errors.Is(cause, core.ErrMaxHold) {
 		t.Fatalf("nested cause %v", cause)
 	}

@@ -137,10 +137,11 @@ func (w *rwWorker) nest(c *core.Client, outer *core.Lock, ohd *hold) {
 	opts := []core.AcquireOption{side}
 	ttl := w.dur(max(ohd.TTL/20, 20*time.Millisecond), ohd.TTL)
 	work := w.dur(0, ohd.TTL/4)
-	if w.rnd.IntN(8) == 0 {
-		opts = append(opts, core.WithMaxHold(work/2+time.Millisecond))
-	}
 	hd := &hold{Client: w.slot.idx, Gen: ohd.Gen, Name: ohd.Name, Kind: "ctx", TTL: ttl, Limit: ohd.Limit, Outer: ohd.ID}
+	if w.rnd.IntN(8) == 0 {
+		hd.MaxHold = work/2 + time.Millisecond // (recorded: the oracle checks it ended by this limit)
+		opts = append(opts, core.WithMaxHold(hd.MaxHold))
+	}
 	cctx, cl := w.h.newCall(outer.Context(), hd)
 	in, err := c.Acquire(cctx, ohd.Name, ttl, opts...)
 	if err != nil {

@@ -2,6 +2,7 @@ package otel_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -120,6 +121,12 @@ func (e *env) spans(name string) []sdktrace.ReadOnlySpan {
 		}
 	}
 	return out
+}
+
+// await waits until at least n spans called name have ended.
+func (e *env) await(t *testing.T, name string, n int) {
+	t.Helper()
+	eventually(t, 5*time.Second, fmt.Sprintf("%d %s span(s) ended", n, name), func() bool { return len(e.spans(name)) >= n })
 }
 
 // only returns the one ended span called name.

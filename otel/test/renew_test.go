@@ -88,6 +88,8 @@ func TestHook_lost(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("lock not lost")
 	}
+	// The context is cancelled before the hook runs (cancel, state, hook): wait for the span.
+	e.await(t, "lock.hold", 1)
 	hold := e.only(t, "lock.hold")
 	if hold.Status().Code != codes.Error {
 		t.Errorf("lock.hold status %v, want error", hold.Status())
@@ -146,6 +148,7 @@ func TestHook_lost_expired(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("lock not lost")
 	}
+	e.await(t, "lock.hold", 1) // (the hook runs after the context is cancelled)
 	wantAttrs(t, "lock.hold", e.only(t, "lock.hold").Attributes(), map[string]string{
 		"lockkit.lock.hold.outcome": "lost", "lockkit.lock.lost.reason": "expired"})
 	if got := e.sum(t, "lockkit.lock.lost", set("lockkit.lock.lost.reason", "expired")); got != 1 {

@@ -78,7 +78,6 @@ func run(args []string, logw io.Writer) error {
 	quick := fs.Bool("quick", false, "short windows, 20 000 held locks, no sweep: about 2 minutes")
 	sweep := fs.Bool("sweep", true, "also run the retry-setting sweep of the anchors (off with -quick unless given)")
 	only := fs.String("only", "", "comma-separated scenarios to run (uncontended,hot,redlock,held,sweep,sets,rw); default all")
-	rw := fs.Bool("rw", false, "also run the read-mostly scenario with -only (read-write lock: readers/s with a writer every 100 ms)")
 	bin := fs.String("redis-server", "redis-server", "redis-server binary")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -102,7 +101,6 @@ func run(args []string, logw io.Writer) error {
 	if err != nil {
 		return err
 	}
-	want["rw"] = want["rw"] || *rw
 	if !want["sweep"] {
 		p.sweep = false
 	}

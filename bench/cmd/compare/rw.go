@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The read-mostly scenario (-rw, or -only rw): readers take one key's read side in a loop, each
+// The read-mostly scenario (by default, or alone with -only rw): readers take one key's read side in a loop, each
 // holding it rwHold, while a writer (another client, as another process would be) takes its write
 // side every rwPeriod and holds it rwHold. It measures the reads per second and the writer's wait.
 // Only lockkit has a read-write lock; its row is compared with lockkit's plain lock used for the
