@@ -252,6 +252,7 @@ func (o *oracle) leases(byName map[string][]*hold) {
 		for _, l := range s.Leases {
 			var end, ttl time.Duration
 			var ids []int
+			what := ""
 			if h := byTok[l.Tok]; h != nil && h.End > 0 && h.Cause != "" && !strings.HasPrefix(h.Cause, "other:") {
 				end, ttl, ids = h.End, h.TTL, []int{h.ID}
 				for _, e := range h.Extends {
@@ -259,6 +260,7 @@ func (o *oracle) leases(byName map[string][]*hold) {
 				}
 			} else if f := fails[l.Tok]; h == nil && f != nil {
 				end, ttl = f.Ret, f.TTL
+				what = fmt.Sprintf(" (a failed acquisition by client %d, limit %d, call %v: %.120s)", f.Client, f.Limit, ms(f.Call), f.Err)
 			} else {
 				continue // still held, or unknown to the history
 			}
@@ -267,8 +269,8 @@ func (o *oracle) leases(byName map[string][]*hold) {
 				continue
 			}
 			orphaned[l.Tok] = true
-			o.flag("orphan", s.From, ids, "%s: a permit (token %.6s, TTL up to %v) ended or failed at %v, yet Redis still had its lease at %v with %v left",
-				s.Name, l.Tok, ttl, ms(end), ms(s.From), ms(l.Left))
+			o.flag("orphan", s.From, ids, "%s: a permit (token %.6s, TTL up to %v) ended or failed at %v, yet Redis still had its lease at %v with %v left%s",
+				s.Name, l.Tok, ttl, ms(end), ms(s.From), ms(l.Left), what)
 		}
 	}
 }
