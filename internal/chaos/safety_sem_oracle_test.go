@@ -203,7 +203,9 @@ const requestDelay = 2 * time.Second
 //   - orphan: a live lease in a read although its holder had let it go (its context was cancelled
 //     by Release, a loss or Client.Close, not by the caller's context: that permit is still held
 //     until released) or its acquisition had failed, longer ago than the TTL it had, plus
-//     requestDelay: a permit nobody holds that outlived its TTL.
+//     requestDelay: a permit nobody holds that outlived its TTL. (A failed waiting call whose path
+//     was not healthy until its give-up was sent may keep its place in the queue, and be granted,
+//     for its queue timeout more.)
 func (o *oracle) leases(byName map[string][]*hold) {
 	byTok := map[string]*hold{}
 	for i := range o.holds {
@@ -260,6 +262,13 @@ func (o *oracle) leases(byName map[string][]*hold) {
 				}
 			} else if f := fails[l.Tok]; h == nil && f != nil {
 				end, ttl = f.Ret, f.TTL
+				if !o.healthy(f.Client, f.Call, f.Ret+time.Second, 100*time.Millisecond) {
+					// Its give-up (the dequeue, sent for up to 1 s after the call returns) may have
+					// been lost, or overtaken by its own delayed attempt, which queued it again: a
+					// waiter that is gone keeps its place, and can be granted a lease, until its queue
+					// timeout passes (docs/guarantees.md: "A waiter that dies while queued…").
+					ttl += defaultQueueTimeout
+				}
 				what = fmt.Sprintf(" (a failed acquisition by client %d, limit %d, call %v: %.120s)", f.Client, f.Limit, ms(f.Call), f.Err)
 			} else {
 				continue // still held, or unknown to the history
