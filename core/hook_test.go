@@ -123,9 +123,17 @@ func TestHook_renewedOncePerLock(t *testing.T) {
 	g := newHookLog()
 	_, _, c := setup(t, core.WithHook(g.hook()))
 	ctx := context.Background()
-	outer, _ := c.Acquire(ctx, "a", 60*time.Millisecond)
-	inner, _ := c.Acquire(outer.Context(), "a", 60*time.Millisecond)
-	eventually(t, 2*time.Second, "three renewals", func() bool {
+	// A TTL that a loaded host's scheduling delays cannot outrun (renewals every 100 ms): with 60 ms
+	// the lock was sometimes lost between renewals, and the inner hold then had none to report.
+	outer, err := c.Acquire(ctx, "a", 300*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, err := c.Acquire(outer.Context(), "a", 300*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "three renewals", func() bool {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		return g.renewals[outer] >= 3
@@ -137,7 +145,7 @@ func TestHook_renewedOncePerLock(t *testing.T) {
 	if before != 0 {
 		t.Fatalf("renewals reported on the inner hold too (%d) while the outer was open", before)
 	}
-	eventually(t, 2*time.Second, "the inner hold reports renewals once the outer is released", func() bool {
+	eventually(t, 5*time.Second, "the inner hold reports renewals once the outer is released", func() bool {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		return g.renewals[inner] >= 1
