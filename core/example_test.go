@@ -283,6 +283,21 @@ func ExampleClient_AcquireAll() {
 	<-set.Context().Done() // cancelled when any of them is lost, or the set released
 }
 
+func ExampleClient_TryAcquireAll() {
+	ctx := context.Background()
+	locks, _ := core.New(redis.NewClient(&redis.Options{Addr: "localhost:6379"}))
+	// One attempt: every name, or none (nothing is left behind when one of them is taken).
+	set, err := locks.TryAcquireAll(ctx, []string{"shard:3", "shard:4"}, 30*time.Second)
+	if errors.Is(err, core.ErrNotAcquired) {
+		log.Print("a shard is busy; nothing was taken")
+		return
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer set.Release(ctx)
+}
+
 func ExampleSetFromContext() {
 	ctx := context.Background()
 	locks, _ := core.New(redis.NewClient(&redis.Options{Addr: "localhost:6379"}))
