@@ -47,7 +47,12 @@ func coreHook() core.Hook {
 		},
 		Lost: func(lctx context.Context, info core.HoldInfo) {
 			if c := callOf(lctx); c != nil {
-				at := c.h.now() // the context is cancelled right after this hook
+				// The hook runs after the hold's context was cancelled (core's hook doc: a hold's
+				// end cancels its context first), possibly after a give-back's round trip: it says
+				// when the loss was reported, not that the context was live. A context still live
+				// here would be seen (Live) and judged by the oracle.
+				at := c.h.now()
+				live := lctx.Err() == nil
 				var le *core.LostError
 				why := "?"
 				if errors.As(info.Err, &le) {
@@ -55,7 +60,9 @@ func coreHook() core.Hook {
 				}
 				c.mu.Lock()
 				c.hold.LostAt, c.hold.Why = at, why
-				c.hold.Live = max(c.hold.Live, at)
+				if live {
+					c.hold.Live = max(c.hold.Live, at)
+				}
 				c.mu.Unlock()
 			}
 		},
