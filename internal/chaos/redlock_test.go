@@ -15,6 +15,11 @@ import (
 
 const redlockTTL = time.Second
 
+// redlockNodeTimeout is each node's answer deadline: a fifth of the TTL, far above a healthy round
+// trip even with -race on a loaded 2-core host (at 50 ms, healthy nodes missed it under load and
+// most attempts failed as unavailable), far below the TTL (a dead node costs one per attempt).
+const redlockNodeTimeout = redlockTTL / 5
+
 // redlockVia returns a Redlock client whose node connections go through the proxies.
 func redlockVia(t *testing.T, srvs []*redistest.Server, pxs []*chaos.Proxy, hook core.Hook) *core.Client {
 	var nodes []redis.UniversalClient
@@ -25,7 +30,7 @@ func redlockVia(t *testing.T, srvs []*redistest.Server, pxs []*chaos.Proxy, hook
 		o.DialerRetries = 1
 		nodes = append(nodes, redisVia(t, o, pxs[i].Addr()))
 	}
-	c, err := core.NewRedlock(nodes, core.WithNodeTimeout(50*time.Millisecond), core.WithHook(hook))
+	c, err := core.NewRedlock(nodes, core.WithNodeTimeout(redlockNodeTimeout), core.WithHook(hook))
 	if err != nil {
 		t.Fatal(err)
 	}
