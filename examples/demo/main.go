@@ -11,7 +11,8 @@
 // tasks of one key running one at a time across two workers; (6) a cron job on three replicas
 // running once per tick; (7) a semaphore letting at most three exports of a tenant run at once
 // across two replicas; (8) two gocron schedulers with skewed clocks running each run of a job once;
-// (9) a read-write lock: readers share, a writer runs alone, in arrival order.
+// (9) transfers locking both accounts at once, all or nothing, without deadlock; (10) a read-write
+// lock: readers share, a writer runs alone, in arrival order.
 //
 // Every scene checks what it shows; the exit status is 0 only if every check held. With
 // OTEL_EXPORTER_OTLP_ENDPOINT set, the traces are exported over OTLP/HTTP (see examples/jaeger).

@@ -56,8 +56,13 @@ func wantSummary(t *testing.T, out string, scenesRun ...int) {
 // server (with the story and the span trees), in parallel.
 func TestDemo(t *testing.T) {
 	var all []int // every scene
-	for n := range scenes {
+	seen := map[string]bool{}
+	for n, sc := range scenes {
 		all = append(all, n+1)
+		if seen[sc.title] || seen[sc.short] {
+			t.Errorf("scene %d (%q) is listed twice", n+1, sc.short)
+		}
+		seen[sc.title], seen[sc.short] = true, true
 	}
 	first, last := fmt.Sprintf("[1/%d]", len(all)), fmt.Sprintf("[%d/%d]", len(all), len(all))
 	t.Run("real-redis", func(t *testing.T) {

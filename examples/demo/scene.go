@@ -31,7 +31,6 @@ var scenes = []sceneDef{
 	{"gocron: two schedulers with skewed clocks run each run of a job once", "gocron once per run", sceneGocron},
 	{"sets: transfers lock both accounts at once, all or nothing, without deadlock", "sets of locks", sceneSets},
 	{"read-write lock: readers share, a writer runs alone, in arrival order", "read-write lock", sceneReadWrite},
-	{"read-write lock: readers share, a writer runs alone, in arrival order", "read-write lock", sceneReadWrite},
 }
 
 // sceneTimeout bounds a scene, so that a hang shows as a failed scene, not a stuck demo.
