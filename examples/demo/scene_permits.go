@@ -85,9 +85,17 @@ func scenePermits(ctx context.Context, s *scene) error {
 	s.check(len(seen) == jobs, "every permit had its own fencing token (%d distinct)", len(seen))
 	// A release hands its permit to a queued waiter inside Redis and wakes it: every export that
 	// had to wait starts right after another one ended, never after the fallback retry (≥ 1 s).
+	// (An export that started before any had ended took a free permit, however slow its first
+	// round trip was on a loaded machine.)
+	firstEnd := iv[0].end
+	for _, x := range iv {
+		if x.end.Before(firstEnd) {
+			firstEnd = x.end
+		}
+	}
 	waited, handed := 0, 0
 	for _, x := range iv {
-		if x.start.Sub(t0) < work/2 {
+		if x.start.Before(firstEnd) {
 			continue // took a free permit at once
 		}
 		waited++

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lockkit/lockkit/core"
@@ -41,6 +42,7 @@ func sceneReadWrite(ctx context.Context, s *scene) error {
 	)
 	t0 := time.Now()
 	var wg sync.WaitGroup
+	var done atomic.Int64 // requests whose Do returned (their hold is gone from Redis)
 	errs := make(chan error, len(order))
 	for j, write := range order {
 		side, mode := "read", core.Read()
@@ -64,12 +66,14 @@ func sceneReadWrite(ctx context.Context, s *scene) error {
 				}
 				return nil
 			}, mode)
+			done.Add(1)
 			if err != nil {
 				errs <- fmt.Errorf("%s %d: %w", side, j+1, err)
 			}
 		})
-		// The next request is sent once this one holds or is queued in Redis: arrival order.
-		if err := waitPresent(ctx, clients[0], name, j+1); err != nil {
+		// The next request is sent once this one holds or is queued in Redis (or already ran, on
+		// a slow machine): arrival order.
+		if err := waitPresent(ctx, clients[0], name, j+1, done.Load); err != nil {
 			return err
 		}
 	}
@@ -110,10 +114,16 @@ func sceneReadWrite(ctx context.Context, s *scene) error {
 		}
 	}
 	s.check(ordered, "fences order every hold around each writer (lower before it, higher after it)")
+	firstEnd := iv[0].end
+	for _, x := range iv {
+		if x.end.Before(firstEnd) {
+			firstEnd = x.end
+		}
+	}
 	waited, handed := 0, 0
 	for _, x := range iv {
-		if x.start.Sub(t0) < work/2 {
-			continue // the first readers took the free lock
+		if x.start.Before(firstEnd) {
+			continue // the first readers took the free lock (before anyone released it)
 		}
 		waited++
 		for _, y := range iv {
@@ -128,9 +138,12 @@ func sceneReadWrite(ctx context.Context, s *scene) error {
 	return nil
 }
 
-// waitPresent waits until n holds and queued waiters of the read-write lock name are in Redis.
-func waitPresent(ctx context.Context, c *core.Client, name string, n int) error {
+// waitPresent waits until n requests are holding or queued on the read-write lock name in Redis,
+// or have finished (ended counts those; it is read before Redis, so that a request that finishes
+// in between is counted by neither, never by both).
+func waitPresent(ctx context.Context, c *core.Client, name string, n int, ended func() int64) error {
 	for {
+		gone := int(ended())
 		info, err := c.Inspect(ctx, name)
 		if err != nil {
 			return err
@@ -139,7 +152,7 @@ func waitPresent(ctx context.Context, c *core.Client, name string, n int) error 
 		if info.Writer != nil {
 			held++
 		}
-		if held >= n {
+		if held+gone >= n {
 			return nil
 		}
 		if !sleep(ctx, time.Millisecond) {
