@@ -17,8 +17,9 @@ import (
 // bounded by the per-node timeout (WithNodeTimeout), so a slow or dead node costs at most that; and
 // Acquire, Release and Extend return once a quorum has answered, so a slow node usually costs
 // nothing. (The slower nodes' grants are kept after a successful acquisition, and their releases
-// finish in the background.) The requests run on worker goroutines that the Client reuses from one
-// request to the next; a worker exits after one to two seconds without work, or on Close.
+// finish in the background; a release goes to such a node only once the acquisition's request to
+// it returned.) The requests run on worker goroutines that the Client reuses from one request to
+// the next; a worker exits after one to two seconds without work, or on Close.
 // The API is the same as New's, except Fair (not supported: each node would keep its own queue).
 //
 // Fencing tokens stay monotonic across quorums: the fence is the maximum of the quorum's counters,
@@ -57,6 +58,7 @@ type redlock struct {
 	rt      fanRouter
 	timers  sync.Pool // of *time.Timer, stopped: the waits of releases
 	work    *workers  // run the requests to the nodes
+	flights flights   // acquisitions whose requests to some nodes still run (redlock_flight.go)
 }
 
 var errNodeTimeout = errors.New("no answer within the node timeout")
@@ -119,7 +121,13 @@ func (rl *redlock) releaseSet(ctx context.Context, k *keys, token, hold any, set
 	own := make([]int64, len(rl.nodes))
 	oerrs := make([]error, len(rl.nodes))
 	short := make([]error, len(rl.nodes)) // done, but too few replicas acknowledged (WithReplicaAck)
+	after := rl.inFlight(k, token, hold)
 	answered := rl.fan(ctx, lockTTL, 0, func(ctx context.Context, i int, n *node) bool {
+		if after != nil {
+			if oerrs[i] = after.releaseAfter(ctx, i); oerrs[i] != nil {
+				return true
+			}
+		}
 		own[i], oerrs[i] = n.releaseWith(ctx, k, token, hold, false, set, n.id)
 		var ae *ackError
 		if errors.As(oerrs[i], &ae) {
