@@ -128,6 +128,10 @@ func (sc *setCall) attempts(ctx context.Context) (*LockSet, int, error) {
 			case <-w.q.ready:
 			case <-time.After(sc.backoff):
 			case <-ctx.Done():
+			case <-deadline:
+				return nil, n, sc.notAcquired(busy, retry, n, nil)
+			case <-c.room.closed:
+				return nil, n, ErrClosed
 			}
 			continue
 		}

@@ -17,8 +17,9 @@ import (
 // bounded by the per-node timeout (WithNodeTimeout), so a slow or dead node costs at most that; and
 // Acquire, Release and Extend return once a quorum has answered, so a slow node usually costs
 // nothing. (The slower nodes' grants are kept after a successful acquisition, and their releases
-// finish in the background.) The requests run on worker goroutines that the Client reuses from one
-// request to the next; a worker exits after one to two seconds without work, or on Close.
+// finish in the background; a release goes to such a node only once the acquisition's request to
+// it returned.) The requests run on worker goroutines that the Client reuses from one request to
+// the next; a worker exits after one to two seconds without work, or on Close.
 // The API is the same as New's, except Fair (not supported: each node would keep its own queue).
 //
 // Fencing tokens stay monotonic across quorums: the fence is the maximum of the quorum's counters,
@@ -57,6 +58,7 @@ type redlock struct {
 	rt      fanRouter
 	timers  sync.Pool // of *time.Timer, stopped: the waits of releases
 	work    *workers  // run the requests to the nodes
+	flights flights   // acquisitions whose requests to some nodes still run (redlock_flight.go)
 }
 
 var errNodeTimeout = errors.New("no answer within the node timeout")
@@ -114,19 +116,27 @@ func (rl *redlock) close() { rl.work.stop() }
 
 // releaseSet is release with ReleaseSet's write, on every node that holds the lock.
 func (rl *redlock) releaseSet(ctx context.Context, k *keys, token, hold any, set *releaseSet, lockTTL time.Duration) (int64, error) {
-	holds := make([]int64, len(rl.nodes))
-	errs := make([]error, len(rl.nodes))
+	// The nodes' goroutines write own, oerrs and short; a late one still may after the fan:
+	// read settle's copies only.
+	own := make([]int64, len(rl.nodes))
+	oerrs := make([]error, len(rl.nodes))
 	short := make([]error, len(rl.nodes)) // done, but too few replicas acknowledged (WithReplicaAck)
+	after := rl.inFlight(k, token, hold)
 	answered := rl.fan(ctx, lockTTL, 0, func(ctx context.Context, i int, n *node) bool {
-		holds[i], errs[i] = n.releaseWith(ctx, k, token, hold, false, set, n.id)
+		if after != nil {
+			if oerrs[i] = after.releaseAfter(ctx, i); oerrs[i] != nil {
+				return true
+			}
+		}
+		own[i], oerrs[i] = n.releaseWith(ctx, k, token, hold, false, set, n.id)
 		var ae *ackError
-		if errors.As(errs[i], &ae) {
-			short[i], errs[i] = errs[i], nil
+		if errors.As(oerrs[i], &ae) {
+			short[i], oerrs[i] = oerrs[i], nil
 		}
 		return true
 	}, nil)
-	shortIn, _ := settle(answered, short, errs)
-	holds, errs = settle(answered, holds, errs)
+	shortIn, _ := settle(answered, short, oerrs)
+	holds, errs := settle(answered, own, oerrs)
 	got := make([]nodeRelease, len(holds))
 	for i := range got {
 		got[i] = nodeRelease{holds: holds[i], err: errs[i]}
@@ -283,13 +293,13 @@ func (rl *redlock) router() router { return rl.rt }
 const inspectTimeout = time.Second
 
 func (rl *redlock) inspect(ctx context.Context, k, p *keys) (LockInfo, error) {
-	infos := make([]LockInfo, len(rl.nodes))
-	errs := make([]error, len(rl.nodes))
+	own := make([]LockInfo, len(rl.nodes))
+	oerrs := make([]error, len(rl.nodes))
 	in := rl.fanFor(ctx, rl.opNodeTimeout(), 0, func(ctx context.Context, i int, n *node) bool {
-		infos[i], errs[i] = n.inspect(ctx, k, p)
+		own[i], oerrs[i] = n.inspect(ctx, k, p)
 		return true
 	}, nil)
-	infos, errs = settle(in, infos, errs)
+	infos, errs := settle(in, own, oerrs) // (a late node still writes own, oerrs)
 	answered := 0
 	count := map[string]int{}
 	var out LockInfo
@@ -347,13 +357,13 @@ func quorumFence(fences map[int64]int, quorum int) int64 {
 }
 
 func (rl *redlock) forceRelease(ctx context.Context, k, p *keys, msg string) (bool, error) {
-	deleted := make([]bool, len(rl.nodes))
-	errs := make([]error, len(rl.nodes))
+	own := make([]bool, len(rl.nodes))
+	oerrs := make([]error, len(rl.nodes))
 	in := rl.fanFor(ctx, rl.opNodeTimeout(), 0, func(ctx context.Context, i int, n *node) bool {
-		deleted[i], errs[i] = n.forceRelease(ctx, k, p, msg)
+		own[i], oerrs[i] = n.forceRelease(ctx, k, p, msg)
 		return true
 	}, nil)
-	deleted, errs = settle(in, deleted, errs)
+	deleted, errs := settle(in, own, oerrs) // (a late node still writes own, oerrs)
 	gone, answered := false, 0
 	for i := range deleted {
 		if errs[i] == nil {

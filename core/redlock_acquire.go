@@ -27,6 +27,14 @@ type rlAcquire struct {
 	keepLate bool
 	fence    int64
 	pending  []int // late nodes answered before the outcome was decided
+	// Once decided: out counts the requests still running; flying, that the attempt succeeded
+	// with some still running, and is in rl.flights; landed (made by the first release that
+	// waits) is closed when they all returned; dropLate, that a release of the hold stopped
+	// waiting for them, so their grants are given back. See redlock_flight.go.
+	out      int
+	flying   bool
+	landed   chan struct{}
+	dropLate bool
 }
 
 type nodeGrant struct {
@@ -49,17 +57,22 @@ func (a *rlAcquire) late(i int) {
 		a.smu.Unlock()
 		return
 	}
-	keep := a.keepLate
+	keep := a.keepLate && !a.dropLate
+	a.land()
 	a.smu.Unlock()
 	a.settleLate(i, keep)
 }
 
-// decide settles the late grants once the outcome is known, fence being the acquisition's.
-func (a *rlAcquire) decide(keep bool, fence int64) {
+// decide settles the late grants once the outcome is known, fence being the acquisition's; late
+// is how many nodes had not answered when the attempt stopped waiting for them.
+func (a *rlAcquire) decide(keep bool, fence int64, late int) {
 	a.smu.Lock()
 	a.decided, a.keepLate, a.fence = true, keep, fence
 	pending := a.pending
 	a.pending = nil
+	if keep {
+		a.fly(late - len(pending))
+	}
 	a.smu.Unlock()
 	for _, i := range pending {
 		go a.settleLate(i, keep) // bounded by the node timeout; the acquisition need not wait
@@ -107,13 +120,15 @@ func (rl *redlock) acquire(ctx context.Context, k *keys, r *acquireReq) (acquire
 		need = 0
 	}
 	answered := rl.fanWithin(ctx, rl.nodeTimeout(r.ttl), need, &a.fan, a)
+	late := 0
 	for i := range a.got {
 		if !answered[i] {
 			a.got[i] = nodeGrant{err: errNodeTimeout}
+			late++
 		}
 	}
 	res, err := rl.acquireQuorum(ctx, k, &a.r, a.got, start)
-	a.decide(err == nil && res.ok, res.fence)
+	a.decide(err == nil && res.ok, res.fence, late)
 	return res, err
 }
 
@@ -240,6 +255,7 @@ type rlRelease struct {
 	rl                   *redlock
 	k                    *keys
 	token, hold, payload any
+	after                *rlAcquire    // the hold's acquisition, if requests of it still run
 	own, got             []nodeRelease // as in rlAcquire
 	buf                  [2 * inlineNodes]nodeRelease
 }
@@ -251,6 +267,11 @@ type nodeRelease struct {
 
 func (x *rlRelease) call(ctx context.Context, i int) bool {
 	r := &x.own[i]
+	if x.after != nil {
+		if r.err = x.after.releaseAfter(ctx, i); r.err != nil {
+			return false
+		}
+	}
 	r.holds, r.err = x.rl.nodes[i].releaseWith(ctx, x.k, x.token, x.hold, false, nil, x.payload)
 	return r.err == nil && r.holds >= 0
 }
@@ -262,7 +283,8 @@ func (rl *redlock) release(ctx context.Context, k *keys, token, hold any, _ bool
 	if set != nil {
 		return rl.releaseSet(ctx, k, token, hold, set, lockTTL)
 	}
-	x := &rlRelease{rl: rl, k: k, token: token, hold: hold, payload: rl.nodes[0].id.(string) + "/" + token.(string)}
+	x := &rlRelease{rl: rl, k: k, token: token, hold: hold, payload: rl.nodes[0].id.(string) + "/" + token.(string),
+		after: rl.inFlight(k, token, hold)}
 	if n := len(rl.nodes); n <= inlineNodes {
 		x.own, x.got = x.buf[:n], x.buf[n:2*n]
 	} else {

@@ -74,7 +74,9 @@ func (wc *waitCall) run(ctx context.Context) (err error) {
 				// Subscribed (or given up waiting for it): try again at once, as a release may have
 				// come between the attempt and the subscription (and granted the lock to a queued
 				// waiter, see grant.go).
-				wc.ready(ctx)
+				if err := wc.ready(ctx); err != nil {
+					return err
+				}
 				continue
 			}
 		}
@@ -162,11 +164,13 @@ func (wc *waitCall) join() error {
 	return nil
 }
 
-// ready waits until the call's channel subscription is confirmed, or at most the backoff.
-func (wc *waitCall) ready(ctx context.Context) {
+// ready waits until the call's channel subscription is confirmed, or at most the backoff. It
+// returns an error when the call ends meanwhile, as park does: the wait limit's timer fires once,
+// so the call must end when this wait is the one that hears it.
+func (wc *waitCall) ready(ctx context.Context) error {
 	select {
 	case <-wc.w.q.ready:
-		return
+		return nil
 	default:
 	}
 	t := time.NewTimer(wc.backoff)
@@ -175,9 +179,13 @@ func (wc *waitCall) ready(ctx context.Context) {
 	case <-wc.w.q.ready:
 	case <-t.C:
 	case <-ctx.Done():
+		return wc.notAcquired(ctx.Err())
 	case <-wc.deadline:
+		return wc.notAcquired(nil)
 	case <-wc.c.room.closed:
+		return ErrClosed
 	}
+	return nil
 }
 
 // park waits for a release message or the fallback delay; it returns an error when the call ends
