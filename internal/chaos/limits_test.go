@@ -119,12 +119,23 @@ func TestLimits_TTLExtremes(t *testing.T) {
 	for _, ttl := range []time.Duration{10 * time.Millisecond, 24 * time.Hour} {
 		// A name per TTL: a 10 ms lock declared lost locally under load may still sit in Redis for
 		// a few ms (a late renewal extended it), and a lost lock's Release sends nothing.
-		l, err := c.TryAcquire(ctx, "ttl-"+ttl.String(), ttl)
+		// A reply slower than a 10 ms TTL (a first call's dial and script load, a loaded host) is
+		// refused and given back by design: try a few times.
+		var l *core.Lock
+		var err error
+		for range 5 {
+			if l, err = c.TryAcquire(ctx, "ttl-"+ttl.String(), ttl); err == nil || errors.Is(err, core.ErrInvalid) {
+				break
+			}
+		}
 		if err != nil {
 			t.Fatalf("TTL %v: %v", ttl, err)
 		}
 		pttl := srv.Do(t, "PTTL", l.Key()).(int64)
-		if pttl > ttl.Milliseconds() || pttl < ttl.Milliseconds()-1000 && ttl > time.Second {
+		// (Read after PTTL: a 10 ms lock lost under load is given back, which leaves the free
+		// lock's 10 s marker, only after its context was cancelled.)
+		lost := l.Context().Err() != nil
+		if !lost && (pttl > ttl.Milliseconds() || pttl < ttl.Milliseconds()-1000 && ttl > time.Second) {
 			t.Errorf("TTL %v: PTTL %d ms", ttl, pttl)
 		}
 		// A 10 ms lock may be lost under load (renewals every 3.3 ms): then Release says so.
