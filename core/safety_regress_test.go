@@ -128,6 +128,9 @@ func TestSafety_frequentShortReentries_doNotStarveRenewal(t *testing.T) {
 	}
 	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); {
 		inner, err := c.Acquire(outer.Context(), "x", 20*time.Millisecond)
+		if errors.Is(err, core.ErrUnavailable) && outer.Context().Err() == nil {
+			continue // a reply slower than the 20 ms TTL (a loaded host): refused by design
+		}
 		if err != nil {
 			t.Fatalf("re-entry: %v (outer: %v)", err, context.Cause(outer.Context()))
 		}

@@ -28,6 +28,7 @@ type waitQueues struct {
 	mu     sync.Mutex    // guards what follows
 	queues map[string]*waitQueue
 	shut   bool
+	yield  time.Duration // yieldAfterOwnRelease (tests lengthen it to tell a yield from a wake)
 }
 
 type waitQueue struct {
@@ -72,7 +73,7 @@ const (
 const idleAfter = 3 * time.Second
 
 func newWaitQueues(rt router, id string, quorum int) *waitQueues {
-	q := &waitQueues{id: id, queues: make(map[string]*waitQueue), closed: make(chan struct{})}
+	q := &waitQueues{id: id, queues: make(map[string]*waitQueue), closed: make(chan struct{}), yield: yieldAfterOwnRelease}
 	if quorum > 0 {
 		q.copies = &quorumCopies{need: quorum, seen: make(map[string]seenMsg)}
 	}
@@ -227,7 +228,7 @@ func (r *waitQueues) deliver(ch, payload string) {
 	if id != r.id {
 		q.foreignAt = time.Now()
 	} else if time.Since(q.lostAt) < contestedFor && time.Since(q.foreignAt) < contestedFor {
-		time.AfterFunc(yieldAfterOwnRelease, func() {
+		time.AfterFunc(r.yield, func() {
 			r.mu.Lock()
 			q.wakeOne("")
 			r.mu.Unlock()

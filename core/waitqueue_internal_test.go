@@ -46,6 +46,7 @@ func TestWaitQueues_ownRelease_wakesAtOnce_withoutOtherClients(t *testing.T) {
 // own release (the alternation between processes stays).
 func TestWaitQueues_ownRelease_yields_whenOtherClientsContend(t *testing.T) {
 	r := quietQueues("c:me")
+	r.yield = time.Second // (300 µs could pass before the check below on a loaded host)
 	const ch = "lockkit:{hot}:released"
 	a := r.join(ch, "ta", false)
 	r.deliver(ch, "c:other") // another process released: it contends for the lock
