@@ -12,7 +12,7 @@ import (
 func TestHook_permit(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
-	p, err := e.c.Acquire(ctx, "pool", 30*time.Millisecond, core.Permits(3))
+	p, err := e.c.Acquire(ctx, "pool", 300*time.Millisecond, core.Permits(3)) // (renewed every 100 ms; 30 ms was lost before its first renewal beside two CI runs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,7 +24,7 @@ func TestHook_permit(t *testing.T) {
 		t.Errorf("held with two permits = %d, want 2", got)
 	}
 	_ = q.Release(ctx)
-	eventually(t, time.Second, "a renewal", func() bool {
+	eventually(t, 5*time.Second, "a renewal", func() bool {
 		for _, sp := range e.sr.Ended() {
 			if sp.Name() == "lock.renew" {
 				return true
