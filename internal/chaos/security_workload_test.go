@@ -253,12 +253,14 @@ func electionWorkload(ctx context.Context, c *core.Client, rdb redis.UniversalCl
 // WithReplicaAck.
 func ackedWorkload(ctx context.Context, rdb redis.UniversalClient, replica bool) error {
 	p := newACLProbe()
-	acked, err := core.New(rdb, p.hook(), core.WithReplicaAck(1, 3*time.Second)) // (generous: a loaded host acknowledges late)
+	// Generous: a loaded host (or a replica just in sync) acknowledges late; the TTL is longer than
+	// the acknowledgement may take, so that a late one is not refused as outliving the lock.
+	acked, err := core.New(rdb, p.hook(), core.WithReplicaAck(1, 2*time.Second))
 	if err != nil {
 		return err
 	}
 	defer acked.Close(context.Background())
-	a, err := acked.Acquire(ctx, "acked", 300*time.Millisecond, core.WithGuard("lockkit:done:{acked}"))
+	a, err := acked.Acquire(ctx, "acked", 4*time.Second, core.WithGuard("lockkit:done:{acked}"))
 	if !replica {
 		if err == nil || !strings.Contains(err.Error(), "replicas acknowledged") {
 			return fmt.Errorf("replica ack without a replica: %v", err)
