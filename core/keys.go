@@ -29,14 +29,20 @@ type semKeys struct {
 
 // init sets k to the keys of the lock name.
 func (k *keys) init(prefix, name string) {
-	main := prefix + "{" + name + "}"
-	k.setMain(name, main)
+	// One concatenation: main built apart first would be a second allocation once it is longer
+	// than the compiler's stack buffer (32 bytes).
+	s := prefix + "{" + name + "}:released" + prefix + "{" + name + "}:queue:deadlines"
+	k.slice(name, s, len(prefix)+len(name)+2)
 }
 
 // setMain sets the names derived from main: its release channel, queue and deadlines.
 func (k *keys) setMain(name, main string) {
-	n := len(main)
-	s := main + ":released" + main + ":queue:deadlines"
+	k.slice(name, main+":released"+main+":queue:deadlines", len(main))
+}
+
+// slice sets k's names from s, main + ":released" + main + ":queue:deadlines" with main n bytes
+// long: each name is a substring of s.
+func (k *keys) slice(name, s string, n int) {
 	q := n + len(":released")
 	k.name, k.main = name, s[:n]
 	k.channel = s[:q]

@@ -132,9 +132,8 @@ func (l *Lock) begin(why int, cause error) bool {
 // it returns the release's error.
 func (l *Lock) finish(why int, sent bool, n int64, err error) error {
 	if sent {
-		var short *ackError
 		switch {
-		case err != nil && why == stateReleased && !errors.As(err, &short):
+		case err != nil && why == stateReleased && !isAckError(err):
 			l.setState(stateHeld, nil) // not released: Release may be called again
 			err = unavailable("release", err)
 		case err != nil:
@@ -152,6 +151,13 @@ func (l *Lock) finish(why int, sent bool, n int64, err error) error {
 	}
 	l.reportEnd(why == stateLost, max(n, 0), err)
 	return err
+}
+
+// isAckError reports whether err is (or wraps) an *ackError. (A function of its own: errors.As's
+// target escapes, and finish must not allocate for the release that succeeded.)
+func isAckError(err error) bool {
+	var short *ackError
+	return errors.As(err, &short)
 }
 
 // stopLocked records cause as the end of the lock's context and returns the function that cancels

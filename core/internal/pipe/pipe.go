@@ -134,6 +134,9 @@ func (a *abandoned) Unwrap() error { return a.err }
 // Abandoned reports whether err (or an error it wraps) says that its command was left running
 // when its caller's context ended.
 func Abandoned(err error) bool {
+	if err == nil {
+		return false // (errors.As's target escapes: spare every successful call an allocation)
+	}
 	var a *abandoned
 	return errors.As(err, &a)
 }
@@ -142,6 +145,9 @@ func Abandoned(err error) bool {
 // running (Abandoned), or until ctx ends. It returns at once for any other error. Whatever must
 // follow that command (giving back what it may have taken) then reaches Redis after it.
 func Settle(ctx context.Context, err error) {
+	if err == nil {
+		return
+	}
 	var a *abandoned
 	if errors.As(err, &a) {
 		_ = a.f.WaitContext(ctx)
