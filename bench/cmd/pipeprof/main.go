@@ -70,7 +70,7 @@ func run() error {
 
 	keys := make([]string, *g)
 	for i := range keys {
-		keys[i] = fmt.Sprintf("pp:%s:%d", *row, i)
+		keys[i] = fmt.Sprintf("u:%s:0:%d:%d", *row, *g, i) // (compare's key shape and length)
 	}
 	if err := loop(ctx, keys, 300*time.Millisecond, op); err != nil { // warm-up
 		return err
@@ -134,7 +134,7 @@ func run() error {
 func newRow(row string, rdb *redis.Client, threshold int) (func(ctx context.Context, key string) error, func(), error) {
 	switch row {
 	case "lockkit":
-		c, err := core.New(rdb, core.WithPipelining(threshold), core.WithPrefix("pp:"))
+		c, err := core.New(rdb, core.WithPipelining(threshold))
 		if err != nil {
 			return nil, nil, err
 		}
