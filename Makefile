@@ -10,7 +10,7 @@ GO_NEXT         ?= go1.27.3
 # Runs a command in each module (the root and every nested go.mod), each with its own go.mod.
 EACH_MODULE     := ./scripts/modules.sh
 
-.PHONY: test lint bench bench-compare chaos demo deps fmt tidy
+.PHONY: test lint bench bench-compare server-instructions chaos demo deps fmt tidy
 
 ## test: install redis-server if missing, then run every test of every module with the race detector.
 test: deps
@@ -45,6 +45,11 @@ bench: deps
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCH_TIME) -count $(BENCH_COUNT) -timeout 60m ./core/ ./middleware/httpmw/
 	cd middleware/grpcmw && GOWORK=off $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCH_TIME) -count $(BENCH_COUNT) -timeout 60m .
 	cd otel/test && GOWORK=off $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCH_TIME) -count $(BENCH_COUNT) -timeout 60m .
+
+## server-instructions: Redis instructions per uncontended lock + unlock (callgrind), for lockkit's
+## scripts and the floors; a count that does not move with the machine's load.
+server-instructions: deps
+	./scripts/server-instructions.sh
 
 ## bench-compare: lockkit vs the raw floor, redsync and bsm/redislock, side by side (separate
 ## module under bench/, so lockkit's users never inherit those libraries); writes docs/benchmarks.md.
