@@ -38,7 +38,7 @@ total() {
   for try in 1 2 3; do # under valgrind a loaded host can overrun redistest's start timeout
     rm -rf "$dir" && mkdir -p "$dir"
     if (cd core && LOCKKIT_CG_DIR="$dir" PATH="$work:$PATH" "$work/core.test" -test.run '^$' \
-      -test.bench "BenchmarkScriptServerCPU/impl=$1\$" -test.benchtime "${2}x" >"$dir/log" 2>&1); then
+      -test.bench "BenchmarkScriptServerCPU/impl=$1\$/goroutines=16\$" -test.benchtime "${2}x" >"$dir/log" 2>&1); then
       awk '/^(summary|totals):/ {print $2; exit}' "$dir"/cg.*
       return
     fi

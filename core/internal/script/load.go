@@ -108,6 +108,10 @@ func (s *Script) expand(name string, b *strings.Builder, seen map[string]bool, e
 					return fmt.Errorf("%s: %w", name, err)
 				}
 			}
+		case word == "inline":
+			if err := s.inline(rest, b, seen); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
 		case entry && word == "keys:":
 			s.Keys = strings.Fields(rest)
 		case entry && word == "args:":
@@ -120,6 +124,25 @@ func (s *Script) expand(name string, b *strings.Builder, seen map[string]bool, e
 	}
 	s.Parts = append(s.Parts, name)
 	return sc.Err()
+}
+
+// inline writes file name to b where it stands, each time it is inlined: a fragment of code, not
+// functions, for a hot path that must create no closure. It holds no directives. It is listed in
+// Parts once.
+func (s *Script) inline(name string, b *strings.Builder, seen map[string]bool) error {
+	src, err := files.ReadFile(path.Join("lua", name))
+	if err != nil {
+		return err
+	}
+	if strings.Contains(string(src), "\n--! ") || strings.HasPrefix(string(src), "--! ") {
+		return fmt.Errorf("%s: an inlined fragment holds no directives", name)
+	}
+	b.Write(src)
+	if !seen[name] {
+		seen[name] = true
+		s.Parts = append(s.Parts, name)
+	}
+	return nil
 }
 
 // Set holds every script.

@@ -1,5 +1,6 @@
--- The server's clock, read once per script run: the one place that reads TIME. Fences, queue
--- epochs, waiters' deadlines, leases and the ACQUIRED field all count on it.
+-- The server's clock, read at most once per script run into clock_t: by now() below, or by the
+-- fence rule (fence_rule.lua), the only other place that reads TIME. Fences, queue epochs,
+-- waiters' deadlines, leases and the ACQUIRED field all count on it.
 local clock_t
 
 -- now returns the server's clock in µs and in ms, and TIME's reply {seconds, microseconds}.

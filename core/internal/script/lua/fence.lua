@@ -10,20 +10,7 @@
 -- fences back. It also returns when the acquisition happened, for the ACQUIRED field: the
 -- server's clock "SECONDS.MICROSECONDS" when it read it, else the floor in ms.
 local function next_fence(prev, floorArg)
-  local floor = tonumber(floorArg or '')
-  local at
-  if not floor or not prev then
-    local us, _, t = now()
-    at = t[1] .. '.' .. t[2]
-    if not floor or us > floor then
-      floor = us
-    end
-  else
-    at = int(math.floor(floor / 1000))
-  end
-  local f = (prev or 0) + 1
-  if f < floor then
-    f = floor
-  end
+  local f, at
+--! inline fence_rule.lua
   return f, at
 end

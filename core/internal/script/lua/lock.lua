@@ -11,7 +11,7 @@
 -- disappears.
 --! include fence.lua
 
-local FREE_TTL = 10000
+local FREE_TTL = '10000' -- a string: redis.call formats a number argument with '%.17g'
 
 local function lk_parse(v)
   local s

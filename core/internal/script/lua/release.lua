@@ -17,7 +17,7 @@ local pre = a_token .. '\0' .. a_fence .. '\0' .. a_hold .. '\0'
 if not k_set and v and v:find(pre, 1, true) == 1 then
   local n = #pre
   local q = v:find('\0', n + 3, true)
-  redis.call('SET', k_lock, '\0' .. a_fence .. '\0' .. v:sub(n + 3, q - 1), 'PX', 10000)
+  redis.call('SET', k_lock, '\0' .. a_fence .. '\0' .. v:sub(n + 3, q - 1), 'PX', '10000')
   if v:byte(n + 1) == 49 then -- W is '1'
     redis.call(a_pub, k_lock .. ':released', a_msg)
   end

@@ -22,7 +22,7 @@ local _, ms = now()
 if tonumber(s) <= ms then
   return -1 -- expired: the permit was free already
 end
-redis.call('SET', k_receipt, 1, 'PX', 5000)
+redis.call('SET', k_receipt, '1', 'PX', '5000')
 sem_reclaim(k_permits, k_limits, k_fences)
 -- Strict FIFO ('2', read-write locks): every waiter is queued, and the handoff granted whoever
 -- could go; nobody else may take the free room, so nobody is woken.
