@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lockkit/lockkit/bench/internal/serverinfo"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -180,7 +181,6 @@ func (s *server) stats(ctx context.Context) (serverStats, error) {
 // parseInfo reads cmdstat_* calls and the CPU counters from INFO output.
 func parseInfo(txt string) (serverStats, error) {
 	st := serverStats{calls: map[string]int64{}}
-	var cpu float64
 	for _, line := range strings.Split(txt, "\n") {
 		line = strings.TrimSpace(line)
 		k, v, ok := strings.Cut(line, ":")
@@ -198,16 +198,14 @@ func parseInfo(txt string) (serverStats, error) {
 					st.calls[strings.TrimPrefix(k, "cmdstat_")] = c
 				}
 			}
-		case k == "used_cpu_sys" || k == "used_cpu_user":
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				return st, fmt.Errorf("INFO %s: %w", k, err)
-			}
-			cpu += f
 		}
 	}
 	if len(st.calls) == 0 {
 		return st, errors.New("INFO: no commandstats")
+	}
+	cpu, err := serverinfo.CPUSeconds(txt)
+	if err != nil {
+		return st, err
 	}
 	st.cpuUsec = int64(cpu * 1e6)
 	return st, nil

@@ -21,13 +21,12 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/lockkit/lockkit/bench/internal/serverinfo"
 	"github.com/lockkit/lockkit/core"
 	"github.com/redis/go-redis/v9"
 )
@@ -215,13 +214,9 @@ func serverCPU(ctx context.Context, admin *redis.Client) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	var total float64
-	for _, line := range strings.Split(info, "\n") {
-		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if ok && (k == "used_cpu_user" || k == "used_cpu_sys") {
-			f, _ := strconv.ParseFloat(v, 64)
-			total += f
-		}
+	total, err := serverinfo.CPUSeconds(info)
+	if err != nil {
+		return 0, err
 	}
 	return int64(total * 1e9), nil
 }
