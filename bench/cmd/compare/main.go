@@ -180,8 +180,9 @@ func rotate[T any](cs []T, r int) []T {
 }
 
 func uncontendedConfigs() []config {
-	return []config{rawConfig(), rawAutoConfig(), rawCoalescedConfig(), lockkitConfig(),
-		lockkitPipelinedConfig(pipelineThreshold, false), lockkitPipelinedConfig(2, false), redsyncDefaults(1), redislockDefaults()}
+	return []config{rawConfig(), rawAutoConfig(), rawCoalescedConfig(), twoScriptConfig(false), twoScriptConfig(true),
+		lockkitConfig(), lockkitPipelinedConfig(pipelineThreshold, false), lockkitPipelinedConfig(2, false),
+		redsyncDefaults(1), redislockDefaults()}
 }
 
 func hotConfigs() []config {

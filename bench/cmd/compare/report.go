@@ -48,6 +48,7 @@ func uncontendedCols() []column {
 	return []column{
 		{key: "ops_s", head: "ops/s"}, {key: "ops_s", head: "ops/s vs raw floor", ratioTo: "raw floor"},
 		{key: "ops_s", head: "ops/s vs auto-pipelined floor", ratioTo: rawAutoName},
+		{key: "ops_s", head: "ops/s vs two-script floor (auto-pipelined)", ratioTo: twoScriptAutoName},
 		{key: "p50_us", head: "p50 µs"}, {key: "p99_us", head: "p99 µs"},
 		{key: "allocs_op", head: "allocs/op"}, {key: "bytes_op", head: "B/op"},
 		{key: "trips_op", head: "round trips/op"}, {key: "top_op", head: "top-level cmds/op"},
@@ -113,7 +114,7 @@ func writeReport(out io.Writer, h *harness, m *machine, rounds int, want map[str
 	writeMethod(w, p)
 
 	if want["uncontended"] {
-		fmt.Fprintf(w, "## Uncontended lock + unlock\n\nEach goroutine locks and unlocks its own key in a loop for %s. Latency is one lock + unlock. allocs/op and B/op are process-wide `runtime.MemStats` deltas over the window (the harness itself allocates nothing per operation). Retry settings do not matter here (nothing waits), so each library appears once, at its defaults. The *auto-pipelined* and *coalesced when busy* rows send through go-redis's automatic pipelining (issue #31, bench/AUTOPIPELINE.md); *ops/s vs auto-pipelined floor* divides by the raw floor sent that way.\n\n", p.window)
+		fmt.Fprintf(w, "## Uncontended lock + unlock\n\nEach goroutine locks and unlocks its own key in a loop for %s. Latency is one lock + unlock. allocs/op and B/op are process-wide `runtime.MemStats` deltas over the window (the harness itself allocates nothing per operation). Retry settings do not matter here (nothing waits), so each library appears once, at its defaults. The *auto-pipelined* and *coalesced when busy* rows send through go-redis's automatic pipelining (issue #31, bench/AUTOPIPELINE.md); *ops/s vs auto-pipelined floor* divides by the raw floor sent that way. The *two-script floor* runs exactly lockkit's uncontended commands (acquire GET + TIME + SET and release GET + SET, each in one script) and none of its work: what any design with a script per acquire and per release pays at least; *ops/s vs two-script floor (auto-pipelined)* divides by it sent through the same pipelining.\n\n", p.window)
 		s.table(w, "uncontended", "goroutines", uncontendedCols())
 	}
 	if want["hot"] {

@@ -73,6 +73,9 @@ func TestRig_countsTopLevelAndInScriptCommands(t *testing.T) {
 		{rawAutoConfig(), 2 * ops, 2 * ops, func(n int64) bool { return n == 2*ops }},
 		{rawCoalescedConfig(), 2 * ops, 2 * ops, func(n int64) bool { return n == 2*ops }},
 		{lockkitPipelinedConfig(pipelineThreshold, false), 2 * ops, 2 * ops, func(n int64) bool { return n >= 3*ops }},
+		// lockkit's uncontended commands and nothing else: GET + TIME + SET, GET + SET
+		{twoScriptConfig(false), 2 * ops, 2 * ops, func(n int64) bool { return n == 5*ops }},
+		{twoScriptConfig(true), 2 * ops, 2 * ops, func(n int64) bool { return n == 5*ops }},
 	}
 	for _, c := range cases {
 		t.Run(c.cfg.name, func(t *testing.T) {
