@@ -11,15 +11,20 @@ import (
 	"time"
 )
 
-// LockInfo is what Inspect reads about a name: its lock, the permits of the semaphore of the same
-// name (Permits) and the holds of the read-write lock of the same name (Read, Write), three
-// independent things.
+// LockInfo is what Inspect reads about a name: who holds it and in which mode (a lock, a write,
+// reads or permits: one name is one lock, whose kinds of hold exclude each other as
+// docs/guarantees.md says), with every holder's fence and lease, and who waits.
 type LockInfo struct {
 	// Name is the lock name and Key its Redis key.
 	Name, Key string
-	// Held reports whether somebody holds the lock.
+	// Held reports whether anything holds the name: a lock, a write, reads or permits.
 	Held bool
-	// Holders lists who holds the lock (at most one owner).
+	// Mode is the mode of the name's current holders: "lock" (an exclusive hold taken with
+	// neither Read, Write nor Permits, fair or not), "write", "read", "permit", or "" when free.
+	Mode string
+	// Holders lists every live holder of the name, whatever its mode, each with its Mode, Fence
+	// and TTL: the lock's owner, the writer, the readers or the permits' holders (the earliest
+	// lease expiry first). Permits, Readers and Writer list the same holders by kind.
 	Holders []HolderInfo
 	// TTL is the lock's remaining time to live; zero when it is free.
 	TTL time.Duration
@@ -50,6 +55,8 @@ type LockInfo struct {
 
 // HolderInfo describes one holder of a lock or of a semaphore's permit.
 type HolderInfo struct {
+	// Mode is the kind of this hold: "lock", "write", "read" or "permit" (see LockInfo.Mode).
+	Mode string
 	// Digest identifies the owner without revealing its token (which would let anybody release
 	// the lock): the first 12 hex digits of the SHA-256 of the token. A holder can log the same
 	// digest of its Lock.Token to be found by it.
@@ -188,7 +195,7 @@ func parseInspect(v []any) (LockInfo, error) {
 			if pttl > 0 {
 				info.TTL = time.Duration(pttl) * time.Millisecond
 			}
-			h := HolderInfo{Digest: digest(lv.token), Holds: int64(len(splitHolds(lv.holds))), Fence: lv.fence, TTL: info.TTL}
+			h := HolderInfo{Mode: "lock", Digest: digest(lv.token), Holds: int64(len(splitHolds(lv.holds))), Fence: lv.fence, TTL: info.TTL}
 			at, _ := parseAcquired(lv.acquired)
 			parseHolder(&h, strconv.FormatInt(at.UnixMilli(), 10)+" "+lv.label, nowMS)
 			info.Holders = append(info.Holders, h)
@@ -202,15 +209,33 @@ func parseInspect(v []any) (LockInfo, error) {
 		if limit > 0 && (info.Limit == 0 || limit < info.Limit) {
 			info.Limit = limit
 		}
+		h.Mode = "permit"
 		info.Permits = append(info.Permits, h)
+		info.Holders = append(info.Holders, h)
 	})
 	parseLeases(rw, nowMS, func(h HolderInfo, limit int) {
 		if limit == 1 {
+			h.Mode = "write"
 			info.Writer = &h
 		} else {
+			h.Mode = "read"
 			info.Readers = append(info.Readers, h)
 		}
+		info.Holders = append(info.Holders, h)
 	})
+	if len(info.Holders) > 0 {
+		info.Held, info.Mode = true, info.Holders[0].Mode
+		if info.TTL == 0 {
+			for _, h := range info.Holders {
+				info.TTL = max(info.TTL, h.TTL)
+			}
+		}
+		if info.Fence == 0 || info.Mode != "lock" {
+			for _, h := range info.Holders {
+				info.Fence = max(info.Fence, h.Fence)
+			}
+		}
+	}
 	return info, nil
 }
 
