@@ -1,6 +1,6 @@
-// Package gocronlock runs go-co-op/gocron v2 jobs on several replicas with lockkit: a
-// gocron.Locker under which each run of a job runs once across the replicas, and a
-// gocron.Elector under which one replica, the leader, runs them all.
+// Package gocronlock runs go-co-op/gocron v2 jobs on several replicas with lockkit: a Locker
+// whose NewJob adds jobs of which each run runs once across the replicas, and a gocron.Elector
+// under which one replica, the leader, runs them all.
 //
 // # Locker: each run once
 //
@@ -10,7 +10,7 @@
 //	locks, _ := core.New(rdb)
 //	locker, err := gocronlock.NewLocker(locks)
 //	...
-//	s, _ := gocron.NewScheduler()
+//	s, _ := gocron.NewScheduler() // no gocron.WithDistributedLocker: see below
 //	_, err = locker.NewJob(s, gocron.CronJob("*/5 * * * *", false), "invoices", func(ctx context.Context) error {
 //		run, _ := gocronlock.Tick(ctx) // the activation this run is for, e.g. 10:05:00
 //		return sendInvoices(ctx, run)
@@ -19,13 +19,13 @@
 //	...
 //	_ = s.Shutdown()
 //
-// gocron asks a Locker for a lock on the job's name before each run and leaves "time splay
+// gocron asks a locker for a lock on the job's name before each run and leaves "time splay
 // between schedulers" to it: a replica whose clock runs behind fires the same run later, after
 // the first replica finished it and released the lock, and a lock on the name alone lets it run
 // the run again. The Locker locks per run instead, with the exactly-once layer that cronlock's
 // tick markers use:
 //
-//   - Lock names the run by the job's activation nearest to the replica's clock (WithClock, the
+//   - The lock NewJob installs on the job names the run by the job's activation nearest to the replica's clock (WithClock, the
 //     scheduler's clock). gocron fires a run when that clock reads the activation, so the name is
 //     the activation itself on every replica, whatever the skew between their clocks: only the
 //     scheduler's dispatch delay separates the two, and a run more than half a second (or half the
@@ -52,6 +52,17 @@
 // own: that is why jobs are added with NewJob, which registers the job's schedule with the Locker
 // and wraps the function so that it runs under the lock's context.
 //
+// For the same reason a *Locker is no gocron.Locker: gocron's own options,
+// gocron.WithDistributedLocker(locker) on a scheduler and gocron.WithDistributedJobLocker(locker)
+// on a job added with s.NewJob, would pass it only the job's name, from which no replica can tell
+// which run is due (nor align a DurationJob that each replica started at its own moment), so no
+// such job could run once per run; they do not compile with a *Locker. Add every job that must
+// run once per run with NewJob; jobs added with s.NewJob run on every replica.
+//
+// gocron reports a refused run only to the job's AfterLockError listener. The Locker logs every
+// refusal too (WithLogger; slog.Default() by default): ErrDone and ErrBusy, a replica's ordinary
+// share of the runs, at Debug; ErrOffSchedule, ErrNotLocked and Redis failures at Error.
+//
 // What "every run exactly once" assumes, and what breaks it:
 //
 //   - Every replica uses the same job name and definition, and the Locker's clock and location
@@ -64,10 +75,11 @@
 //   - A run is missed when no live replica fires for it while the job's lock is free: when Redis
 //     is unreachable from all of them, or a run of the job outlasts its period everywhere (the
 //     lock is per job: two runs of one job never overlap across the replicas).
-//   - Job.RunNow, WithStartImmediately, WithIntervalFromCompletion, a run queued behind a
-//     LimitModeWait limit past the window, DurationRandomJob, "@every" crontabs and intervals above
-//     1 produce runs that the replicas cannot match: NewJob rejects the definitions, Lock the runs
-//     (ErrOffSchedule). Crontabs are read by gocron's own parser; in a daylight-saving gap a
+//   - WithStartImmediately (OneTimeJobStartImmediately), DurationRandomJob, "@every" crontabs and
+//     intervals above 1, Job.RunNow, WithIntervalFromCompletion and a run queued behind a
+//     LimitModeWait limit past the window produce runs that the replicas cannot match: NewJob
+//     rejects the definitions and the immediate start (ErrInvalid), the lock refuses the runs
+//     (ErrOffSchedule, logged at Error). Crontabs are read by gocron's own parser; in a daylight-saving gap a
 //     DailyJob's shifted run is refused.
 //
 // # Elector: one leader runs everything

@@ -13,19 +13,19 @@ var (
 	// ErrInvalid means an argument or option was rejected. It matches core.ErrInvalid; the errors
 	// that match it read "lockkit: gocronlock: what is wrong".
 	ErrInvalid = adapter.Sentinel("gocronlock")
-	// ErrDone is the error of a Lock for a run that has run already (on any replica): its
+	// ErrDone is the error of a lock for a run that has run already (on any replica): its
 	// completion marker exists. gocron skips the run and reports the error to AfterLockError. It
 	// matches core.ErrGuarded.
 	ErrDone error = &sentinel{"lockkit: gocronlock: run done already", core.ErrGuarded}
-	// ErrBusy is the error of a Lock while another run of the job holds its lock, on this replica
+	// ErrBusy is the error of a lock while another run of the job holds its lock, on this replica
 	// or another. It matches core.ErrNotAcquired (and wraps a *core.NotAcquiredError when another
 	// replica holds the lock).
 	ErrBusy error = &sentinel{"lockkit: gocronlock: job busy", core.ErrNotAcquired}
-	// ErrOffSchedule is the error of a Lock that comes more than half a second (or half the period
-	// of a shorter DurationJob) away from any activation of the job on the Locker's clock: a
-	// Job.RunNow, a WithStartImmediately start, a run queued behind a limit, or a clock or location
-	// that is not the scheduler's. Such a run cannot be matched across replicas and is not run. It
-	// matches core.ErrInvalid.
+	// ErrOffSchedule is the error of a lock for a run that comes more than half a second (or half
+	// the period of a shorter DurationJob) away from any activation of the job on the Locker's
+	// clock: a Job.RunNow, a WithIntervalFromCompletion run, a run queued behind a limit, or a clock
+	// or location that is not the scheduler's. Such a run cannot be matched across replicas and is
+	// not run; the refusal is logged at Error. It matches core.ErrInvalid.
 	ErrOffSchedule error = &sentinel{"lockkit: gocronlock: not a scheduled run", core.ErrInvalid}
 	// ErrNotLocked is the error of a job added with Locker.NewJob that gocron ran without the
 	// Locker's lock (a scheduler with an Elector, or WithDisabledDistributedJobLocker): the job

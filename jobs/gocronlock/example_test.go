@@ -29,6 +29,8 @@ func ExampleNewLocker() {
 		log.Fatal(err)
 	}
 
+	// The scheduler gets no locker of its own: a *Locker is no gocron.Locker (gocron would pass it
+	// only the job's name, which names no run). NewJob installs its lock on the job.
 	s, err := gocron.NewScheduler()
 	if err != nil {
 		log.Fatal(err)
@@ -48,7 +50,9 @@ func ExampleNewLocker() {
 
 func sendInvoices(context.Context, time.Time) error { return nil }
 
-// gocron reports why a replica skipped a run to the job's AfterLockError listener.
+// gocron reports why a replica skipped a run to the job's AfterLockError listener (the Locker
+// logs it too: ErrDone and ErrBusy at Debug, anything else at Error). A job that starts
+// immediately is refused: that run would be each replica's own.
 func ExampleLocker_NewJob() {
 	var locker *gocronlock.Locker // from gocronlock.NewLocker
 	var s gocron.Scheduler        // from gocron.NewScheduler
@@ -65,6 +69,11 @@ func ExampleLocker_NewJob() {
 	if err != nil {
 		log.Fatal(err)
 	}
+
+	_, err = locker.NewJob(s, gocron.DurationJob(time.Minute), "warmup", func(ctx context.Context) error {
+		return nil
+	}, gocron.WithStartAt(gocron.WithStartImmediately()))
+	fmt.Println(errors.Is(err, core.ErrInvalid)) // true: NewJob refuses an immediate start
 }
 
 // One replica, the leader, runs every job; a leader that stalls is deposed and its jobs' contexts

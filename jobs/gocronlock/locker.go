@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -20,10 +21,14 @@ const namespace = "gocron"
 // maxJobName keeps job names within core's limit of 1024 bytes for a lock name.
 const maxJobName = 1000
 
-// Locker is a gocron.Locker whose locks are lockkit locks, taken per run of a job: each run (each
-// activation of the job's schedule) runs on one replica only, once, whatever the clock skew between
-// the replicas' schedulers. Add jobs with NewJob. Use one Locker per scheduler; it is safe for
-// concurrent use.
+// Locker runs the jobs added with NewJob under lockkit locks taken per run of a job: each run
+// (each activation of the job's schedule) runs on one replica only, once, whatever the clock skew
+// between the replicas' schedulers. Use one Locker per scheduler; it is safe for concurrent use.
+//
+// A Locker is deliberately no gocron.Locker: gocron's own options (gocron.WithDistributedLocker,
+// gocron.WithDistributedJobLocker) pass a locker only the job's name, from which no replica can
+// tell which run is due, so such a job could never run once per run; giving them a *Locker does
+// not compile. NewJob installs the Locker's lock on each job it adds.
 type Locker struct {
 	store *exactlyonce.Store
 	opt   options
@@ -65,8 +70,9 @@ func NewLocker(c *core.Client, opts ...Option) (*Locker, error) {
 // name; no two jobs of a Locker may share one. name must not be empty, longer than 1000 bytes or
 // contain '{' or '}'.
 //
-// NewJob adds gocron.WithName(name) and gocron.WithDistributedJobLocker(l) to opts, so s need not
-// have the Locker as its own (gocron.WithDistributedLocker); it starts a DurationJob on a multiple
+// NewJob adds gocron.WithName(name) and gocron.WithDistributedJobLocker with the Locker's lock to
+// opts, so s needs no locker of its own (and a gocron.WithDistributedElector on s would take
+// precedence: the job then fails with ErrNotLocked); it starts a DurationJob on a multiple
 // of its period since the Unix epoch, so that replicas started at different moments agree on its
 // runs. job gets the lock's context: cancelled when the lock is lost, the run reaches its maximum
 // hold (WithMaxHold) or the scheduler stops the job, and carrying the run's activation (Tick) and
@@ -75,15 +81,22 @@ func NewLocker(c *core.Client, opts ...Option) (*Locker, error) {
 //
 // Supported definitions: CronJob (except "@every", whose runs count from each replica's start:
 // use a DurationJob), DurationJob (at least 1ms), DailyJob, WeeklyJob and MonthlyJob of interval 1
-// (MonthlyJob without days counted from the end), OneTimeJob. Others give an error matching
-// ErrInvalid, and no job is added. Options that move runs off the schedule
-// (WithStartImmediately, WithIntervalFromCompletion) make every such run fail with ErrOffSchedule.
+// (MonthlyJob without days counted from the end), OneTimeJob. Others, and a job that starts
+// immediately (gocron.WithStartImmediately, gocron.OneTimeJobStartImmediately: that first run is
+// each replica's own, and the later runs count from it), give an error matching ErrInvalid, and
+// no job is added. WithIntervalFromCompletion moves runs off the schedule: each such run is
+// refused with ErrOffSchedule, and logged. Every refused run is logged (WithLogger): ErrDone and
+// ErrBusy, a replica's ordinary share, at Debug; any other at Error.
 func (l *Locker) NewJob(s gocron.Scheduler, def gocron.JobDefinition, name string, job func(ctx context.Context) error, opts ...gocron.JobOption) (gocron.Job, error) {
 	if s == nil || def == nil || job == nil {
 		return nil, invalid("nil scheduler, definition or job")
 	}
 	if err := validName(name); err != nil {
 		return nil, err
+	}
+	if startsImmediately(def, opts, l.opt.clock(), l.opt.loc) {
+		return nil, invalid("job %q starts immediately (gocron.WithStartImmediately or OneTimeJobStartImmediately): "+
+			"that run is each replica's own, not an activation of the schedule", name)
 	}
 	j, err := l.reserve(name, job)
 	if err != nil {
@@ -132,7 +145,7 @@ func (l *Locker) reserve(name string, fn func(ctx context.Context) error) (*job,
 // epoch-aligned start.
 func (l *Locker) add(s gocron.Scheduler, def gocron.JobDefinition, j *job, opts []gocron.JobOption) (gocron.Job, error) {
 	task := gocron.NewTask(l.task(j))
-	opts = append(opts[:len(opts):len(opts)], gocron.WithName(j.name), gocron.WithDistributedJobLocker(l))
+	opts = append(opts[:len(opts):len(opts)], gocron.WithName(j.name), gocron.WithDistributedJobLocker(jobLocker{l}))
 	gj, err := s.NewJob(def, task, opts...)
 	if err != nil {
 		return nil, err
@@ -167,20 +180,42 @@ func validName(name string) error {
 	return nil
 }
 
+// jobLocker is the gocron.Locker that NewJob installs on each job it adds
+// (gocron.WithDistributedJobLocker): the Locker itself is none, so that gocron's options cannot
+// take it for a scheduler's jobs, which it could not serve.
+type jobLocker struct{ l *Locker }
+
 // Lock implements gocron.Locker: gocron calls it with the job's context and name when a run of
 // the job is due, runs the job if it returns a lock and calls the lock's Unlock when the job
-// returns. Lock matches the run to the job's activation nearest to the Locker's clock, then takes
-// the job's lock guarded by the run's completion marker, in one round trip. Errors: ErrDone
-// (another replica ran it), ErrBusy (another run holds the job's lock), ErrOffSchedule, ErrInvalid
-// (a job not added with NewJob), core.ErrUnavailable and core.ErrClosed; gocron skips the run and
-// passes the error to the job's AfterLockError listener.
-func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
+// returns. On an error gocron skips the run and passes the error only to the job's AfterLockError
+// listener, so every refusal is logged too: ErrDone and ErrBusy at Debug, any other at Error.
+func (jl jobLocker) Lock(ctx context.Context, name string) (gocron.Lock, error) {
+	lk, err := jl.l.lock(ctx, name)
+	if err != nil {
+		level := slog.LevelError
+		if errors.Is(err, ErrDone) || errors.Is(err, ErrBusy) || ctx.Err() != nil {
+			level = slog.LevelDebug
+		}
+		jl.l.opt.Log().LogAttrs(context.WithoutCancel(ctx), level, "lockkit: gocronlock: run refused",
+			slog.String("job", name), slog.Any("error", err))
+	}
+	return lk, err
+}
+
+// lock matches the run to the job's activation nearest to the Locker's clock, then takes the
+// job's lock guarded by the run's completion marker, in one round trip. Errors: ErrDone (another
+// replica ran it), ErrBusy (another run holds the job's lock), ErrOffSchedule, ErrInvalid (a job
+// not added with NewJob), core.ErrUnavailable and core.ErrClosed.
+func (l *Locker) lock(ctx context.Context, key string) (gocron.Lock, error) {
 	l.mu.Lock()
 	j := l.jobs[key]
 	switch {
-	case j == nil || j.sched == nil:
+	case j == nil:
 		l.mu.Unlock()
-		return nil, invalid("job %q was not added with Locker.NewJob", key)
+		return nil, invalid("no job %q was added with Locker.NewJob", key)
+	case j.sched == nil:
+		l.mu.Unlock()
+		return nil, invalid("job %q is still being added", key)
 	case j.held != nil:
 		l.mu.Unlock()
 		return nil, fmt.Errorf("%w: job %q: a run is still going on this replica", ErrBusy, key)

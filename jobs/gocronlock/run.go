@@ -95,8 +95,10 @@ func (r *run) Unlock(ctx context.Context) error {
 }
 
 // task is the function gocron runs for job j: j.fn under the lock's context of the run that Lock
-// took on this goroutine just before. The lock's context derives from the one gocron passed to
-// Lock, the job's own context, so it also ends when gocron stops the job.
+// took on this goroutine just before. Run without that lock (an elector on the scheduler, or
+// gocron.WithDisabledDistributedJobLocker), it calls nothing and fails with ErrNotLocked, logged
+// at Error. The lock's context derives from the one gocron passed to Lock, the job's own context,
+// so it also ends when gocron stops the job.
 func (l *Locker) task(j *job) func(ctx context.Context) error {
 	return func(context.Context) error {
 		l.mu.Lock()
@@ -107,7 +109,10 @@ func (l *Locker) task(j *job) func(ctx context.Context) error {
 			er = r.begin()
 		}
 		if er == nil {
-			return fmt.Errorf("%w: job %q", ErrNotLocked, j.name)
+			err := fmt.Errorf("%w: job %q", ErrNotLocked, j.name)
+			l.opt.Log().LogAttrs(context.Background(), slog.LevelError, "lockkit: gocronlock: run refused",
+				slog.String("job", j.name), slog.Any("error", err))
+			return err
 		}
 		failed := true // until fn returns: a panic leaves it set
 		defer func() {

@@ -1,6 +1,7 @@
 package gocronlock
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-co-op/gocron/v2"
+	"github.com/jonboulle/clockwork"
 )
 
 // tolerance is how far from an activation, on its replica's clock, a run may reach the Locker and
@@ -176,4 +178,45 @@ func (o oneTime) gap(tick time.Time) time.Duration {
 		}
 	}
 	return 0
+}
+
+// startsImmediately reports whether opts make a job on def run once at once, off its schedule
+// (gocron.WithStartImmediately, gocron.OneTimeJobStartImmediately). gocron keeps that choice to
+// itself, so the job is tried on a scheduler of its own: on a clock that stands still at a time
+// no start option can name (a nanosecond before now, when a start may not be before now), with an
+// elector that lets no run through, so that nothing of the job runs and no listener is called.
+// Such a job's first run is due at that very time; any other's later. A definition or option that
+// gocron rejects is left to the caller's s.NewJob to report.
+func startsImmediately(def gocron.JobDefinition, opts []gocron.JobOption, now time.Time, loc *time.Location) bool {
+	at := now.Add(-time.Nanosecond)
+	stop := make(chan struct{})
+	probe, err := gocron.NewScheduler(gocron.WithClock(clockwork.NewFakeClockAt(at)), gocron.WithLocation(loc),
+		gocron.WithDistributedElector(closedElector(stop)))
+	if err != nil {
+		return false
+	}
+	defer func() {
+		close(stop)
+		_ = probe.Shutdown()
+	}()
+	j, err := probe.NewJob(def, gocron.NewTask(func() {}), opts...)
+	if err != nil {
+		return false
+	}
+	probe.Start() // returns once every job's first run is set
+	next, err := j.NextRun()
+	return err == nil && next.Equal(at)
+}
+
+// closedElector is the elector of the scheduler that startsImmediately tries a job on: IsLeader
+// waits until the channel is closed (or its context ends), so that a run let into the scheduler
+// cannot change the job's runs while they are read, and then refuses.
+type closedElector chan struct{}
+
+func (e closedElector) IsLeader(ctx context.Context) error {
+	select {
+	case <-e:
+	case <-ctx.Done():
+	}
+	return ErrNotLeader
 }
