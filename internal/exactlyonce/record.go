@@ -3,7 +3,6 @@ package exactlyonce
 import (
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 
 	"github.com/lockkit/lockkit/core"
@@ -30,14 +29,7 @@ func (k Key) Record() string { return k.record }
 // SHA-256, so no part can spill into another and no part (credentials, the client's key) reaches
 // Redis: the lock is "@NS/HEX" and the record "RECORDS{@NS/HEX}".
 func (s *Store) Key(parts ...string) Key {
-	var arr [512]byte
-	b := arr[:0]
-	b = binary.AppendUvarint(b, uint64(len(parts)))
-	for _, p := range parts {
-		b = AppendField(b, p)
-	}
-	sum := sha256.Sum256(b)
-	return s.KeyNamed(hex.EncodeToString(sum[:]), "")
+	return s.KeyNamed(Hash(parts...), "")
 }
 
 // KeyNamed is the key of work the application names itself (a cron job): the lock is name in the

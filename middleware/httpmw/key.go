@@ -79,32 +79,12 @@ func parseKey(v string) (string, bool) {
 }
 
 // scope returns the key of key in r's scope: the method, the route and the caller, which is the
-// WithScope principal or else the credentials the request carries (every Authorization and Cookie
-// header value, the SHA-256 of the client certificate). The parts are length-prefixed and hashed
-// (exactlyonce.Store.Key): neither the key nor the credentials reach Redis.
+// WithScope principal or else the credentials the request carries (exactlyonce.HTTPScope, which
+// the lockkit command shares). The parts are length-prefixed and hashed (exactlyonce.Store.Key):
+// neither the key nor the credentials reach Redis.
 func (m *idempotency) scope(r *http.Request, key string) exactlyonce.Key {
-	if m.o.scope != nil {
-		return m.store.Key(r.Method, route(r), "principal", m.o.scope(r), "", "", key)
-	}
-	var cert string
-	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
-		sum := sha256.Sum256(r.TLS.PeerCertificates[0].Raw)
-		cert = string(sum[:])
-	}
-	return m.store.Key(r.Method, route(r), "credentials", headerValues(r.Header["Authorization"]),
-		headerValues(r.Header["Cookie"]), cert, key)
-}
-
-// headerValues encodes the values of a header field as one part: their number, then each value.
-func headerValues(vals []string) string {
-	if len(vals) == 0 {
-		return ""
-	}
-	b := binary.AppendUvarint(nil, uint64(len(vals)))
-	for _, v := range vals {
-		b = exactlyonce.AppendField(b, v)
-	}
-	return string(b)
+	parts := exactlyonce.HTTPScope(r, route(r), m.o.scope, key)
+	return m.store.Key(parts[:]...)
 }
 
 // fingerprint starts the fingerprint of r: its request URI and the configured headers. The caller
