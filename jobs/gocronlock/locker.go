@@ -39,7 +39,7 @@ type Locker struct {
 // job is a job added with NewJob.
 type job struct {
 	name  string
-	sched schedule
+	sched schedule // set before the job is on its scheduler
 	fn    func(ctx context.Context) error
 	gj    gocron.Job
 	held  *run // the run between its Lock and its Unlock on this replica; guarded by Locker.mu
@@ -94,11 +94,19 @@ func (l *Locker) NewJob(s gocron.Scheduler, def gocron.JobDefinition, name strin
 	if err := validName(name); err != nil {
 		return nil, err
 	}
-	if startsImmediately(def, opts, l.opt.clock(), l.opt.loc) {
+	js, immediate, err := probe(def, opts, l.opt.clock(), l.opt.loc)
+	if err != nil {
+		return nil, err
+	}
+	if immediate {
 		return nil, invalid("job %q starts immediately (gocron.WithStartImmediately or OneTimeJobStartImmediately): "+
 			"that run is each replica's own, not an activation of the schedule", name)
 	}
-	j, err := l.reserve(name, job)
+	sched, err := scheduleOf(js, l.opt.loc)
+	if err != nil {
+		return nil, invalid("job %q: %v", name, err)
+	}
+	j, err := l.reserve(name, job, sched)
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +122,7 @@ func (l *Locker) NewJob(s gocron.Scheduler, def gocron.JobDefinition, name strin
 }
 
 // reserve registers name for a new job, unless a job of that name is still on its scheduler.
-func (l *Locker) reserve(name string, fn func(ctx context.Context) error) (*job, error) {
+func (l *Locker) reserve(name string, fn func(ctx context.Context) error, sched schedule) (*job, error) {
 	l.mu.Lock()
 	old := l.jobs[name]
 	var oldJob gocron.Job
@@ -136,36 +144,20 @@ func (l *Locker) reserve(name string, fn func(ctx context.Context) error) (*job,
 	if l.jobs[name] != old {
 		return nil, invalid("job %q is being added", name)
 	}
-	j := &job{name: name, fn: fn}
+	j := &job{name: name, fn: fn, sched: sched}
 	l.jobs[name] = j
 	return j, nil
 }
 
-// add creates the job on s and derives its schedule; a DurationJob is created again with an
-// epoch-aligned start.
+// add creates the job on s, its schedule known already: a run due at once finds it. A DurationJob
+// starts on a multiple of its period since the epoch.
 func (l *Locker) add(s gocron.Scheduler, def gocron.JobDefinition, j *job, opts []gocron.JobOption) (gocron.Job, error) {
-	task := gocron.NewTask(l.task(j))
 	opts = append(opts[:len(opts):len(opts)], gocron.WithName(j.name), gocron.WithDistributedJobLocker(jobLocker{l}))
-	gj, err := s.NewJob(def, task, opts...)
-	if err != nil {
-		return nil, err
-	}
-	sched, err := scheduleOf(gj.Schedule(), l.opt.loc)
-	if err != nil {
-		_ = s.RemoveJob(gj.ID())
-		return nil, invalid("job %q: %v", j.name, err)
-	}
-	if e, ok := sched.(every); ok {
+	if e, ok := j.sched.(every); ok {
 		start := align(l.opt.clock(), time.Duration(e))
-		gj, err = s.Update(gj.ID(), def, task, append(opts, gocron.WithStartAt(gocron.WithStartDateTimePast(start)))...)
-		if err != nil {
-			return nil, err
-		}
+		opts = append(opts, gocron.WithStartAt(gocron.WithStartDateTimePast(start)))
 	}
-	l.mu.Lock()
-	j.sched = sched
-	l.mu.Unlock()
-	return gj, nil
+	return s.NewJob(def, gocron.NewTask(l.task(j)), opts...)
 }
 
 func validName(name string) error {
@@ -213,9 +205,6 @@ func (l *Locker) lock(ctx context.Context, key string) (gocron.Lock, error) {
 	case j == nil:
 		l.mu.Unlock()
 		return nil, invalid("no job %q was added with Locker.NewJob", key)
-	case j.sched == nil:
-		l.mu.Unlock()
-		return nil, invalid("job %q is still being added", key)
 	case j.held != nil:
 		l.mu.Unlock()
 		return nil, fmt.Errorf("%w: job %q: a run is still going on this replica", ErrBusy, key)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -34,8 +35,7 @@ func TestLocker_isNoGocronLocker(t *testing.T) {
 
 // A job that starts immediately is refused by NewJob: that first run is each replica's own, and
 // the job's later runs count from it. Nothing is left on the scheduler, nothing of the job runs,
-// and the name stays free. Start options that keep the job on its schedule are accepted, also a
-// start at exactly the scheduler's time.
+// and the name stays free. Start options that keep the job on its schedule are accepted.
 func TestLocker_NewJob_refusesStartImmediately(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
@@ -84,21 +84,38 @@ func TestLocker_NewJob_refusesStartImmediately(t *testing.T) {
 		t.Fatalf("job %s ran although the clock stands before its first run", name)
 	default:
 	}
+}
 
-	// A start at exactly the scheduler's time is no immediate start: here it is an activation, run
-	// as such at once.
-	r := newFakeReplica(t, newClient(t, srv.Client(t)), t0, gocron.CronJob(perSecond, true), "at-now", nil)
-	if _, err := r.l.NewJob(r.s, gocron.CronJob(perSecond, true), "at-now-2", job("at-now-2"),
-		gocron.WithStartAt(gocron.WithStartDateTime(r.clock.Now()))); err != nil {
-		t.Fatalf("a start at the scheduler's time: %v, want the job added", err)
-	}
-	select {
-	case name := <-ran:
-		if name != "at-now-2" {
-			t.Fatalf("job %s ran", name)
+// A run due the moment NewJob adds the job to a started scheduler runs: the Locker knows the job's
+// schedule before gocron can fire it (it refused such a run while the job was "still being
+// added"). A start at exactly the scheduler's time is no immediate start: here it is an activation.
+func TestLocker_NewJob_runDueAtOnceRuns(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	clock := clockwork.NewFakeClockAt(t0)
+	s := newScheduler(t, gocron.WithClock(clock), gocron.WithLocation(time.UTC))
+	s.Start()
+	l := newLocker(t, newClient(t, srv.Client(t)), gocronlock.WithClock(clock.Now), gocronlock.WithLocation(time.UTC))
+	const jobs = 5 // the refusal was a race: several jobs make it show
+	ran := make(chan time.Time, jobs)
+	for i := range jobs {
+		if _, err := l.NewJob(s, gocron.CronJob(perSecond, true), fmt.Sprintf("at-once-%d", i), func(ctx context.Context) error {
+			tick, _ := gocronlock.Tick(ctx)
+			ran <- tick
+			return nil
+		}, gocron.WithStartAt(gocron.WithStartDateTime(clock.Now()))); err != nil {
+			t.Fatalf("a start at the scheduler's time: %v, want the job added", err)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the job that starts at the scheduler's time did not run")
+	}
+	for range jobs {
+		select {
+		case tick := <-ran:
+			if !tick.Equal(t0) {
+				t.Fatalf("run %v, want %v", tick, t0)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a job due at once did not run")
+		}
 	}
 }
 

@@ -180,35 +180,36 @@ func (o oneTime) gap(tick time.Time) time.Duration {
 	return 0
 }
 
-// startsImmediately reports whether opts make a job on def run once at once, off its schedule
-// (gocron.WithStartImmediately, gocron.OneTimeJobStartImmediately). gocron keeps that choice to
-// itself, so the job is tried on a scheduler of its own: on a clock that stands still at a time
-// no start option can name (a nanosecond before now, when a start may not be before now), with an
-// elector that lets no run through, so that nothing of the job runs and no listener is called.
-// Such a job's first run is due at that very time; any other's later. A definition or option that
-// gocron rejects is left to the caller's s.NewJob to report.
-func startsImmediately(def gocron.JobDefinition, opts []gocron.JobOption, now time.Time, loc *time.Location) bool {
+// probe returns the schedule of a job on def with opts (gocron.Job.Schedule), and whether it runs
+// once at once, off its schedule (gocron.WithStartImmediately, OneTimeJobStartImmediately), or
+// gocron's error. gocron keeps the latter to itself, so the job is tried on a scheduler of its
+// own: on a clock that stands still at a time no start option can name (a nanosecond before now,
+// when a start may not be before now), with an elector that lets no run through, so that nothing
+// of the job runs and no listener is called. Such a job's first run is due at that very time; any
+// other's later. The schedule is read before the job is on its real scheduler, so that a run due
+// at once there finds it.
+func probe(def gocron.JobDefinition, opts []gocron.JobOption, now time.Time, loc *time.Location) (gocron.JobSchedule, bool, error) {
 	at := now.Add(-time.Nanosecond)
 	stop := make(chan struct{})
-	probe, err := gocron.NewScheduler(gocron.WithClock(clockwork.NewFakeClockAt(at)), gocron.WithLocation(loc),
+	s, err := gocron.NewScheduler(gocron.WithClock(clockwork.NewFakeClockAt(at)), gocron.WithLocation(loc),
 		gocron.WithDistributedElector(closedElector(stop)))
 	if err != nil {
-		return false
+		return nil, false, err
 	}
 	defer func() {
 		close(stop)
-		_ = probe.Shutdown()
+		_ = s.Shutdown() // nothing runs: no job to wait for
 	}()
-	j, err := probe.NewJob(def, gocron.NewTask(func() {}), opts...)
+	j, err := s.NewJob(def, gocron.NewTask(func() {}), opts...)
 	if err != nil {
-		return false
+		return nil, false, err
 	}
-	probe.Start() // returns once every job's first run is set
+	s.Start() // returns once every job's first run is set
 	next, err := j.NextRun()
-	return err == nil && next.Equal(at)
+	return j.Schedule(), err == nil && next.Equal(at), nil
 }
 
-// closedElector is the elector of the scheduler that startsImmediately tries a job on: IsLeader
+// closedElector is the elector of the scheduler that probe tries a job on: IsLeader
 // waits until the channel is closed (or its context ends), so that a run let into the scheduler
 // cannot change the job's runs while they are read, and then refuses.
 type closedElector chan struct{}
