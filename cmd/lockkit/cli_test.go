@@ -63,8 +63,9 @@ func TestCLI_helpPerCommand(t *testing.T) {
 	if _, stderr, code := s.run3(""); code != 2 || !strings.Contains(stderr, "Commands:\n") {
 		t.Errorf("lockkit without arguments: exit %d, want 2 and the help on stderr:\n%s", code, stderr)
 	}
-	cmdFlags := map[string][]string{"release": {"--force", "--yes"}, "watch": {"--for", "--interval"}, "idem": {"--body", "--retention"}}
-	for _, name := range []string{"ls", "inspect", "release", "watch", "idem", "help"} {
+	cmdFlags := map[string][]string{"release": {"--force", "--yes"}, "watch": {"--for", "--interval"},
+		"idem": {"--body", "--retention", "--method", "--route", "--header", "--cert", "--principal"}}
+	for _, name := range []string{"ls", "inspect", "release", "watch", "idem", "version", "help"} {
 		want, stderr, code := s.run3("", "help", name)
 		if code != 0 || stderr != "" || !strings.HasPrefix(want, "Usage: lockkit "+name+" ") {
 			t.Errorf("lockkit help %s: exit %d:\n%s%s", name, code, want, stderr)
@@ -72,7 +73,7 @@ func TestCLI_helpPerCommand(t *testing.T) {
 		}
 		flags := cmdFlags[name]
 		if name != "help" {
-			flags = append(flags, "--url", "--cluster", "--sentinel", "--master", "--cacert", "--insecure", "--prefix", "--timeout", "--json")
+			flags = append(flags, "--url", "--cluster", "--sentinel", "--master", "--cacert", "--insecure", "--prefix", "--timeout", "--json", "--output")
 		}
 		for _, f := range flags {
 			if !regexp.MustCompile(`(?m)^  ` + f + `\b`).MatchString(want) {
@@ -93,7 +94,7 @@ func TestCLI_usageErrors(t *testing.T) {
 	bin := build(t)
 	closed := locktest.FreeAddr(t)
 	s := newSession(t, bin, "REDIS_URL=redis://"+closed)
-	commands := `the commands are:\n  ls \[PATTERN\] .*\n  inspect NAME .*\n  release --force NAME .*\n  watch NAME .*\n  idem SCOPE KEY .*\n  help \[COMMAND\] .*\n$`
+	commands := `the commands are:\n  ls \[PATTERN\] .*\n  inspect NAME .*\n  release --force NAME .*\n  watch NAME .*\n  idem SCOPE KEY .*\n  version .*\n  help \[COMMAND\] .*\n$`
 	for _, tc := range []struct {
 		args   []string
 		code   int

@@ -17,8 +17,9 @@ import (
 
 func setupLs(*flag.FlagSet) runner { return cmdLs }
 
-// cmdLs lists the held locks, semaphore permits and read-write holds whose names match a pattern,
-// on every master of a cluster. A key that matches but is not a lockkit lock is skipped with a warning.
+// cmdLs lists the held names that match a pattern, whatever holds them (a lock, a write, reads,
+// permits), on every master of a cluster. A key that matches but is not a lockkit lock is skipped
+// with a warning.
 func cmdLs(ctx context.Context, e *env, args []string) error {
 	pattern := "*"
 	if len(args) == 1 {
@@ -29,35 +30,7 @@ func cmdLs(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer closeAll()
-	match := globEscape(e.prefix) + "{" + pattern + "}"
-	var (
-		mu   sync.Mutex
-		keys = map[string]string{} // name -> a key it was found by
-	)
-	// A lock is a string PREFIX{NAME}, a semaphore a sorted set PREFIX{NAME}:permits, a read-write
-	// lock a sorted set PREFIX{NAME}:rw.
-	scan := func(ctx context.Context, r redis.Cmdable) error {
-		for _, kind := range [][2]string{{"", "string"}, {":permits", "zset"}, {":rw", "zset"}} {
-			it := r.ScanType(ctx, 0, match+kind[0], 1000, kind[1]).Iterator()
-			for it.Next(ctx) {
-				name := strings.TrimSuffix(strings.TrimPrefix(it.Val(), e.prefix+"{"), "}"+kind[0])
-				mu.Lock()
-				if _, ok := keys[name]; !ok {
-					keys[name] = it.Val()
-				}
-				mu.Unlock()
-			}
-			if err := it.Err(); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	if cl, ok := rdb.(*redis.ClusterClient); ok {
-		err = cl.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return scan(ctx, m) })
-	} else {
-		err = scan(ctx, rdb)
-	}
+	keys, err := scanNames(ctx, rdb, e.prefix, pattern)
 	if err != nil {
 		return fmt.Errorf("scan: %w", err)
 	}
@@ -76,7 +49,7 @@ func cmdLs(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return err
 		}
-		if inUse(info) {
+		if info.Held {
 			infos = append(infos, info)
 		}
 	}
@@ -89,19 +62,48 @@ func cmdLs(ctx context.Context, e *env, args []string) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tKIND\tHOLDER\tHELD FOR\tTTL\tFENCE\tQUEUED")
+	fmt.Fprintln(tw, "NAME\tMODE\tHOLDER\tHELD FOR\tTTL\tFENCE\tQUEUED")
 	for _, i := range infos {
 		for _, h := range i.Holders {
-			fmt.Fprintf(tw, "%s\tlock\t%s\t%s\t%s\t%d\t%d\n", i.Name, who(h), dur(h.HeldFor), dur(h.TTL), h.Fence, i.Queued)
-		}
-		for _, h := range i.Permits {
-			fmt.Fprintf(tw, "%s\tpermit/%d\t%s\t%s\t%s\t%d\t%d\n", i.Name, i.Limit, who(h), dur(h.HeldFor), dur(h.TTL), h.Fence, i.PermitsQueued)
-		}
-		for _, h := range rwHolders(i) {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\n", i.Name, h.mode, who(h.HolderInfo), dur(h.HeldFor), dur(h.TTL), h.Fence, i.RWQueued)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\n", i.Name, modeText(h.Mode, i.Limit), who(h), dur(h.HeldFor), dur(h.TTL), h.Fence, queued(i))
 		}
 	}
 	return tw.Flush()
+}
+
+// scanNames finds the names whose keys match the glob pattern (on every master of a cluster) and
+// returns, for each, a key it was found by. A lock is a string PREFIX{NAME}, a semaphore a sorted
+// set PREFIX{NAME}:permits, a read-write lock a sorted set PREFIX{NAME}:rw (docs/keys.md).
+func scanNames(ctx context.Context, rdb redis.UniversalClient, prefix, pattern string) (map[string]string, error) {
+	match := globEscape(prefix) + "{" + pattern + "}"
+	var (
+		mu   sync.Mutex
+		keys = map[string]string{} // name -> a key it was found by
+	)
+	scan := func(ctx context.Context, r redis.Cmdable) error {
+		for _, kind := range [][2]string{{"", "string"}, {":permits", "zset"}, {":rw", "zset"}} {
+			it := r.ScanType(ctx, 0, match+kind[0], 1000, kind[1]).Iterator()
+			for it.Next(ctx) {
+				name := strings.TrimSuffix(strings.TrimPrefix(it.Val(), prefix+"{"), "}"+kind[0])
+				mu.Lock()
+				if _, ok := keys[name]; !ok {
+					keys[name] = it.Val()
+				}
+				mu.Unlock()
+			}
+			if err := it.Err(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var err error
+	if cl, ok := rdb.(*redis.ClusterClient); ok {
+		err = cl.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return scan(ctx, m) })
+	} else {
+		err = scan(ctx, rdb)
+	}
+	return keys, err
 }
 
 // notALock reports whether Inspect failed because the key it read is not a lockkit lock (and
@@ -139,10 +141,11 @@ func globEscape(s string) string {
 
 func setupInspect(*flag.FlagSet) runner { return cmdInspect }
 
-// cmdInspect prints what Redis holds about a lock and its semaphore; exit code 3 when neither is
-// held.
+// cmdInspect prints what Redis holds about a name: its mode and every holder; exit code 3 when
+// nothing holds it. A free name without a namespace whose namesake in a namespace is held
+// (httpmw's KeyLock holds @http/42, not 42) gets a hint on stderr.
 func cmdInspect(ctx context.Context, e *env, args []string) error {
-	locks, _, closeAll, err := e.open()
+	locks, rdb, closeAll, err := e.open()
 	if err != nil {
 		return err
 	}
@@ -159,10 +162,42 @@ func cmdInspect(ctx context.Context, e *env, args []string) error {
 	} else {
 		err = printInfo(e.out, info)
 	}
-	if err == nil && !inUse(info) {
+	if err != nil {
+		return err
+	}
+	if !info.Held {
+		if held := namesakes(ctx, locks, rdb, e.prefix, args[0]); len(held) > 0 {
+			fmt.Fprintf(e.errOut, "lockkit inspect: %s is free; did you mean %s? (held in a namespace: lockkit inspect %s)\n",
+				args[0], strings.Join(held, " or "), held[0])
+		}
 		return errNotFound
 	}
-	return err
+	return nil
+}
+
+// namesakes returns the held names @NAMESPACE/name, for a name without a namespace: the names an
+// adapter gives a key it locks (docs/keys.md, "Namespaces"). It is a hint: an error (a user
+// without +scan, say) finds none.
+func namesakes(ctx context.Context, locks *core.Client, rdb redis.UniversalClient, prefix, name string) []string {
+	if strings.HasPrefix(name, "@") {
+		return nil
+	}
+	keys, err := scanNames(ctx, rdb, prefix, "@*/"+globEscape(name))
+	if err != nil {
+		return nil
+	}
+	var held []string
+	for n := range keys {
+		ns, rest, _ := strings.Cut(n[1:], "/")
+		if rest != name || !isNamespace(ns) {
+			continue // @a/b/NAME: the name b/NAME in namespace a
+		}
+		if info, err := locks.Inspect(ctx, n); err == nil && info.Held {
+			held = append(held, n)
+		}
+	}
+	sort.Strings(held)
+	return held
 }
 
 // released is release's JSON output.
@@ -197,21 +232,12 @@ func cmdRelease(ctx context.Context, e *env, name string, yes bool) error {
 	if err != nil {
 		return err
 	}
-	if !inUse(info) {
+	if !info.Held {
 		return notHeld(e, name, "")
 	}
 	var desc []string
 	for _, h := range info.Holders {
-		desc = append(desc, fmt.Sprintf("held by %s for %s, fence %d", who(h), dur(h.HeldFor), info.Fence))
-	}
-	if n := len(info.Permits); n > 0 {
-		desc = append(desc, fmt.Sprintf("%d of %d permits held, oldest by %s", n, info.Limit, who(oldest(info.Permits))))
-	}
-	if info.Writer != nil {
-		desc = append(desc, fmt.Sprintf("written by %s for %s, fence %d", who(*info.Writer), dur(info.Writer.HeldFor), info.Writer.Fence))
-	}
-	if n := len(info.Readers); n > 0 {
-		desc = append(desc, fmt.Sprintf("read by %d, oldest by %s", n, who(oldest(info.Readers))))
+		desc = append(desc, fmt.Sprintf("%s held by %s for %s, fence %d", modeText(h.Mode, info.Limit), who(h), dur(h.HeldFor), h.Fence))
 	}
 	if !yes {
 		fmt.Fprintf(e.errOut, "Release %s (%s)?\nThe holders learn it at their next renewal; until then their work may go on. [y/N] ", name, strings.Join(desc, "; "))
@@ -245,15 +271,4 @@ func notHeld(e *env, name, why string) error {
 		fmt.Fprintf(e.out, "%s is not held%s\n", name, why)
 	}
 	return errNotFound
-}
-
-// oldest returns the holder that has held the longest.
-func oldest(hs []core.HolderInfo) core.HolderInfo {
-	o := hs[0]
-	for _, h := range hs[1:] {
-		if h.HeldFor > o.HeldFor {
-			o = h
-		}
-	}
-	return o
 }

@@ -79,7 +79,7 @@ type conn struct {
 }
 
 // globalOrder is the order in which the help lists the flags every command takes.
-var globalOrder = []string{"url", "cluster", "sentinel", "master", "cacert", "insecure", "prefix", "timeout", "json"}
+var globalOrder = []string{"url", "cluster", "sentinel", "master", "cacert", "insecure", "prefix", "timeout", "json", "output"}
 
 func (c *conn) register(fs *flag.FlagSet) {
 	fs.Var(&c.urls, "url", "the Redis server, a `URL`: redis://[user:pass@]host:port[/db] or host:port, rediss:// for TLS, "+
@@ -94,7 +94,32 @@ func (c *conn) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.prefix, "prefix", "lockkit:", "the key `PREFIX` of the lockkit clients (core.WithPrefix)")
 	durationVar(fs, &c.timeout, "timeout", 5*time.Second, "timeout of each request to Redis, a `DURATION` such as 300ms, 5s, 1m")
 	fs.BoolVar(&c.json, "json", false, "print JSON Lines: one JSON object per line (ls: one per lock or semaphore name; "+
-		"inspect, release, idem: one; watch: one per event)")
+		"inspect, release, idem, version: one; watch: one per event)")
+	out := output{&c.json}
+	fs.Var(out, "output", "the output `FORMAT`: text (default) or json (the same as --json); -o for short")
+	fs.Var(out, "o", "the same as --output")
+}
+
+// output is the --output (-o) flag: text or json, as kubectl's and etcdctl's -o.
+type output struct{ json *bool }
+
+func (o output) String() string {
+	if o.json != nil && *o.json {
+		return "json"
+	}
+	return ""
+}
+
+func (o output) Set(v string) error {
+	switch v {
+	case "json":
+		*o.json = true
+	case "text":
+		*o.json = false
+	default:
+		return errors.New("want text or json")
+	}
+	return nil
 }
 
 // parseURL reads one --url (or REDIS_URL) value: a redis://, rediss:// or unix:// URL, or host:port.

@@ -38,34 +38,35 @@ type env struct {
 func commands() []command {
 	return []command{
 		{name: "ls", args: "[PATTERN]", max: 1, setup: setupLs,
-			summary: "list held locks and permits whose name matches PATTERN (a glob, default *)",
-			about: `List the held locks, semaphore permits and read-write holds whose name matches the glob
-PATTERN (default *), one line per holder: NAME; KIND, "lock", "permit/N" for a permit of a
-semaphore whose limit is N, or "read" or "write" for a hold of a read-write lock; HOLDER, the
-digest of its owner token, host/pid and label; HELD FOR; TTL; FENCE; QUEUED, the waiters queued
-in Redis (for a lock, its fair waiters, core.Fair: other waiters wait in their own processes,
-"lockkit watch" counts them; for a permit, every waiter for a permit of the semaphore; for a
-read-write hold, every reader and writer waiting for the read-write lock).
-On a cluster it scans every master.
+			summary: "list the held names that match PATTERN (a glob, default *), every holder",
+			about: `List the held names that match the glob PATTERN (default *), one line per holder, whatever
+holds the name: NAME; MODE, the holder's mode: "lock", "write" or "read" (core.Read, core.Write),
+or "permit/N" for a permit of a semaphore whose limit is N (core.Permits); HOLDER, the digest of
+its owner token, host/pid and label; HELD FOR; TTL, what remains of its lease; FENCE, its fencing
+token; QUEUED, the waiters queued in Redis for the name (a lock's fair waiters, core.Fair: other
+waiters wait in their own processes, "lockkit watch" counts them; every permit waiter; every
+reader and writer waiting). On a cluster it scans every master.
 
 Keys that match the pattern but are not lockkit locks are skipped, each with a warning on stderr.`,
 			examples: []string{"lockkit ls", "lockkit ls 'invoice:*' --json", "lockkit ls '@http-idem/*'"}},
 		{name: "inspect", args: "NAME", min: 1, max: 1, setup: setupInspect,
-			summary: "who holds NAME and its semaphore's permits, since when, TTL, fence, waiters",
-			about: `Show who holds the lock NAME (the digest of its owner token, host, pid, label, since when
-by the Redis clock, hold count), its TTL and fence and its fair waiters; then the permits of the
-semaphore of the same name, if any, each with its TTL and fence, and the waiters for a permit;
-then the read-write lock of the same name, if held or waited for: its writer or its readers,
-each with its TTL and fence, and its waiters.
-A lock taken in a namespace is named @NAMESPACE/NAME (cronlock's job "report": @cron/report).
+			summary: "who holds NAME, in which mode, since when, TTL, fence, waiters",
+			about: `Show whether NAME is held and in which mode ("lock", "write", "read", "permit/N"), then every
+holder, each with its mode, the digest of its owner token, host, pid, label, since when by the
+Redis clock, hold count, TTL and fence; then the name's TTL and fence and the waiters queued in
+Redis (fair waiters; permit waiters and read-write waiters when there are any, or the name is held
+in that mode).
+A lock taken in a namespace is named @NAMESPACE/NAME (cronlock's job "report": @cron/report;
+httpmw's KeyLock of the key 42: @http/42). When NAME is free but @NAMESPACE/NAME is held, a hint
+on stderr names it.
 
-Exit code 3 when the lock and the semaphore are free (the last fence is shown).`,
+Exit code 3 when nothing holds NAME (the last fence is shown).`,
 			examples: []string{"lockkit inspect invoice:42", "lockkit inspect @cron/report --json"}},
 		{name: "release", args: "--force NAME", min: 1, max: 1, setup: setupRelease,
 			summary: "end a stuck hold: delete NAME's lock and permits, wake the waiters",
-			about: `Delete the lock NAME, every permit of the semaphore and every hold of the read-write lock of
-that name, whoever holds them, and wake the next waiter (one permit or read-write waiter per
-freed hold). It shows the holders and asks for
+			about: `Delete every hold of NAME, whoever holds it and in whichever mode (the lock, every permit of
+the semaphore, every read and write hold), and wake the next waiter (one permit or read-write
+waiter per freed hold). It shows the holders (mode, owner, held for, fence) and asks for
 confirmation on stdin unless --yes. The holders learn it at their next renewal (their context
 is cancelled, cause "lost (not_owner)"); until then their work may go on.
 
@@ -73,21 +74,40 @@ Exit code 3 when nothing was held, 4 when not confirmed.`,
 			examples: []string{"lockkit release --force invoice:42", "lockkit release --force --yes @cron/report"}},
 		{name: "watch", args: "NAME", min: 1, max: 1, setup: setupWatch,
 			summary: "print NAME's acquisitions, handoffs, releases, expiries, waiters as they happen",
-			about: `Print what happens to the lock NAME, one line per event, until --for has passed or it is
-interrupted (exit code 0): state (what it found first), acquired (a new holder after a free
-moment), handoff (a new holder right after the last one), released and force-released (the
-release message), expired (a hold that ended without a release: its holder died or stopped
-renewing), free, and waiting (a change in fair waiters or in the processes subscribed to the
-release channel: waiting, or waited in the last 3 s).`,
+			about: `Print what happens to NAME, one line per event, until --for has passed or it is interrupted
+(exit code 0). An event about a holder shows its mode, fence and owner (and TTL when it starts):
+state (what it found first: one line per holder, or "free"), acquired (a new holder), handoff (a
+new holder as another one's hold ended), released (a holder released its hold: the lock's key
+was left free, the hold ended before its lease ran out, or a release message said so),
+force-released (lockkit release --force, Client.ForceRelease), expired (a hold that ended at
+the end of its lease without a release: its holder died or stopped renewing), free (nothing
+holds it any more), and waiting (a change in the waiters queued in Redis or in the processes
+subscribed to its release channels: waiting, or waited in the last 3 s).`,
 			examples: []string{"lockkit watch --for 1m report:daily", "lockkit watch invoice:42 --json"}},
 		{name: "idem", args: "SCOPE KEY", min: 2, max: 2, setup: setupIdem,
 			summary: "an adapter's idempotency record: stored, in progress, or none",
-			about: `Read the idempotency record PREFIXidem:{@SCOPE/KEY} of the exactly-once layer (httpmw,
+			about: `Read the idempotency record PREFIXidem:{@SCOPE/HASH} of the exactly-once layer (httpmw,
 grpcmw). SCOPE is the adapter's namespace (http-idem, grpc-idem; a SCOPE starting with @ is used
-as it is), KEY the hash that "lockkit ls '@http-idem/*'" shows for a request in flight. It says
-whether an outcome is stored (its kind, age from --retention, TTL; the stored value only with
---body), in progress (its lock is held), or none (exit code 3).`,
-			examples: []string{"lockkit idem http-idem KEY", "lockkit idem --body --json http-idem KEY"}},
+as it is). The adapters name a record by the hash of the request's scope and the client's key:
+
+  - for httpmw, give the request and KEY is the client's Idempotency-Key (unquoted): --method and
+    --route (the ServeMux pattern, "POST /orders/{id}", or the path outside one), and the caller
+    as httpmw scoped it: --header 'Authorization: …' and --header 'Cookie: …' as sent (none for
+    an anonymous request), --cert for a client certificate, or --principal for WithScope;
+  - otherwise KEY is the hash, as "lockkit ls '@http-idem/*'" shows it for a request in flight.
+
+It says whether an outcome is stored (its kind, age from --retention, TTL; the stored value only
+with --body), in progress (its lock is held), or none (exit code 3).`,
+			examples: []string{"lockkit idem http-idem KEY", "lockkit idem --body --json http-idem KEY",
+				"lockkit idem http-idem order-1 --method POST --route /orders"}},
+		{name: "version", setup: setupVersion,
+			summary: "the command's version, VCS commit and Go version",
+			about: `Print the module version lockkit was built from ("(devel)" for a build from a checkout), the
+VCS commit and whether the tree had uncommitted changes, and the Go version, as recorded in the
+binary (runtime/debug.ReadBuildInfo), as "go version -m" shows them. go install records the
+version; a build from a checkout records the commit (in a go.work workspace, only with
+go build -buildvcs=true). It reaches no server.`,
+			examples: []string{"lockkit version", "lockkit version --json"}},
 		{name: "help", args: "[COMMAND]", max: 1,
 			summary: "this text, or a command's",
 			about:   `Show the commands and the flags, or what a command does, its arguments and flags.`,
@@ -119,10 +139,10 @@ func lookup(name string) (command, bool) {
 }
 
 const exitCodes = `Exit codes:
-  0  done (inspect: the lock or a permit is held)
+  0  done (inspect: NAME is held)
   1  Redis unreachable, or a command failed
   2  usage error
-  3  nothing there: inspect found the lock and permits free, release found nothing held, idem
+  3  nothing there: inspect found NAME free, release found nothing held, idem
      found no record
   4  release not confirmed
 `
@@ -139,14 +159,15 @@ func writeHelp(w io.Writer) {
 	fmt.Fprint(w, "\n"+exitCodes)
 	fmt.Fprint(w, `
 Holders are shown by the first 12 hex digits of the SHA-256 of their owner token, never the token.
-Redis commands used (for an ACL): docs/security.md. Run "lockkit help COMMAND" or
-"lockkit COMMAND -h" for a command's arguments, flags and examples.
+Durations are written as Go writes them, to the millisecond (1h2m3.5s, 8.7s, 446ms); JSON gives
+them in milliseconds (*_ms). Redis commands used (for an ACL): docs/security.md. Run
+"lockkit help COMMAND" or "lockkit COMMAND -h" for a command's arguments, flags and examples.
 `)
 }
 
 // writeCommandHelp writes what "lockkit help NAME" and "lockkit NAME -h" say.
 func writeCommandHelp(w io.Writer, c command) {
-	fmt.Fprintf(w, "Usage: lockkit %s %s [FLAGS]\n\n%s\n", c.name, c.args, c.about)
+	fmt.Fprintf(w, "Usage: lockkit %s [FLAGS]\n\n%s\n", strings.TrimSpace(c.name+" "+c.args), c.about)
 	if len(c.examples) > 0 {
 		fmt.Fprint(w, "\nExamples:\n")
 		for _, ex := range c.examples {
@@ -193,6 +214,9 @@ func writeFlags(w io.Writer, fs *flag.FlagSet, order ...string) {
 		}
 	})
 	for _, f := range flags {
+		if f.Name == "o" {
+			continue // --output's short name, said in its usage
+		}
 		arg, usage := flag.UnquoteUsage(f)
 		if isBool(f) {
 			arg = ""

@@ -38,23 +38,38 @@ func setupIdem(fs *flag.FlagSet) runner {
 	body := fs.Bool("body", false, "print the stored value (it may hold personal data)")
 	var retention time.Duration
 	durationVar(fs, &retention, "retention", 24*time.Hour, "the adapter's retention, to tell a record's age from its TTL")
+	var req httpRequest
+	req.register(fs)
 	return func(ctx context.Context, e *env, args []string) error {
-		return cmdIdem(ctx, e, args, *body, retention)
+		return cmdIdem(ctx, e, args, *body, retention, &req)
 	}
 }
 
 // cmdIdem reports the idempotency record PREFIX idem:{NAME} and whether its lock NAME is held.
 // NAME is SCOPE/KEY; a SCOPE without '@' is a namespace (http-idem, grpc-idem, cron...), as the
 // adapters name their records' locks (@http-idem/HASH: `lockkit ls '@http-idem/*'` lists them).
-func cmdIdem(ctx context.Context, e *env, pos []string, body bool, retention time.Duration) error {
+// With --method and --route, KEY is the client's Idempotency-Key and HASH is computed from it as
+// httpmw does.
+func cmdIdem(ctx context.Context, e *env, pos []string, body bool, retention time.Duration, req *httpRequest) error {
+	key := pos[1]
+	if req.given() {
+		if pos[0] != "http-idem" {
+			return usageError{error: fmt.Errorf("--method, --route, --header, --cert and --principal describe an HTTP request: they need the scope http-idem, not %q", pos[0])}
+		}
+		hash, err := req.hash(key)
+		if err != nil {
+			return usageError{error: err}
+		}
+		key = hash
+	}
 	locks, rdb, closeAll, err := e.open()
 	if err != nil {
 		return err
 	}
 	defer closeAll()
-	name := pos[0] + "/" + pos[1]
+	name := pos[0] + "/" + key
 	if !strings.HasPrefix(pos[0], "@") && isNamespace(pos[0]) {
-		name = core.Namespaced(pos[0], pos[1])
+		name = core.Namespaced(pos[0], key)
 	}
 	rec := idemRecord{Key: e.prefix + "idem:{" + name + "}", Status: "none"}
 	typ, err := rdb.Type(ctx, rec.Key).Result()
@@ -84,9 +99,27 @@ func cmdIdem(ctx context.Context, e *env, pos []string, body bool, retention tim
 		err = printRecord(e.out, rec)
 	}
 	if err == nil && rec.Status == "none" {
+		if !req.given() && (pos[0] == "http-idem" || pos[0] == "grpc-idem") && !isHash(key) {
+			fmt.Fprintf(e.errOut, "lockkit idem: %q is not a record's hash (64 hex digits): the adapters hash the scope "+
+				"with the client's key; for httpmw, give the request: lockkit idem http-idem %s --method POST --route /orders "+
+				"[--header 'Authorization: …'] (see \"lockkit help idem\")\n", key, key)
+		}
 		return errNotFound
 	}
 	return err
+}
+
+// isHash reports whether s is 64 lower-case hex digits, the name the adapters give a record.
+func isHash(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 func readRecord(ctx context.Context, rdb redis.UniversalClient, rec *idemRecord, body bool) error {
@@ -138,10 +171,10 @@ func printRecord(out io.Writer, rec idemRecord) error {
 			fmt.Fprintf(tw, "kind\t%s\n", rec.Kind)
 		}
 		if rec.AgeMS > 0 {
-			fmt.Fprintf(tw, "age\t%dms (retention − TTL)\n", rec.AgeMS)
+			fmt.Fprintf(tw, "age\t%s (retention − TTL)\n", dur(time.Duration(rec.AgeMS)*time.Millisecond))
 		}
 		if rec.TTLMS > 0 {
-			fmt.Fprintf(tw, "ttl\t%dms\n", rec.TTLMS)
+			fmt.Fprintf(tw, "ttl\t%s\n", dur(time.Duration(rec.TTLMS)*time.Millisecond))
 		}
 		if rec.Type == "hash" {
 			fmt.Fprintf(tw, "fields\t%d %v\n", rec.Size, rec.Fields)

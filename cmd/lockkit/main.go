@@ -26,10 +26,10 @@ import (
 
 // Exit codes.
 const (
-	exitOK       = 0 // done; for inspect, the lock or a permit of its semaphore is held
+	exitOK       = 0 // done; for inspect, the name is held
 	exitFailed   = 1 // Redis could not be reached, refused a command, or answered unexpectedly
 	exitUsage    = 2 // bad command line
-	exitNotFound = 3 // inspect: the lock and its semaphore are free; release: neither was held; idem: no record
+	exitNotFound = 3 // inspect: the name is free; release: nothing was held; idem: no record
 	exitAborted  = 4 // release: not confirmed
 )
 
@@ -214,7 +214,7 @@ func flagMessage(msg string) string {
 	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
 		return "unknown flag --" + name
 	}
-	return flagDash.ReplaceAllString(msg, "$1--$2")
+	return strings.ReplaceAll(flagDash.ReplaceAllString(msg, "$1--$2"), "flag --o:", "flag -o:")
 }
 
 // open connects as the flags say and returns a core.Client over the connection (which sends only

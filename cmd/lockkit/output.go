@@ -10,7 +10,12 @@ import (
 	"github.com/lockkit/lockkit/core"
 )
 
+// How a name and its holders are shown, the same way by ls, inspect and watch: the name's mode
+// and, for every holder, its mode, owner (who), fence and TTL; durations as dur writes them.
+
+// jsonHolder is a holder in JSON output (ls, inspect, release, watch).
 type jsonHolder struct {
+	Mode      string     `json:"mode"` // lock, write, read, permit
 	Digest    string     `json:"digest"`
 	Holds     int64      `json:"holds"`
 	Acquired  *time.Time `json:"acquired,omitempty"`
@@ -22,48 +27,35 @@ type jsonHolder struct {
 	Label     string     `json:"label,omitempty"`
 }
 
+// jsonLock is a name in JSON output (ls, inspect; release's "was").
 type jsonLock struct {
 	Name    string       `json:"name"`
 	Key     string       `json:"key"`
 	Held    bool         `json:"held"`
+	Mode    string       `json:"mode"` // lock, write, read, permit; "" when free
 	Holders []jsonHolder `json:"holders"`
 	TTLMS   int64        `json:"ttl_ms"`
 	Fence   int64        `json:"fence"`
-	Queued  int          `json:"queued"`
-	// The semaphore of the same name (core.Permits): its live permits, limit and fair waiters.
-	Permits       []jsonHolder `json:"permits"`
-	Limit         int          `json:"limit"`
-	PermitsQueued int          `json:"permits_queued"`
-	// The read-write lock of the same name (core.Read, core.Write): its readers, its writer and its
-	// queued waiters (left out when there are none).
-	Readers  []jsonHolder `json:"readers,omitempty"`
-	Writer   *jsonHolder  `json:"writer,omitempty"`
-	RWQueued int          `json:"rw_queued,omitempty"`
+	Limit   int          `json:"limit,omitempty"` // the semaphore's, while permits are held
+	// The waiters queued in Redis: a lock's fair waiters, permit waiters, read-write waiters.
+	Queued        int `json:"queued"`
+	PermitsQueued int `json:"permits_queued"`
+	RWQueued      int `json:"rw_queued"`
 }
 
 func toJSON(info core.LockInfo) jsonLock {
-	j := jsonLock{Name: info.Name, Key: info.Key, Held: info.Held, Holders: []jsonHolder{}, TTLMS: info.TTL.Milliseconds(),
-		Fence: info.Fence, Queued: info.Queued, Permits: []jsonHolder{}, Limit: info.Limit, PermitsQueued: info.PermitsQueued}
+	j := jsonLock{Name: info.Name, Key: info.Key, Held: info.Held, Mode: info.Mode, Holders: []jsonHolder{},
+		TTLMS: info.TTL.Milliseconds(), Fence: info.Fence, Limit: info.Limit, Queued: info.Queued,
+		PermitsQueued: info.PermitsQueued, RWQueued: info.RWQueued}
 	for _, h := range info.Holders {
 		j.Holders = append(j.Holders, holderJSON(h))
 	}
-	for _, h := range info.Permits {
-		j.Permits = append(j.Permits, holderJSON(h))
-	}
-	for _, h := range info.Readers {
-		j.Readers = append(j.Readers, holderJSON(h))
-	}
-	if info.Writer != nil {
-		w := holderJSON(*info.Writer)
-		j.Writer = &w
-	}
-	j.RWQueued = info.RWQueued
 	return j
 }
 
 func holderJSON(h core.HolderInfo) jsonHolder {
-	j := jsonHolder{Digest: h.Digest, Holds: h.Holds, HeldForMS: h.HeldFor.Milliseconds(), TTLMS: h.TTL.Milliseconds(),
-		Fence: h.Fence, Host: h.Host, PID: h.PID, Label: h.Label}
+	j := jsonHolder{Mode: h.Mode, Digest: h.Digest, Holds: h.Holds, HeldForMS: h.HeldFor.Milliseconds(),
+		TTLMS: h.TTL.Milliseconds(), Fence: h.Fence, Host: h.Host, PID: h.PID, Label: h.Label}
 	if !h.Acquired.IsZero() {
 		at := h.Acquired.UTC()
 		j.Acquired = &at
@@ -71,9 +63,16 @@ func holderJSON(h core.HolderInfo) jsonHolder {
 	return j
 }
 
-// inUse reports whether a name's lock, any permit of its semaphore or its read-write lock is held.
-func inUse(info core.LockInfo) bool {
-	return info.Held || len(info.Permits) > 0 || len(info.Readers) > 0 || info.Writer != nil
+// queued is the number of waiters queued in Redis for the name, whatever they wait for.
+func queued(info core.LockInfo) int { return info.Queued + info.PermitsQueued + info.RWQueued }
+
+// modeText is a mode as the text output shows it: lock, write, read, or permit/N for a permit of a
+// semaphore whose limit is N.
+func modeText(mode string, limit int) string {
+	if mode == "permit" && limit > 0 {
+		return fmt.Sprintf("permit/%d", limit)
+	}
+	return mode
 }
 
 func printJSON(w io.Writer, v any) error {
@@ -85,6 +84,8 @@ func printJSON(w io.Writer, v any) error {
 	return err
 }
 
+// dur is how the text output writes every duration: Go's, rounded to the millisecond (1h2m3.5s,
+// 8.7s, 446ms). JSON writes milliseconds (*_ms fields).
 func dur(d time.Duration) string { return d.Round(time.Millisecond).String() }
 
 // who describes a holder in one line: "DIGEST host/pid label".
@@ -99,6 +100,18 @@ func who(h core.HolderInfo) string {
 	return s
 }
 
+// holderLine describes a holder in one line, as watch and release show it:
+// "mode=MODE fence=F holder=DIGEST host/pid label", then " ttl=T" when withTTL.
+func holderLine(h core.HolderInfo, limit int, withTTL bool) string {
+	s := fmt.Sprintf("mode=%s fence=%d holder=%s", modeText(h.Mode, limit), h.Fence, who(h))
+	if withTTL {
+		s += " ttl=" + dur(h.TTL)
+	}
+	return s
+}
+
+// printInfo writes inspect's text: the name, whether it is held and in which mode, every holder
+// with its mode, TTL and fence, and the waiters queued in Redis.
 func printInfo(out io.Writer, info core.LockInfo) error {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "lock\t%s\n", info.Name)
@@ -108,71 +121,30 @@ func printInfo(out io.Writer, info core.LockInfo) error {
 		fmt.Fprintf(tw, "last fence\t%d\n", info.Fence)
 	} else {
 		fmt.Fprintf(tw, "held\tyes\n")
+		fmt.Fprintf(tw, "mode\t%s\n", modeText(info.Mode, info.Limit))
 		for _, h := range info.Holders {
-			printHolder(tw, "holder", h)
-			fmt.Fprintf(tw, "  holds\t%d\n", h.Holds)
+			fmt.Fprintf(tw, "holder\t%s\n", h.Digest)
+			fmt.Fprintf(tw, "  mode\t%s\n", modeText(h.Mode, info.Limit))
+			if h.Host != "" {
+				fmt.Fprintf(tw, "  host\t%s\n  pid\t%d\n", h.Host, h.PID)
+			}
+			if h.Label != "" {
+				fmt.Fprintf(tw, "  label\t%s\n", h.Label)
+			}
+			if !h.Acquired.IsZero() {
+				fmt.Fprintf(tw, "  since\t%s (%s ago, by the Redis clock)\n", h.Acquired.UTC().Format(time.RFC3339Nano), dur(h.HeldFor))
+			}
+			fmt.Fprintf(tw, "  holds\t%d\n  ttl\t%s\n  fence\t%d\n", h.Holds, dur(h.TTL), h.Fence)
 		}
 		fmt.Fprintf(tw, "ttl\t%s\n", dur(info.TTL))
 		fmt.Fprintf(tw, "fence\t%d\n", info.Fence)
 	}
 	fmt.Fprintf(tw, "fair waiters\t%d\n", info.Queued)
-	if len(info.Permits) > 0 || info.PermitsQueued > 0 {
-		fmt.Fprintf(tw, "permits\t%d held of %d\n", len(info.Permits), info.Limit)
-		for _, h := range info.Permits {
-			printHolder(tw, "permit", h)
-			fmt.Fprintf(tw, "  ttl\t%s\n  fence\t%d\n", dur(h.TTL), h.Fence)
-		}
+	if info.PermitsQueued > 0 || info.Mode == "permit" {
 		fmt.Fprintf(tw, "permit waiters\t%d\n", info.PermitsQueued)
 	}
-	if hs := rwHolders(info); len(hs) > 0 || info.RWQueued > 0 {
-		fmt.Fprintf(tw, "read-write lock\t%s\n", rwSummary(info))
-		for _, h := range hs {
-			printHolder(tw, h.mode, h.HolderInfo)
-			fmt.Fprintf(tw, "  ttl\t%s\n  fence\t%d\n", dur(h.TTL), h.Fence)
-		}
+	if info.RWQueued > 0 || info.Mode == "read" || info.Mode == "write" {
 		fmt.Fprintf(tw, "read-write waiters\t%d\n", info.RWQueued)
 	}
 	return tw.Flush()
-}
-
-// rwHolder is a holder of a read-write lock and its side.
-type rwHolder struct {
-	core.HolderInfo
-	mode string // "write" or "read"
-}
-
-// rwHolders lists the writer, then the readers of a name's read-write lock.
-func rwHolders(info core.LockInfo) []rwHolder {
-	var hs []rwHolder
-	if info.Writer != nil {
-		hs = append(hs, rwHolder{*info.Writer, "write"})
-	}
-	for _, h := range info.Readers {
-		hs = append(hs, rwHolder{h, "read"})
-	}
-	return hs
-}
-
-// rwSummary describes who holds a read-write lock: "written", "N readers" or "free".
-func rwSummary(info core.LockInfo) string {
-	switch {
-	case info.Writer != nil:
-		return "written"
-	case len(info.Readers) > 0:
-		return fmt.Sprintf("%d readers", len(info.Readers))
-	}
-	return "free"
-}
-
-func printHolder(tw io.Writer, kind string, h core.HolderInfo) {
-	fmt.Fprintf(tw, "%s\t%s\n", kind, h.Digest)
-	if h.Host != "" {
-		fmt.Fprintf(tw, "  host\t%s\n  pid\t%d\n", h.Host, h.PID)
-	}
-	if h.Label != "" {
-		fmt.Fprintf(tw, "  label\t%s\n", h.Label)
-	}
-	if !h.Acquired.IsZero() {
-		fmt.Fprintf(tw, "  since\t%s (%s ago, by the Redis clock)\n", h.Acquired.UTC().Format(time.RFC3339Nano), dur(h.HeldFor))
-	}
 }

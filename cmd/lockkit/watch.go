@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -12,14 +13,15 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// event is one line of watch's output.
+// event is one line of watch's output: the name's state, or what happened to one holder.
 type event struct {
 	Time        time.Time   `json:"time"`
 	Event       string      `json:"event"` // state, acquired, handoff, released, force-released, expired, free, waiting
+	Mode        string      `json:"mode,omitempty"`
 	Fence       int64       `json:"fence,omitempty"`
 	Holder      *jsonHolder `json:"holder,omitempty"`
 	TTLMS       int64       `json:"ttl_ms,omitempty"`
-	FairWaiters int         `json:"fair_waiters"`
+	Queued      int         `json:"queued"`
 	Subscribers int         `json:"subscribed_processes"`
 }
 
@@ -35,8 +37,8 @@ func setupWatch(fs *flag.FlagSet) runner {
 	}
 }
 
-// cmdWatch prints what happens to a lock: from its release channel (releases, as they happen) and
-// from polling (acquisitions, handoffs, expiries, waiters).
+// cmdWatch prints what happens to a name: from polling (acquisitions, handoffs, holds ended,
+// waiters) and from its release channels (which tell a forced release).
 func cmdWatch(ctx context.Context, e *env, name string, forD, interval time.Duration) error {
 	locks, rdb, closeAll, err := e.open()
 	if err != nil {
@@ -48,46 +50,74 @@ func cmdWatch(ctx context.Context, e *env, name string, forD, interval time.Dura
 		ctx, cancel = context.WithTimeout(ctx, forD)
 		defer cancel()
 	}
-	w := &watcher{locks: locks, rdb: rdb, name: name, out: e.out, json: e.json}
-	w.ch = e.prefix + "{" + w.name + "}:released"
+	base := e.prefix + "{" + name + "}"
+	w := &watcher{locks: locks, rdb: rdb, name: name, key: base, out: e.out, json: e.json,
+		chans:    []string{base + ":released", base + ":permits:released", base + ":rw:released"},
+		deadline: map[holderID]time.Time{}}
 	return w.run(ctx, interval)
+}
+
+// holderID tells holders apart: a renewal or a re-entry keeps it, a new acquisition changes it.
+type holderID struct {
+	mode, digest string
+	fence        int64
+}
+
+func idOf(h core.HolderInfo) holderID { return holderID{h.Mode, h.Digest, h.Fence} }
+
+// message is a release message not yet matched with the end of a hold.
+type message struct {
+	channel int // index in watcher.chans
+	force   bool
+	at      time.Time
 }
 
 type watcher struct {
 	locks *core.Client
 	rdb   redis.UniversalClient
 	name  string
-	ch    string
+	key   string   // the lock's key
+	chans []string // the release channels of the lock, the semaphore, the read-write lock
 	out   io.Writer
 	json  bool
 
 	last     core.LockInfo
+	deadline map[holderID]time.Time // by the local clock: a holder of last lives at least until then
 	subs     int
-	released bool // a release message came since the last poll that saw the lock held
+	pending  []message
 }
 
 func (w *watcher) run(ctx context.Context, interval time.Duration) error {
 	var ps *redis.PubSub
 	cl, cluster := w.rdb.(*redis.ClusterClient)
 	if cluster {
-		ps = cl.SSubscribe(ctx, w.ch)
+		ps = cl.SSubscribe(ctx, w.chans...)
 	} else {
-		ps = w.rdb.Subscribe(ctx, w.ch)
+		ps = w.rdb.Subscribe(ctx, w.chans...)
 	}
 	defer ps.Close()
-	if _, err := ps.Receive(ctx); err != nil { // the subscription's confirmation
-		if ctx.Err() != nil {
-			return nil
+	for range w.chans { // the subscriptions' confirmations
+		if _, err := ps.Receive(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("subscribe: %w", err)
 		}
-		return fmt.Errorf("subscribe: %w", err)
 	}
 	msgs := ps.Channel()
+	sent := time.Now()
 	info, subs, err := w.read(ctx)
 	if err != nil {
 		return err
 	}
 	w.last, w.subs = info, subs
-	w.emit("state", info)
+	w.track(info, sent)
+	if !info.Held {
+		w.emit("state", info, nil)
+	}
+	for _, h := range info.Holders {
+		w.emit("state", info, &h)
+	}
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	var settle time.Time
@@ -96,10 +126,9 @@ func (w *watcher) run(ctx context.Context, interval time.Duration) error {
 		case <-ctx.Done():
 			return nil
 		case m := <-msgs:
-			w.emit(releaseKind(m), w.last)
-			w.released = true
-			// Read the lock once the woken waiter had time to take it: a handoff then shows as
-			// one, rather than as a free lock and an acquisition, whatever the timing.
+			w.note(m)
+			// Read the name once the woken waiter had time to take it: a handoff then shows as
+			// one, rather than as a free name and an acquisition, whatever the timing.
 			settle = time.Now().Add(handoffWithin)
 			continue
 		case now := <-tick.C:
@@ -116,7 +145,16 @@ func (w *watcher) run(ctx context.Context, interval time.Duration) error {
 	}
 }
 
-// read reads the lock and how many processes are subscribed to its release channel (waiting, or
+// note keeps a release message until a poll finds the hold it ended.
+func (w *watcher) note(m *redis.Message) {
+	for i, c := range w.chans {
+		if m.Channel == c {
+			w.pending = append(w.pending, message{channel: i, force: strings.HasPrefix(m.Payload, "c:force/"), at: time.Now()})
+		}
+	}
+}
+
+// read reads the name and how many processes are subscribed to its release channels (waiting, or
 // waited within the last seconds), not counting this one.
 func (w *watcher) read(ctx context.Context) (core.LockInfo, int, error) {
 	info, err := w.locks.Inspect(ctx, w.name)
@@ -125,74 +163,168 @@ func (w *watcher) read(ctx context.Context) (core.LockInfo, int, error) {
 	}
 	var n map[string]int64
 	if cl, ok := w.rdb.(*redis.ClusterClient); ok {
-		n, err = cl.PubSubShardNumSub(ctx, w.ch).Result()
+		n, err = cl.PubSubShardNumSub(ctx, w.chans...).Result()
 	} else {
-		n, err = w.rdb.PubSubNumSub(ctx, w.ch).Result()
+		n, err = w.rdb.PubSubNumSub(ctx, w.chans...).Result()
 	}
 	if err != nil {
 		return info, 0, err
 	}
-	return info, max(int(n[w.ch])-1, 0), nil
+	subs := 0
+	for _, c := range w.chans {
+		subs += max(int(n[c])-1, 0)
+	}
+	return info, subs, nil
 }
 
-// handoffWithin is how long after a release watch reads the lock: a waiter woken by the release
+// track records when each holder's lease ends at the earliest: its TTL counted from the moment the
+// read was sent (Redis read it later).
+func (w *watcher) track(info core.LockInfo, sent time.Time) {
+	clear(w.deadline)
+	for _, h := range info.Holders {
+		w.deadline[idOf(h)] = sent.Add(h.TTL)
+	}
+}
+
+// handoffWithin is how long after a release watch reads the name: a waiter woken by the release
 // takes it within a few milliseconds.
 const handoffWithin = 50 * time.Millisecond
 
-// releaseKind tells a forced release (Client.ForceRelease) from a holder's.
-func releaseKind(m *redis.Message) string {
-	if strings.HasPrefix(m.Payload, "c:force/") {
-		return "force-released"
+// channelOf returns the index of the release channel of a mode.
+func channelOf(mode string) int {
+	switch mode {
+	case "permit":
+		return 1
+	case "read", "write":
+		return 2
 	}
-	return "released"
+	return 0
 }
 
 func (w *watcher) poll(ctx context.Context, msgs <-chan *redis.Message) error {
+	sent := time.Now()
 	info, subs, err := w.read(ctx)
 	if err != nil {
 		return err
 	}
-	was, now := w.last, info
-	changed := was.Held != now.Held || (now.Held && now.Fence != was.Fence)
-	if changed && was.Held && !w.released {
-		// The release message may trail the poll's answer (another connection): wait a moment.
-		select {
-		case m := <-msgs:
-			w.emit(releaseKind(m), was)
-			w.released = true
-		case <-time.After(50 * time.Millisecond):
-			w.emit("expired", was) // not released: its holder stopped renewing, or lost it
+	seen := time.Now()
+	was := w.last
+	now := map[holderID]bool{}
+	for _, h := range info.Holders {
+		now[idOf(h)] = true
+	}
+	ended := 0
+	for _, h := range was.Holders {
+		if now[idOf(h)] {
+			continue
 		}
+		ended++
+		kind, err := w.ended(ctx, h, info, seen, msgs)
+		if err != nil {
+			return err
+		}
+		w.emit(kind, was, &h)
 	}
-	switch {
-	case changed && now.Held && was.Held:
-		w.emit("handoff", now)
-	case changed && now.Held:
-		w.emit("acquired", now)
-	case changed:
-		w.emit("free", now)
+	before := map[holderID]bool{}
+	for _, h := range was.Holders {
+		before[idOf(h)] = true
 	}
-	if changed || !now.Held {
-		w.released = false
+	for _, h := range info.Holders {
+		if before[idOf(h)] {
+			continue
+		}
+		kind := "acquired"
+		if ended > 0 {
+			kind = "handoff"
+		}
+		w.emit(kind, info, &h)
 	}
-	w.last = now
-	if subs != w.subs || now.Queued != was.Queued {
+	if was.Held && !info.Held {
+		w.emit("free", info, nil)
+	}
+	w.last = info
+	w.track(info, sent)
+	w.pending = dropOld(w.pending, time.Now().Add(-time.Second))
+	if subs != w.subs || queued(info) != queued(was) {
 		w.subs = subs
-		w.emit("waiting", now)
+		w.emit("waiting", info, nil)
 	}
 	return nil
 }
 
-func (w *watcher) emit(kind string, info core.LockInfo) {
-	ev := event{Time: time.Now().UTC(), Event: kind, FairWaiters: info.Queued, Subscribers: w.subs}
-	if info.Held {
-		ev.Fence = info.Fence
-		if kind == "state" || kind == "acquired" || kind == "handoff" {
-			ev.TTLMS = info.TTL.Milliseconds()
+// ended tells how a hold that a poll no longer finds ended: force-released or released when a
+// message on its release channel says so; else released when the lock's key holds a free value
+// (a release leaves one; an expiry leaves no key), or when it ended before its lease could run
+// out; else expired: its holder died or stopped renewing.
+func (w *watcher) ended(ctx context.Context, h core.HolderInfo, now core.LockInfo, seen time.Time, msgs <-chan *redis.Message) (string, error) {
+	ch := channelOf(h.Mode)
+	take := func() (string, bool) {
+		for i, m := range w.pending {
+			if m.channel == ch {
+				w.pending = append(w.pending[:i], w.pending[i+1:]...)
+				if m.force {
+					return "force-released", true
+				}
+				return "released", true
+			}
 		}
-		if len(info.Holders) > 0 {
-			h := toJSON(info).Holders[0]
-			ev.Holder = &h
+		return "", false
+	}
+	if kind, ok := take(); ok {
+		return kind, nil
+	}
+	// The message may trail the poll's answer (another connection): wait a moment for it.
+	timeout := time.After(handoffWithin)
+wait:
+	for {
+		select {
+		case m := <-msgs:
+			w.note(m)
+			if kind, ok := take(); ok {
+				return kind, nil
+			}
+		case <-timeout:
+			break wait
+		}
+	}
+	if h.Mode == "lock" && !now.Held {
+		v, err := w.rdb.Get(ctx, w.key).Result()
+		switch {
+		case errors.Is(err, redis.Nil):
+			return "expired", nil
+		case err != nil:
+			return "", err
+		case strings.HasPrefix(v, "\x00"): // "" FENCE BASE: freed by a release (docs/keys.md)
+			return "released", nil
+		}
+	}
+	if d, ok := w.deadline[idOf(h)]; ok && seen.Before(d) {
+		return "released", nil
+	}
+	return "expired", nil
+}
+
+// dropOld drops the messages that came before t: they matched no hold a poll saw end.
+func dropOld(ms []message, t time.Time) []message {
+	kept := ms[:0]
+	for _, m := range ms {
+		if !m.at.Before(t) {
+			kept = append(kept, m)
+		}
+	}
+	return kept
+}
+
+// emit prints an event about the name (h nil: state free, free, waiting) or about one of its
+// holders: its mode, fence, who, and its TTL when the event starts or shows a hold.
+func (w *watcher) emit(kind string, info core.LockInfo, h *core.HolderInfo) {
+	ev := event{Time: time.Now().UTC(), Event: kind, Queued: queued(info), Subscribers: w.subs}
+	live := kind == "state" || kind == "acquired" || kind == "handoff"
+	if h != nil {
+		j := holderJSON(*h)
+		ev.Mode, ev.Fence, ev.Holder = h.Mode, h.Fence, &j
+		if live {
+			ev.TTLMS = h.TTL.Milliseconds()
 		}
 	}
 	if w.json {
@@ -202,14 +334,11 @@ func (w *watcher) emit(kind string, info core.LockInfo) {
 	line := ev.Time.Format("15:04:05.000") + " " + kind
 	switch {
 	case kind == "waiting":
-		line += fmt.Sprintf(" fair=%d processes=%d", ev.FairWaiters, ev.Subscribers)
-	case kind == "state" && !info.Held:
+		line += fmt.Sprintf(" queued=%d processes=%d", ev.Queued, ev.Subscribers)
+	case h != nil:
+		line += " " + holderLine(*h, info.Limit, live)
+	case kind == "state":
 		line += " free"
-	case info.Held && len(info.Holders) > 0:
-		line += fmt.Sprintf(" fence=%d holder=%s", info.Fence, who(info.Holders[0]))
-		if ev.TTLMS > 0 {
-			line += " ttl=" + dur(info.TTL)
-		}
 	}
 	fmt.Fprintln(w.out, line)
 }

@@ -16,8 +16,9 @@ import (
 )
 
 // watch reports, in order: the lock's state, an acquisition, a waiting process, a release handed
-// to the waiter, the waiter's subscription ending, a forced release, and a holder that stopped
-// renewing (expired); it stops on SIGINT with exit code 0.
+// to the waiter, the waiter's subscription ending, a forced release, a release with nobody
+// waiting, a read hold released, and a holder that stopped renewing (expired); each event about a
+// holder shows its mode and fence; it stops on SIGINT with exit code 0.
 func TestCLI_watch(t *testing.T) {
 	bin := build(t)
 	srv := redistest.Start(t)
@@ -89,6 +90,31 @@ func TestCLI_watch(t *testing.T) {
 		t.Fatalf("ForceRelease: %v %v", ok, err)
 	}
 	expect("force-released")
+	expect("free")
+	// A release with nobody waiting publishes nothing: the free value it leaves tells it from an
+	// expiry (it said "expired").
+	la, err = a.Acquire(ctx, "jobs:nightly", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.maskLock(la, "a2")
+	expect("acquired")
+	if err := la.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	expect("released")
+	expect("free")
+	// A read hold, released before its lease ran out.
+	lr, err := b.Acquire(ctx, "jobs:nightly", 10*time.Second, core.Read())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.maskLock(lr, "reader")
+	expect("acquired")
+	if err := lr.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	expect("released")
 	expect("free")
 	// A holder that stops renewing: its lock expires without a release.
 	rdb.Set(ctx, "lockkit:{jobs:nightly}", "dead-holder-token\x00777\x00h\x000\x00\x00\x00", 0) // see core/internal/script/lua/lock.lua
