@@ -25,8 +25,8 @@
 // the run again. The Locker locks per run instead, with the exactly-once layer that cronlock's
 // tick markers use:
 //
-//   - The lock NewJob installs on the job names the run by the job's activation nearest to the replica's clock (WithClock, the
-//     scheduler's clock). gocron fires a run when that clock reads the activation, so the name is
+//   - The lock NewJob installs on the job names the run by the job's activation nearest to the
+//     replica's clock (WithClock, the scheduler's clock). gocron fires a run when that clock reads the activation, so the name is
 //     the activation itself on every replica, whatever the skew between their clocks: only the
 //     scheduler's dispatch delay separates the two, and a run more than half a second (or half the
 //     period of a shorter DurationJob) from an activation is refused with ErrOffSchedule instead
