@@ -2,6 +2,9 @@ package main_test
 
 import (
 	"context"
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -143,6 +146,88 @@ func TestCLI_hints(t *testing.T) {
 		_, stderr, code := s.run3("", "ls", "--url", tc.url)
 		if code != 1 || !regexp.MustCompile(`(?m)^`+tc.hint+`$`).MatchString(stderr) {
 			t.Errorf("lockkit ls --url %s: exit %d, want 1 and %s:\n%s", tc.url, code, tc.hint, stderr)
+		}
+	}
+}
+
+// -o json, -o text and --output select the output format, before or after the command, as
+// kubectl's and etcdctl's -o (#37: "-o json" answered "unknown flag --o").
+func TestCLI_outputFlag(t *testing.T) {
+	bin := build(t)
+	srv := redistest.Start(t)
+	acquire(t, locktest.NewClient(t, srv.Client(t)), context.Background(), "x")
+	s := newSession(t, bin, "REDIS_URL=redis://"+srv.Addr())
+	for _, tc := range []struct {
+		args []string
+		json bool
+	}{
+		{[]string{"-o", "json", "inspect", "x"}, true},
+		{[]string{"inspect", "x", "-o", "json"}, true},
+		{[]string{"inspect", "-o=json", "x"}, true},
+		{[]string{"--output", "json", "inspect", "x"}, true},
+		{[]string{"inspect", "x", "--output=json"}, true},
+		{[]string{"inspect", "x", "-o", "text"}, false},
+		{[]string{"--json", "inspect", "x", "-o", "text"}, false},
+	} {
+		out, stderr, code := s.run3("", tc.args...)
+		var o map[string]any
+		isJSON := json.Unmarshal([]byte(out), &o) == nil
+		if code != 0 || stderr != "" || isJSON != tc.json || (!tc.json && !heldYes.MatchString(out)) {
+			t.Errorf("lockkit %s: exit %d, JSON %v (want %v):\n%s%s", strings.Join(tc.args, " "), code, isJSON, tc.json, out, stderr)
+		}
+	}
+	if _, stderr, code := s.run3("", "inspect", "x", "-o", "yaml"); code != 2 || !strings.HasPrefix(stderr, `lockkit inspect: invalid value "yaml" for flag -o: want text or json`) {
+		t.Errorf("-o yaml: exit %d, want 2 and what -o takes:\n%s", code, stderr)
+	}
+}
+
+// version prints the module version and the VCS commit the binary records, as "go version -m"
+// reads them, in text and JSON, without a server (#37).
+func TestCLI_version(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "lockkit")
+	if out, err := exec.Command("go", "build", "-buildvcs=true", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	m, err := exec.Command("go", "version", "-m", bin).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev := regexp.MustCompile(`(?m)^\s+build\s+vcs\.revision=([0-9a-f]{40})$`).FindStringSubmatch(string(m))
+	if rev == nil {
+		t.Skipf("the binary records no VCS commit (not built from a git checkout):\n%s", m)
+	}
+	mod := regexp.MustCompile(`(?m)^\s+mod\s+github.com/lockkit/lockkit\s+(\S+)`).FindStringSubmatch(string(m))
+	if mod == nil {
+		t.Fatalf("no module version in:\n%s", m)
+	}
+	s := newSession(t, bin, "REDIS_URL=redis://"+locktest.FreeAddr(t))
+	out, stderr, code := s.run3("", "version")
+	want := regexp.MustCompile(`^lockkit ` + regexp.QuoteMeta(mod[1]) + ` commit ` + rev[1] + `( \(modified\))? of \S+ go1\.\S+\n$`)
+	if code != 0 || stderr != "" || !want.MatchString(out) {
+		t.Errorf("lockkit version: exit %d, %q, want it to match %s; stderr %q", code, out, want, stderr)
+	}
+	out, _, code = s.run3("", "version", "-o", "json")
+	var v struct{ Version, Commit, Go string }
+	if err := json.Unmarshal([]byte(out), &v); err != nil || code != 0 || v.Version != mod[1] || v.Commit != rev[1] || v.Go == "" {
+		t.Errorf("lockkit version -o json: exit %d, %v: %s", code, err, out)
+	}
+}
+
+// With Redis down every command says one error and one hint on stderr, nothing from go-redis's
+// pool (#37: 4 to 7 lines of "redis: connection pool: failed to dial" came first).
+func TestCLI_serverDown_oneErrorPerCommand(t *testing.T) {
+	bin := build(t)
+	closed := locktest.FreeAddr(t)
+	s := newSession(t, bin, "REDIS_URL=redis://"+closed)
+	for _, args := range [][]string{
+		{"ls"}, {"inspect", "x"}, {"watch", "--for", "1s", "x"}, {"idem", "http-idem", "k"},
+		{"release", "--force", "--yes", "x"}, {"ls", "--cluster"}, {"ls", "--sentinel", closed, "--master", "m"},
+	} {
+		out, stderr, code := s.run3("", args...)
+		lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+		if code != 1 || out != "" || len(lines) != 2 || !strings.HasPrefix(lines[0], "lockkit "+args[0]+": ") ||
+			!strings.Contains(lines[0], closed) || !strings.HasPrefix(lines[1], "hint: cannot reach ") || !strings.Contains(lines[1], closed) {
+			t.Errorf("lockkit %s: exit %d, want 1 and two lines on stderr, the error and a hint naming %s:\n%s", strings.Join(args, " "), code, closed, stderr)
 		}
 	}
 }

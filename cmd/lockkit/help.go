@@ -102,11 +102,11 @@ with --body), in progress (its lock is held), or none (exit code 3).`,
 				"lockkit idem http-idem order-1 --method POST --route /orders"}},
 		{name: "version", setup: setupVersion,
 			summary: "the command's version, VCS commit and Go version",
-			about: `Print the module version lockkit was built from ("(devel)" for a build from a checkout), the
-VCS commit and whether the tree had uncommitted changes, and the Go version, as recorded in the
-binary (runtime/debug.ReadBuildInfo), as "go version -m" shows them. go install records the
-version; a build from a checkout records the commit (in a go.work workspace, only with
-go build -buildvcs=true). It reaches no server.`,
+			about: `Print the module version lockkit was built from, the VCS commit and whether the tree had
+uncommitted changes, and the Go version, as the binary records them (runtime/debug.ReadBuildInfo,
+what "go version -m" shows). go install records the version; a build from a checkout records
+the commit and a pseudo-version (in a go.work workspace only with go build -buildvcs=true;
+without, the version is "(devel)"). It reaches no server.`,
 			examples: []string{"lockkit version", "lockkit version --json"}},
 		{name: "help", args: "[COMMAND]", max: 1,
 			summary: "this text, or a command's",

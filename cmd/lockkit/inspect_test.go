@@ -19,9 +19,9 @@ func TestInspect_hintsTheNamespacedNamesake(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
 	c := locktest.NewClient(t, srv.Client(t))
-	acquire(t, c, ctx, "42", core.InNamespace("http"))                   // httpmw KeyLock's key 42
+	acquire(t, c, ctx, "42", core.InNamespace("http"))                  // httpmw KeyLock's key 42
 	acquire(t, c, ctx, "7", core.InNamespace("asynq"), core.Permits(2)) // asynqlock WithLimit
-	acquire(t, c, ctx, "a/42", core.InNamespace("x"))                    // @x/a/42: the name a/42
+	acquire(t, c, ctx, "a/42", core.InNamespace("x"))                   // @x/a/42: the name a/42
 	s := newSession(t, bin, "REDIS_URL=redis://"+srv.Addr())
 	for _, tc := range []struct {
 		name, hint string // hint: the namesakes stderr names, "" for none
