@@ -84,7 +84,7 @@ func (n *node) acked(ctx context.Context, call script.Call, need func(reply any)
 		return n.ackedPipeline(ctx, call, need)
 	}
 	defer cn.Close()
-	v, err := call.Run(ctx, cn).Result() // EVALSHA, and EVAL on NOSCRIPT
+	v, err := call.Run(ctx, script.Via(n.send, cn)).Result() // EVALSHA, and EVAL on NOSCRIPT
 	if err != nil {
 		return 0, err
 	}
@@ -110,7 +110,7 @@ func (n *node) ackedPipeline(ctx context.Context, call script.Call, need func(re
 		_, _ = p.Exec(ctx)
 		return ev, w
 	}
-	ev, w := send(call.Cmd(ctx))
+	ev, w := send(call.Cmd(ctx, n.send))
 	if script.IsNoScript(ev.Err()) {
 		ev, w = send(call.Eval(ctx))
 	}

@@ -21,7 +21,7 @@ type splitRunner struct {
 }
 
 func (r splitRunner) Process(ctx context.Context, cmd redis.Cmder) error {
-	if args := cmd.Args(); len(args) > 1 && args[1] == script.Scripts().Acquire.Hash() {
+	if args := cmd.Args(); len(args) > 1 && args[1] == ScriptSHA1(script.Scripts().Acquire.Source) {
 		return r.acquire.Process(ctx, cmd)
 	}
 	return r.rest.Process(ctx, cmd)
@@ -48,7 +48,7 @@ func TestGiveBack_waitsForAnAcquisitionLeftInThePipeline(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := c.st.(*node)
-	n.send = splitRunner{acquire: pipe.New(rdb, 1), rest: srv.Client(t)} // (the rest: no delay)
+	n.send = script.NewSender(splitRunner{acquire: pipe.New(rdb, 1), rest: srv.Client(t)}) // (the rest: no delay)
 
 	ap, err := rdb.AsyncAutoPipeline() // the Sender's pipeliner: go-redis caches one per client
 	if err != nil {

@@ -37,7 +37,7 @@ func (h *slowAcquire) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 }
 
 func (h *slowAcquire) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	acquire, release := script.Scripts().Acquire.Hash(), script.Scripts().Release.Hash()
+	acquire, release := core.ScriptSHA1(script.Scripts().Acquire.Source), core.ScriptSHA1(script.Scripts().Release.Source)
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		args := cmd.Args()
 		if len(args) < 4 || args[3] != h.key {

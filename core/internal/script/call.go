@@ -9,13 +9,14 @@ import (
 )
 
 // Call is one script call with its command line built once: EVALSHA (EVALSHA_RO for a read-only
-// script) SHA NUMKEYS KEYS... ARGV...
+// script) HASH NUMKEYS KEYS... ARGV..., where HASH is the one the servers of the Sender that sends
+// it gave for the script (sender.go).
 type Call struct {
 	s    *Script
 	argv []any
 }
 
-// Runner sends commands: a go-redis client, a pipeline, a connection.
+// Runner sends commands: a go-redis client, a pipeline, a connection, a Sender.
 type Runner interface {
 	Process(ctx context.Context, cmd redis.Cmder) error
 }
@@ -23,7 +24,7 @@ type Runner interface {
 // call starts the command line of s with room for n keys and arguments; keys is how many keys.
 func (s *Script) call(keys, n int) Call {
 	argv := make([]any, 3, 3+n)
-	argv[0], argv[1], argv[2] = s.head[0], s.head[1], keys
+	argv[0], argv[2] = s.cmd, keys
 	return Call{s: s, argv: argv}
 }
 
@@ -33,9 +34,25 @@ func (c Call) Script() *Script { return c.s }
 // Keys returns the call's keys.
 func (c Call) Keys() []any { return c.argv[3 : 3+c.argv[2].(int)] }
 
-// Cmd returns the call as a command (for a pipeline: a NOSCRIPT reply is then the caller's to
-// handle, with Eval).
-func (c Call) Cmd(ctx context.Context) *redis.Cmd {
+// Cmd returns the call as one command for a pipeline that the caller sends (a NOSCRIPT reply is
+// then the caller's to handle, with Eval): EVALSHA with the hash r's servers gave for the script,
+// or EVAL when r is not a Sender or could not learn it. The first time r has no hash for the
+// script, Cmd asks for it (one round trip through r, see Sender).
+func (c Call) Cmd(ctx context.Context, r Runner) *redis.Cmd {
+	s, ok := r.(*Sender)
+	if !ok {
+		return c.Eval(ctx)
+	}
+	sha := s.hash(ctx, c.s)
+	if sha == nil {
+		return c.Eval(ctx)
+	}
+	return c.evalsha(ctx, sha)
+}
+
+// evalsha is the call as EVALSHA (EVALSHA_RO) of the hash sha.
+func (c Call) evalsha(ctx context.Context, sha *any) *redis.Cmd {
+	c.argv[1] = *sha
 	cmd := redis.NewCmd(ctx, c.argv...)
 	cmd.SetFirstKeyPos(3)
 	return cmd
@@ -55,20 +72,30 @@ func (c Call) Eval(ctx context.Context) *redis.Cmd {
 	return cmd
 }
 
-// Run sends the call with r and, if the server lacks the script (NOSCRIPT: a restarted server, a
-// newly promoted replica, a flushed script cache), sends it again as EVAL. If r is a pipe.Sender
-// and ctx ended while the call was still queued or in flight, the command returned carries that
-// error (pipe.Abandoned, pipe.Settle), and the call runs on without it.
+// Run sends the call with r: as EVALSHA when r is a Sender that has (or learns, see Sender) the
+// script's hash and, if the server lacks the script (NOSCRIPT: a restarted server, a newly
+// promoted replica, a flushed script cache, another node of a cluster), again as EVAL; as EVAL
+// otherwise. If r sends through a pipe.Sender and ctx ended while the call was still queued or in
+// flight, the command returned carries that error (pipe.Abandoned, pipe.Settle), and the call runs
+// on without it.
 func (c Call) Run(ctx context.Context, r Runner) *redis.Cmd {
-	cmd := c.Cmd(ctx)
-	if err := r.Process(ctx, cmd); pipe.Abandoned(err) {
-		return abandoned(ctx, err)
+	var sha *any
+	if s, ok := r.(*Sender); ok {
+		sha = s.hash(ctx, c.s)
+		r = s.r
 	}
-	if IsNoScript(cmd.Err()) {
-		cmd = c.Eval(ctx)
+	if sha != nil {
+		cmd := c.evalsha(ctx, sha)
 		if err := r.Process(ctx, cmd); pipe.Abandoned(err) {
 			return abandoned(ctx, err)
 		}
+		if !IsNoScript(cmd.Err()) {
+			return cmd
+		}
+	}
+	cmd := c.Eval(ctx)
+	if err := r.Process(ctx, cmd); pipe.Abandoned(err) {
+		return abandoned(ctx, err)
 	}
 	return cmd
 }

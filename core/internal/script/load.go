@@ -7,8 +7,6 @@ import (
 	"path"
 	"strings"
 	"sync"
-
-	"github.com/redis/go-redis/v9"
 )
 
 //go:embed lua/*.lua
@@ -29,12 +27,9 @@ type Script struct {
 	// Source is the assembled Lua, as sent to Redis.
 	Source string
 
-	sha  string
-	head [2]any // the command name and the hash, boxed once
+	id  int // its index in Set.All (a Sender's hashes are kept by it)
+	cmd any // "evalsha" or "evalsha_ro", boxed once
 }
-
-// Hash returns the script's SHA-1, as EVALSHA names it.
-func (s *Script) Hash() string { return s.sha }
 
 // load assembles the script of entry file name.
 func load(name string) (*Script, error) {
@@ -49,13 +44,10 @@ func load(name string) (*Script, error) {
 	bind(&src, "a_", "ARGV", s.Args)
 	src.WriteString(body.String())
 	s.Source = src.String()
-	sc := redis.NewScript(s.Source)
-	s.sha = sc.Hash()
-	cmd := "evalsha"
+	s.cmd = "evalsha"
 	if s.ReadOnly {
-		cmd = "evalsha_ro"
+		s.cmd = "evalsha_ro"
 	}
-	s.head = [2]any{cmd, s.sha}
 	return s, nil
 }
 
@@ -169,7 +161,7 @@ var Scripts = sync.OnceValue(func() *Set {
 		}
 		return s
 	}
-	return &Set{
+	set := &Set{
 		Acquire: must("acquire"), AcquireFair: must("acquire_fair"), Release: must("release"),
 		ReleaseFair: must("release_fair"), Dequeue: must("dequeue"), Renew: must("renew"),
 		PTTL: must("pttl"), RaiseFence: must("raise_fence"), Inspect: must("inspect"),
@@ -177,4 +169,24 @@ var Scripts = sync.OnceValue(func() *Set {
 		SemRelease: must("sem_release"), SemRenew: must("sem_renew"), SemPTTL: must("sem_pttl"),
 		SemDequeue: must("sem_dequeue"), AcquireAll: must("acquire_all"), ReleaseAll: must("release_all"),
 	}
+	for i, s := range set.All() {
+		s.id = i
+	}
+	return set
+})
+
+// sha1hex is the code of lua/sha1hex.lua, without its comments: the script that asks the server
+// for a SHA-1 (Sender).
+var sha1hex = sync.OnceValue(func() string {
+	src, err := files.ReadFile("lua/sha1hex.lua")
+	if err != nil {
+		panic("lockkit: script sha1hex: " + err.Error()) // the embedded files are fixed
+	}
+	var code strings.Builder
+	for _, line := range strings.SplitAfter(string(src), "\n") {
+		if line != "" && !strings.HasPrefix(line, "--") {
+			code.WriteString(line)
+		}
+	}
+	return code.String()
 })

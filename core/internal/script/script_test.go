@@ -73,13 +73,9 @@ func TestScripts_loadAndDeclare(t *testing.T) {
 	rdb := srv.Client(t)
 	ctx := context.Background()
 	for _, s := range Scripts().All() {
-		sha, err := rdb.ScriptLoad(ctx, s.Source).Result()
-		if err != nil {
+		if err := rdb.ScriptLoad(ctx, s.Source).Err(); err != nil {
 			t.Errorf("%s: %v", s.Name, err)
 			continue
-		}
-		if sha != s.Hash() {
-			t.Errorf("%s: hash %s, server says %s", s.Name, s.Hash(), sha)
 		}
 		body := s.Source
 		for _, prefix := range []string{"local k_", "local a_"} {
