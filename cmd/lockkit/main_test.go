@@ -80,6 +80,8 @@ var volatile = []struct {
 	{regexp.MustCompile(`"(ttl_ms|held_for_ms|age_ms)":\d+`), `"$1":N`},
 	{regexp.MustCompile(`\b(\d+h)?(\d+m)?\d+(\.\d+)?(ms|s|µs)\b`), "DUR"},
 	{regexp.MustCompile(`\b\d{15,}\b`), "FENCE"},
+	// A free name's last fence: 0 or a fence, as long as core keeps the counter of a freed name.
+	{regexp.MustCompile(`(?m)^last fence(\s+)(\d+|FENCE)$`), "last fence${1}LAST"},
 	{regexp.MustCompile(`pid(\s+)\d+`), "pid${1}PID"},
 	{regexp.MustCompile(`"pid":\d+`), `"pid":PID`},
 	{regexp.MustCompile(`  +`), "  "}, // tabwriter alignment follows the masked values' widths
