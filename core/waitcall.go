@@ -19,6 +19,7 @@ type waitCall struct {
 	start time.Time
 
 	w        *waiter          // the call's place in the local queue, once it waits
+	digest   string           // fair mode and permits: the token's digest, once the server gave it (digest.go)
 	woken    bool             // the next attempt follows a release message
 	backoff  time.Duration    // the fallback delay: it doubles up to maxBack
 	maxBack  time.Duration    //
@@ -79,6 +80,9 @@ func (wc *waitCall) run(ctx context.Context) (err error) {
 				}
 				continue
 			}
+		}
+		if err := wc.learnDigest(ctx); err != nil {
+			return err
 		}
 		if err := wc.park(ctx); err != nil {
 			return err
@@ -158,7 +162,7 @@ func (wc *waitCall) attempt(ctx context.Context) (done bool, err error) {
 
 // join queues the call behind the Client's other waiters for the lock.
 func (wc *waitCall) join() error {
-	if wc.w = wc.c.room.join(wc.l.k.channel, wc.l.token, wc.ao.fair || wc.l.k.sem != nil); wc.w == nil {
+	if wc.w = wc.c.room.join(wc.l.k.channel, wc.digest, wc.handoff()); wc.w == nil {
 		return ErrClosed
 	}
 	return nil

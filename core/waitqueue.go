@@ -1,8 +1,6 @@
 package core
 
 import (
-	"crypto/sha1"
-	"encoding/hex"
 	"strings"
 	"sync"
 	"time"
@@ -41,11 +39,14 @@ type waitQueue struct {
 	lostAt    time.Time          // when a woken waiter last found the lock taken again
 	foreignAt time.Time          // when another client's release was last delivered
 	named     map[string]*waiter // members with a digest, queued or not (permit grants find them)
+	unnamed   int                // members waiting for their digest (learnDigest)
+	unclaimed []string           // messages naming a digest no member has, while some are unnamed
 }
 
 type waiter struct {
 	q       *waitQueue
 	digest  string // fair mode and permits: SHA-1 (hex) of the waiter's token, as messages name it
+	unnamed bool   // fair mode and permits: the digest is not known yet (named)
 	wake    chan struct{}
 	inQueue bool
 	grant   grant // a lock or permit a release granted it (grant.go)
@@ -91,8 +92,9 @@ func (r *waitQueues) busy(ch string) bool {
 }
 
 // join queues a waiter on ch, subscribing the channel if needed. It returns nil after close. A
-// fair waiter is woken by the messages that name its token's digest.
-func (r *waitQueues) join(ch, token string, fair bool) *waiter {
+// fair waiter is woken by the messages that name its token's digest, once it is named with it
+// (named); digest is that digest when the caller knows it already.
+func (r *waitQueues) join(ch, digest string, fair bool) *waiter {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.shut {
@@ -106,8 +108,11 @@ func (r *waitQueues) join(ch, token string, fair bool) *waiter {
 	}
 	w := &waiter{q: q, wake: make(chan struct{}, 1), inQueue: true}
 	if fair {
-		sum := sha1.Sum([]byte(token))
-		w.digest = hex.EncodeToString(sum[:])
+		w.digest = digest
+		if digest == "" {
+			w.unnamed = true
+			q.unnamed++
+		}
 	}
 	q.waiters = append(q.waiters, w)
 	q.members++
@@ -144,6 +149,10 @@ func (r *waitQueues) leave(w *waiter, acquired bool) {
 		q.remove(w)
 	}
 	q.unname(w)
+	if w.unnamed {
+		w.unnamed = false
+		q.forgetUnclaimed()
+	}
 	select {
 	case <-w.wake:
 		q.wakeOne("")
@@ -192,12 +201,16 @@ func (q *waitQueue) remove(w *waiter) {
 func (q *waitQueue) wakeOne(digest string) {
 	i := 0
 	if digest != "" {
-		// Fair mode names the waiter whose turn it is; if it is not here, it is another process's.
+		// Fair mode names the waiter whose turn it is; if it is not here, it is another process's
+		// (or one of this Client's that does not know its digest yet: named).
 		for i < len(q.waiters) && q.waiters[i].digest != digest {
 			i++
 		}
 	}
 	if i >= len(q.waiters) {
+		if digest != "" && q.named[digest] == nil {
+			q.keepUnclaimed(digest)
+		}
 		return
 	}
 	w := q.waiters[i]
@@ -328,6 +341,9 @@ func (q *waitQueue) unname(w *waiter) {
 func (q *waitQueue) granted(payload string) {
 	digest, g := parseGrant(payload)
 	w := q.named[digest]
+	if g.ok && w == nil {
+		q.keepUnclaimed(payload)
+	}
 	if !g.ok || w == nil {
 		return
 	}
