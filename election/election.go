@@ -54,7 +54,6 @@ type Election struct {
 	maxTerm time.Duration // WithMaxTerm; 0: none
 	pubCmd  string
 	cluster bool
-	script  *redis.Script
 }
 
 // New returns the election called name. locks takes the leadership lock; rdb must be the go-redis
@@ -67,8 +66,7 @@ func New(locks *core.Client, rdb redis.UniversalClient, name string, opts ...Opt
 	if name == "" {
 		return nil, fmt.Errorf("%w: election name is empty", core.ErrInvalid)
 	}
-	e := &Election{locks: locks, rdb: rdb, name: core.Namespaced(namespace, name), raw: name, ttl: DefaultTTL, pubCmd: "PUBLISH",
-		script: redis.NewScript(proclaimLua)}
+	e := &Election{locks: locks, rdb: rdb, name: core.Namespaced(namespace, name), raw: name, ttl: DefaultTTL, pubCmd: "PUBLISH"}
 	for _, o := range opts {
 		o(e)
 	}
@@ -83,6 +81,18 @@ func New(locks *core.Client, rdb redis.UniversalClient, name string, opts ...Opt
 	}
 	e.key = locks.Prefix() + "{" + e.name + "}"
 	return e, nil
+}
+
+// proclaim runs proclaim.lua: it records value as the leader's, if l still holds the lock, and
+// announces it. It goes whole, as EVAL (1 KB, once per term): EVALSHA names a script by its SHA-1,
+// which the client does not compute (it runs in FIPS 140-only mode, GODEBUG=fips140=only), and
+// SCRIPT LOAD, which would give it, is not among the commands an election needs
+// (docs/security.md).
+func (e *Election) proclaim(ctx context.Context, l *core.Lock, value string) (int, error) {
+	cmd := redis.NewCmd(ctx, "eval", proclaimLua, 1, l.Key(), l.Token(), value, l.Fence(), e.pubCmd)
+	cmd.SetFirstKeyPos(3)
+	_ = e.rdb.Process(ctx, cmd)
+	return cmd.Int()
 }
 
 // Term is one leadership: from a successful Campaign until Resign, or until it is lost.
@@ -108,7 +118,7 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Term, error) {
 		_ = l.Release(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("%w: campaigning with the context of this election's own term", core.ErrInvalid)
 	}
-	ok, err := e.script.Run(ctx, e.rdb, []string{l.Key()}, l.Token(), value, l.Fence(), e.pubCmd).Int()
+	ok, err := e.proclaim(ctx, l, value)
 	if err != nil || ok != 1 {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.ttl)
 		rerr := l.Release(rctx)

@@ -26,9 +26,11 @@ type Redis struct {
 	script *redis.Script
 }
 
-// NewRedis returns the fenced record stored under key (a hash with fields fence and value).
+// NewRedis returns the fenced record stored under key (a hash with fields fence and value). The
+// script's hash comes from Redis (SCRIPT LOAD), not from crypto/sha1, so that the program runs in
+// FIPS 140-only mode (GODEBUG=fips140=only) too.
 func NewRedis(rdb redis.Cmdable, key string) *Redis {
-	return &Redis{rdb: rdb, key: key, script: redis.NewScript(writeLua)}
+	return &Redis{rdb: rdb, key: key, script: redis.NewScriptServerSHA(writeLua)}
 }
 
 // Write stores value if fence is at least the highest fence seen, and returns ErrStale otherwise.
