@@ -9,12 +9,16 @@ GOBIN           ?= $(shell $(GO) env GOPATH)/bin
 GO_NEXT         ?= go1.27.3
 # Runs a command in each module (the root and every nested go.mod), each with its own go.mod.
 EACH_MODULE     := ./scripts/modules.sh
+# How many modules `make test` tests at once (each runs its packages in parallel as go test does;
+# most of the suite's time is spent waiting on TTLs, timers and servers, not on the CPU).
+TEST_JOBS       ?= 3
 
 .PHONY: test lint bench bench-compare server-instructions chaos demo deps fmt tidy
 
-## test: install redis-server if missing, then run every test of every module with the race detector.
+## test: install redis-server if missing, then run every test of every module with the race detector,
+## $(TEST_JOBS) modules at once (each module's output whole when it ends, with its time).
 test: deps
-	$(EACH_MODULE) $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(EACH_MODULE) -j $(TEST_JOBS) $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 ## deps: install redis-server, redis-cli and postgresql with apt-get when they are missing.
 deps:

@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -167,6 +169,26 @@ func TestRun_usage(t *testing.T) {
 		code, out, _ := demoRun(t, nil, args...)
 		if code != exitUsage || out != "" {
 			t.Errorf("args %q: exit code %d, stdout %q; want %d and no output", args, code, out, exitUsage)
+		}
+	}
+}
+
+// TestScenes_nameTheirCode checks that each scene's "read:" line names a file that holds the
+// scene's function.
+func TestScenes_nameTheirCode(t *testing.T) {
+	for n, sc := range scenes {
+		file, fn, ok := strings.Cut(sc.read, ", func ")
+		if !ok {
+			t.Errorf("scene %d: read %q is not \"FILE, func NAME\"", n+1, sc.read)
+			continue
+		}
+		src, err := os.ReadFile(filepath.Join("..", "..", file))
+		if err != nil {
+			t.Errorf("scene %d: %v", n+1, err)
+			continue
+		}
+		if !strings.Contains(string(src), "\nfunc "+fn+"(") {
+			t.Errorf("scene %d: %s has no func %s", n+1, file, fn)
 		}
 	}
 }

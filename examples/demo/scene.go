@@ -17,20 +17,21 @@ type sceneDef struct {
 	title string // the progress line
 	short string // the summary table's name
 	run   func(ctx context.Context, s *scene) error
+	read  string // "FILE, func NAME": where the scene is done (FILE from the repository's root)
 }
 
 // scenes lists the tour in order; -scene N picks scenes[N-1].
 var scenes = []sceneDef{
-	{"contention: three replicas, one lock, waiters woken on release", "three replicas, one lock", sceneContention},
-	{"lost lock: the holder's context is cancelled when the lock is taken away", "lost lock", sceneLost},
-	{"HTTP idempotency: a POST, its replay, a 409 and a 422", "HTTP idempotency", sceneHTTP},
-	{"gRPC: calls for one key serialised across two replicas", "gRPC per-key lock", sceneGRPC},
-	{"asynq: tasks with one key run one at a time across two workers", "asynq per-key lock", sceneAsynq},
-	{"cron: a job on three replicas runs once per tick", "cron once per tick", sceneCron},
-	{"semaphore: at most three exports of a tenant at once, across two replicas", "semaphore, 3 permits", scenePermits},
-	{"gocron: two schedulers with skewed clocks run each run of a job once", "gocron once per run", sceneGocron},
-	{"sets: transfers lock both accounts at once, all or nothing, without deadlock", "sets of locks", sceneSets},
-	{"read-write lock: readers share, a writer runs alone, in arrival order", "read-write lock", sceneReadWrite},
+	{"contention: three replicas, one lock, waiters woken on release", "three replicas, one lock", sceneContention, "examples/demo/scene_locks.go, func sceneContention"},
+	{"lost lock: the holder's context is cancelled when the lock is taken away", "lost lock", sceneLost, "examples/demo/scene_locks.go, func sceneLost"},
+	{"HTTP idempotency: a POST, its replay, a 409 and a 422", "HTTP idempotency", sceneHTTP, "examples/demo/scene_http.go, func sceneHTTP"},
+	{"gRPC: calls for one key serialised across two replicas", "gRPC per-key lock", sceneGRPC, "examples/demo/scene_grpc.go, func sceneGRPC"},
+	{"asynq: tasks with one key run one at a time across two workers", "asynq per-key lock", sceneAsynq, "examples/demo/scene_asynq.go, func sceneAsynq"},
+	{"cron: a job on three replicas runs once per tick", "cron once per tick", sceneCron, "examples/demo/scene_cron.go, func sceneCron"},
+	{"semaphore: at most three exports of a tenant at once, across two replicas", "semaphore, 3 permits", scenePermits, "examples/demo/scene_permits.go, func scenePermits"},
+	{"gocron: two schedulers with skewed clocks run each run of a job once", "gocron once per run", sceneGocron, "examples/demo/scene_gocron.go, func sceneGocron"},
+	{"sets: transfers lock both accounts at once, all or nothing, without deadlock", "sets of locks", sceneSets, "examples/demo/scene_sets.go, func sceneSets"},
+	{"read-write lock: readers share, a writer runs alone, in arrival order", "read-write lock", sceneReadWrite, "examples/demo/scene_rw.go, func sceneReadWrite"},
 }
 
 // sceneTimeout bounds a scene, so that a hang shows as a failed scene, not a stuck demo.
@@ -79,6 +80,7 @@ type scene struct {
 // runScene runs scene n and prints its progress line, its story and its checks.
 func (d *demo) runScene(ctx context.Context, n int, def sceneDef) result {
 	fmt.Fprintf(d.out, "\n[%d/%d] %s\n", n, len(scenes), def.title)
+	fmt.Fprintf(d.out, "      read: %s\n", def.read)
 	s := &scene{demo: d}
 	start := time.Now()
 	sctx, cancel := context.WithTimeout(ctx, sceneTimeout)
