@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"reflect"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,8 +39,8 @@ type Client struct {
 // New returns a Client over a go-redis client: a plain client, a Sentinel failover client or a
 // Cluster client. It sends nothing to Redis.
 func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
-	if rdb == nil {
-		return nil, invalid("redis client is nil")
+	if isNil(rdb) {
+		return nil, invalid("core.New: rdb is nil")
 	}
 	o, err := buildOptions(opts)
 	if err != nil {
@@ -54,10 +54,23 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 
 func buildOptions(opts []Option) (options, error) {
 	o := defaultOptions()
-	for _, f := range opts {
+	for i, f := range opts {
+		if f == nil {
+			return o, invalid("Option %d is nil", i)
+		}
 		f(&o)
 	}
 	return o, o.validate()
+}
+
+// isNil reports whether rdb is nil, or a nil pointer of a client type (a *redis.Client variable
+// never set): either would only fail, with a nil dereference, at the first command.
+func isNil(rdb redis.UniversalClient) bool {
+	if rdb == nil {
+		return true
+	}
+	v := reflect.ValueOf(rdb)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 func newClient(st store, o options, id string, quorum int) *Client {
@@ -100,16 +113,18 @@ func (c *Client) TryAcquire(ctx context.Context, name string, ttl time.Duration,
 // Do acquires the named lock (waiting as Acquire does), runs fn with the lock's context and releases
 // the lock, also when fn panics. The lock is renewed while fn runs. If the lock is lost while fn runs,
 // fn's context is cancelled and Do returns an error matching ErrLost, joined with fn's error.
-// Otherwise it returns fn's error, or the release error.
+// Otherwise it returns fn's error, or the release error. A nil fn is refused with ErrInvalid,
+// before anything is sent.
 func (c *Client) Do(ctx context.Context, name string, ttl time.Duration, fn func(ctx context.Context) error, opts ...AcquireOption) (err error) {
+	if fn == nil {
+		return invalid("core.Do: fn is nil")
+	}
 	l, err := c.Acquire(ctx, name, ttl, opts...)
 	if err != nil {
 		return err
 	}
 	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.ttl)
-		rerr := l.Release(rctx)
-		cancel()
+		rerr := l.Release(ctx) // (not cut short by ctx)
 		switch lost := l.lostCause(); {
 		case lost != nil: // lost, or ended by WithMaxHold
 			err = errors.Join(lost, err)
@@ -144,21 +159,16 @@ func (c *Client) Close(ctx context.Context) error {
 }
 
 func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wait bool, opts []AcquireOption) (*Lock, error) {
-	var ao acquireOptions
-	if len(opts) > 0 {
-		p := new(acquireOptions) // options escape; spare the no-option call an allocation
-		for _, f := range opts {
-			f(p)
-		}
-		ao = *p
+	if ctx == nil {
+		return nil, invalid("ctx is nil")
 	}
-	name, err := ao.qualify(name, ttl)
+	ao, err := applyAcquireOptions(opts)
 	if err != nil {
 		return nil, err
 	}
-	if len(ao.owner) > maxToken || strings.IndexByte(ao.owner, 0) >= 0 || len(ao.token) > maxToken ||
-		strings.IndexByte(ao.token, 0) >= 0 || ao.maxWait < 0 || ao.maxHold < 0 {
-		return nil, invalid("owner token over %d bytes or with a NUL byte, or negative wait or maximum hold", maxToken)
+	name, err = ao.qualify(name, ttl)
+	if err != nil {
+		return nil, err
 	}
 	if ao.owner != "" && ao.token != "" {
 		return nil, invalid("WithOwner and WithToken cannot be combined")

@@ -32,5 +32,6 @@
 // docs/keys.md, the one description of the schema (a test checks it against the keys a workload
 // leaves); the ACL a Redis user needs for them is in docs/security.md.
 //
-// Instrumentation plugs in through Hook; package otel provides OpenTelemetry tracing and metrics.
+// Instrumentation plugs in through Hook; package lockotel (github.com/lockkit/lockkit/otel/lockotel)
+// provides OpenTelemetry tracing and metrics.
 package core

@@ -32,14 +32,15 @@ func (s *scriptCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redi
 	}
 }
 
-// validAcquire says whether core documents these arguments as valid.
+// validAcquire says whether core documents these arguments as valid (wait: WithWait's, or -1 for
+// TryAcquire, which takes no WithWait).
 func validAcquire(name string, ttl time.Duration, owner, guard string, wait time.Duration) bool {
 	switch {
 	case name == "" || len(name) > 1024 || name[0] == '}' || name[0] == '@':
 		return false
 	case ttl < 10*time.Millisecond || ttl > 24*time.Hour:
 		return false
-	case len(owner) > 128 || wait < 0:
+	case len(owner) > 128 || strings.IndexByte(owner, 0) >= 0 || wait == 0 || wait < -1:
 		return false
 	case guard != "" && (!strings.Contains(guard, "{"+name+"}") || len(guard) > 2048):
 		return false
@@ -78,7 +79,7 @@ func FuzzAcquire_validation(f *testing.F) {
 		try := waitMs == -1 // TryAcquire; otherwise Acquire WithWait (at most 50 ms)
 		wait := min(time.Duration(waitMs)*time.Millisecond, 50*time.Millisecond)
 		if try {
-			wait = 0
+			wait = -1
 		}
 		if validAcquire(name, ttl, owner, guard, wait) {
 			// A fresh name, so that the lock is free and its guard key absent.

@@ -6,7 +6,8 @@ import (
 )
 
 // Hook observes locks, in the style of net/http/httptrace: every field is optional. Instrumentation
-// (see package otel) installs one with WithHook. Calls are synchronous and must be quick.
+// (see package github.com/lockkit/lockkit/otel/lockotel) installs one with WithHook. Calls are
+// synchronous and must be quick.
 //
 // An acquire call is reported by WaitStart, Attempt (once per round trip) and WaitDone, all with a
 // WaitInfo; a hold it produced by Acquired, Renewed, and then Lost or Released, with a HoldInfo whose

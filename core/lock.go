@@ -194,6 +194,9 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if l == nil {
 		return 0, ErrNotHeld
 	}
+	if ctx == nil {
+		return 0, invalid("ctx is nil")
+	}
 	if err := l.heldErr(); err != nil {
 		return 0, err
 	}
@@ -216,6 +219,9 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if l == nil {
 		return ErrNotHeld
+	}
+	if ctx == nil {
+		return invalid("ctx is nil")
 	}
 	if err := validTTL(ttl); err != nil {
 		return err

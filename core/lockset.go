@@ -65,12 +65,20 @@ func (s *LockSet) Context() context.Context {
 // Release gives up every lock of the set: their context is cancelled first, then the releases
 // go out in one round trip per slot. A lock of the set that was lost is skipped and the others
 // are released all the same; the error then matches ErrNotHeld and ErrLost. If Redis cannot be
-// reached the error matches ErrUnavailable and Release may be called again.
+// reached the error matches ErrUnavailable and Release may be called again. Like Lock.Release, it
+// is not cut short by ctx: the releases keep ctx's values but not its cancellation or deadline,
+// bounded instead by 5 seconds (or the TTL, if shorter), so that a request's ended context does
+// not leave the set held for its TTL.
 func (s *LockSet) Release(ctx context.Context) error {
 	if s == nil {
 		return ErrNotHeld
 	}
+	if ctx == nil {
+		return invalid("ctx is nil")
+	}
 	c := s.last.c
+	ctx, cancel := releaseContext(ctx, s.last.ttl)
+	defer cancel()
 	var errs []error
 	for gi := len(s.groups) - 1; gi >= 0; gi-- {
 		g := s.groups[gi]
@@ -141,16 +149,18 @@ func (c *Client) TryAcquireAll(ctx context.Context, names []string, ttl time.Dur
 
 // DoAll is Do for a set of names (AcquireAll): it runs fn under the set's context and releases
 // every name, also when fn panics. If a lock of the set is lost while fn runs, fn's context is
-// cancelled and DoAll returns an error matching ErrLost, joined with fn's error.
+// cancelled and DoAll returns an error matching ErrLost, joined with fn's error. A nil fn is
+// refused with ErrInvalid, before anything is sent.
 func (c *Client) DoAll(ctx context.Context, names []string, ttl time.Duration, fn func(ctx context.Context) error, opts ...AcquireOption) (err error) {
+	if fn == nil {
+		return invalid("core.DoAll: fn is nil")
+	}
 	s, err := c.AcquireAll(ctx, names, ttl, opts...)
 	if err != nil {
 		return err
 	}
 	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ttl)
-		rerr := s.Release(rctx)
-		cancel()
+		rerr := s.Release(ctx) // (not cut short by ctx)
 		var lost []error
 		for _, l := range s.locks {
 			if cause := l.lostCause(); cause != nil {
@@ -167,17 +177,18 @@ func (c *Client) DoAll(ctx context.Context, names []string, ttl time.Duration, f
 }
 
 func (c *Client) acquireAll(ctx context.Context, names []string, ttl time.Duration, wait bool, opts []AcquireOption) (*LockSet, error) {
-	var ao acquireOptions
-	for _, f := range opts {
-		f(&ao)
+	if ctx == nil {
+		return nil, invalid("ctx is nil")
+	}
+	ao, err := applyAcquireOptions(opts)
+	if err != nil {
+		return nil, err
 	}
 	switch {
 	case len(names) == 0 || len(names) > maxSetNames:
-		return nil, invalid("a set takes 1 to %d names, not %d", maxSetNames, len(names))
+		return nil, invalid("names: a set takes 1 to %d names, got %d", maxSetNames, len(names))
 	case ao.fair || ao.owner != "" || ao.token != "" || ao.guard != "" || ao.permits != 0 || ao.rw != 0:
 		return nil, invalid("Fair, WithOwner, WithToken, WithGuard, Permits, Read and Write cannot be used with a set (AcquireAll)")
-	case ao.maxWait < 0 || ao.maxHold < 0:
-		return nil, invalid("negative wait or maximum hold")
 	case !c.st.caps().sets:
 		return nil, errNoSets
 	}
@@ -189,7 +200,7 @@ func (c *Client) acquireAll(ctx context.Context, names []string, ttl time.Durati
 			return nil, err
 		}
 		if seen[q] {
-			return nil, invalid("name %d appears twice in the set", i)
+			return nil, invalid("names: name %d appears twice in the set", i)
 		}
 		seen[q], full[i] = true, q
 	}

@@ -41,37 +41,30 @@ func defaultOptions() options {
 }
 
 func (o *options) validate() error {
-	if strings.ContainsAny(o.prefix, "{}") {
-		return invalid("prefix %q must not contain '{' or '}' (they mark the hash tag)", o.prefix)
-	}
-	if !(o.renewRatio >= 0.05 && o.renewRatio <= 0.8) {
-		return invalid("renew ratio %v outside [0.05, 0.8]", o.renewRatio)
-	}
-	if o.backoffMin <= 0 || o.backoffMax < o.backoffMin {
-		return invalid("retry backoff [%v, %v] must satisfy 0 < min <= max", o.backoffMin, o.backoffMax)
-	}
-	if o.waiterTTL < 100*time.Millisecond {
-		return invalid("fair waiter timeout %v below 100ms", o.waiterTTL)
-	}
-	if !(o.driftFactor >= 0.01 && o.driftFactor <= 0.5) {
-		return invalid("drift factor %v outside [0.01, 0.5]", o.driftFactor)
-	}
-	if o.nodeTimeout < 0 {
-		return invalid("node timeout %v is negative", o.nodeTimeout)
-	}
-	if o.replicas < 0 || (o.replicas > 0 && o.replicaWait <= 0) {
-		return invalid("replica ack %d within %v: need replicas >= 0 and a positive timeout", o.replicas, o.replicaWait)
-	}
-	if len(o.label) > 128 {
-		return invalid("label is %d bytes, longer than 128", len(o.label))
-	}
-	if o.maxHold < 0 {
-		return invalid("maximum hold %v is negative", o.maxHold)
-	}
-	if o.pipeline < 0 {
-		return invalid("pipelining threshold %d is negative", o.pipeline)
-	}
-	if o.batchSize < 1 {
+	switch {
+	case strings.ContainsAny(o.prefix, "{}"):
+		return invalid("core.WithPrefix: prefix %q must not contain '{' or '}' (they mark the hash tag)", o.prefix)
+	case !(o.renewRatio >= 0.05 && o.renewRatio <= 0.8):
+		return invalid("core.WithRenewRatio: r must be 0.05..0.8, got %v", o.renewRatio)
+	case o.backoffMin <= 0 || o.backoffMax < o.backoffMin:
+		return invalid("core.WithRetryBackoff: need 0 < min <= max, got min %v, max %v", o.backoffMin, o.backoffMax)
+	case o.waiterTTL < 100*time.Millisecond:
+		return invalid("core.WithFairWaiterTimeout: d must be at least 100ms, got %v", o.waiterTTL)
+	case !(o.driftFactor >= 0.01 && o.driftFactor <= 0.5):
+		return invalid("core.WithDriftFactor: f must be 0.01..0.5, got %v", o.driftFactor)
+	case o.nodeTimeout < 0:
+		return invalid("core.WithNodeTimeout: d must not be negative, got %v", o.nodeTimeout)
+	case o.replicas < 0:
+		return invalid("core.WithReplicaAck: n must not be negative, got %d", o.replicas)
+	case o.replicas > 0 && o.replicaWait <= 0:
+		return invalid("core.WithReplicaAck: timeout must be positive, got %v", o.replicaWait)
+	case len(o.label) > 128:
+		return invalid("core.WithLabel: label must be at most 128 bytes, got %d", len(o.label))
+	case o.maxHold < 0:
+		return invalid("core.WithDefaultMaxHold: d must not be negative, got %v", o.maxHold)
+	case o.pipeline < 0:
+		return invalid("core.WithPipelining: minInFlight must not be negative, got %d", o.pipeline)
+	case o.batchSize < 1:
 		return invalid("renew batch size %d below 1", o.batchSize)
 	}
 	return nil
@@ -130,7 +123,9 @@ func WithReplicaAck(n int, timeout time.Duration) Option {
 // WithMaxHold (default 0: no limit). See WithMaxHold.
 func WithDefaultMaxHold(d time.Duration) Option { return func(o *options) { o.maxHold = d } }
 
-// AcquireOption configures one Acquire, TryAcquire or Do call.
+// AcquireOption configures one Acquire, TryAcquire or Do call. An option given an argument out of
+// its range (WithWait(0), Permits(0), WithOwner(""), ...) makes the call that uses it fail with an
+// error matching ErrInvalid that names the option, before anything is sent to Redis.
 type AcquireOption func(*acquireOptions)
 
 type acquireOptions struct {
@@ -144,19 +139,63 @@ type acquireOptions struct {
 	ns      string // "@" + namespace (InNamespace), or empty
 	permits int    // Permits: take a permit of a semaphore of this many; 0: the lock
 	rw      uint8  // Read, Write: a side of the read-write lock (rwRead, rwWrite); 0: the lock
+	err     error  // the first out-of-range argument an option was given (refuse)
+}
+
+// refuse makes the call fail with err (the option's out-of-range argument, matching ErrInvalid);
+// the first refusal wins.
+func (o *acquireOptions) refuse(err error) {
+	if o.err == nil {
+		o.err = err
+	}
+}
+
+// refusing returns the option that makes the call fail with err: how an option is given an
+// argument out of its range (checked once, when the option is made).
+func refusing(err error) AcquireOption { return func(o *acquireOptions) { o.refuse(err) } }
+
+// applyAcquireOptions applies opts and returns the call's options, or the error of an argument out
+// of range: an option that refused its argument (see refusing), or a nil option.
+func applyAcquireOptions(opts []AcquireOption) (acquireOptions, error) {
+	if len(opts) == 0 {
+		return acquireOptions{}, nil
+	}
+	p := new(acquireOptions) // (options escape: spare the no-option call this allocation)
+	for i, f := range opts {
+		if f == nil {
+			return acquireOptions{}, invalid("AcquireOption %d is nil", i)
+		}
+		f(p)
+	}
+	if p.err != nil {
+		return acquireOptions{}, p.err
+	}
+	return *p, nil
 }
 
 // WithWait bounds how long Acquire waits (default: until the context ends). When it passes, Acquire
-// returns a *NotAcquiredError.
-func WithWait(d time.Duration) AcquireOption { return func(o *acquireOptions) { o.maxWait = d } }
+// returns a *NotAcquiredError. d must be positive: not to wait at all, use TryAcquire (WithWait(0)
+// is refused with ErrInvalid rather than read as "no limit").
+func WithWait(d time.Duration) AcquireOption {
+	if d <= 0 {
+		return refusing(invalid("core.WithWait: d must be positive, got %v (TryAcquire does not wait)", d))
+	}
+	return func(o *acquireOptions) { o.maxWait = d }
+}
 
 // WithOwner re-enters the lock held by the given owner token, usually the Token of a lock held
 // elsewhere (another goroutine without the lock's context, or another process): the call adds a
 // hold to that owner's acquisition, keeps its fence and reports Reentrant. It never takes the lock
 // afresh: if the owner does not hold the lock (it was released, expired, force-released or lost),
 // the call fails at once, without waiting, with an error matching ErrNotHeld and ErrLost. The token
-// must be 1 to 128 bytes. To take a lock afresh under a token of your own, see WithToken.
-func WithOwner(token string) AcquireOption { return func(o *acquireOptions) { o.owner = token } }
+// must be 1 to 128 bytes, without a NUL byte. To take a lock afresh under a token of your own, see
+// WithToken.
+func WithOwner(token string) AcquireOption {
+	if err := checkToken("core.WithOwner", token); err != nil {
+		return refusing(err)
+	}
+	return func(o *acquireOptions) { o.owner = token }
+}
 
 // WithToken acquires under the given owner token (1 to 128 bytes, no NUL byte) instead of a new
 // random one: if that token holds the lock already, the call re-enters it as WithOwner does;
@@ -166,7 +205,24 @@ func WithOwner(token string) AcquireOption { return func(o *acquireOptions) { o.
 // A hold of an earlier acquisition under the same token (one that was force-released or expired
 // meanwhile) is not renewed by the new acquisition: it hears at its next renewal that the lock
 // is not its own.
-func WithToken(token string) AcquireOption { return func(o *acquireOptions) { o.token = token } }
+func WithToken(token string) AcquireOption {
+	if err := checkToken("core.WithToken", token); err != nil {
+		return refusing(err)
+	}
+	return func(o *acquireOptions) { o.token = token }
+}
+
+// checkToken checks the owner token given to option: 1 to maxToken bytes, no NUL byte. The error
+// does not show the token (whoever knows it can release the lock).
+func checkToken(option, token string) error {
+	switch {
+	case token == "" || len(token) > maxToken:
+		return invalid("%s: token must be 1 to %d bytes, got %d", option, maxToken, len(token))
+	case strings.IndexByte(token, 0) >= 0:
+		return invalid("%s: token must not contain a NUL byte", option)
+	}
+	return nil
+}
 
 // Fair makes a waiting Acquire take its turn in a FIFO queue kept in Redis, so that waiters in every
 // process are served in arrival order. All acquirers of a name should use it for the order to hold.
@@ -178,8 +234,13 @@ func Fair() AcquireOption { return func(o *acquireOptions) { o.fair = true } }
 // key must live in the lock's cluster slot: its hash tag (the first "{…}" that is not empty, as
 // Redis reads it) must be the lock's, "{name}" (e.g. "lockkit:idem:{name}"); otherwise the call
 // fails with ErrInvalid before anything is sent. Pair it with Lock.ReleaseSet, which writes it
-// atomically with the release. Not combinable with Fair.
-func WithGuard(key string) AcquireOption { return func(o *acquireOptions) { o.guard = key } }
+// atomically with the release. Not combinable with Fair. An empty key is refused with ErrInvalid.
+func WithGuard(key string) AcquireOption {
+	if key == "" {
+		return refusing(invalid("core.WithGuard: key is empty"))
+	}
+	return func(o *acquireOptions) { o.guard = key }
+}
 
 // WithMaxHold ends the hold d after it was acquired, even while renewals succeed (d = 0: no limit;
 // it overrides WithDefaultMaxHold): the lock's context is cancelled with a *MaxHoldError cause
@@ -193,8 +254,11 @@ func WithGuard(key string) AcquireOption { return func(o *acquireOptions) { o.gu
 // together, so nesting cannot stretch the limit. A re-entry through WithOwner is an independent
 // hold with its own limit (or none), counted from its own acquisition: the lock stays held until
 // the last hold ends. Afterwards Release and Extend return an error matching ErrNotHeld and
-// ErrMaxHold.
+// ErrMaxHold. A negative d is refused with ErrInvalid.
 func WithMaxHold(d time.Duration) AcquireOption {
+	if d < 0 {
+		return refusing(invalid("core.WithMaxHold: d must not be negative, got %v", d))
+	}
 	return func(o *acquireOptions) { o.maxHold, o.limited = d, true }
 }
 
@@ -214,20 +278,20 @@ const (
 func validate(name string, ttl time.Duration) error {
 	switch {
 	case name == "":
-		return invalid("lock name is empty")
+		return invalid("name is empty")
 	case len(name) > maxNameLen:
-		return invalid("lock name is %d bytes, longer than %d", len(name), maxNameLen)
+		return invalid("name is %d bytes, longer than %d", len(name), maxNameLen)
 	case name[0] == '}':
-		return invalid("lock name must not start with '}' (it would empty the hash tag)")
+		return invalid("name must not start with '}' (it would empty the hash tag)")
 	case name[0] == '@':
-		return invalid("lock name must not start with '@' (reserved for namespaces, see InNamespace)")
+		return invalid("name must not start with '@' (reserved for namespaces, see InNamespace)")
 	}
 	return validTTL(ttl)
 }
 
 func validTTL(ttl time.Duration) error {
 	if ttl < minTTL || ttl > maxTTL {
-		return invalid("TTL %v outside [%v, %v]", ttl, minTTL, maxTTL)
+		return invalid("ttl must be MinTTL..MaxTTL (%v..%v), got %v", minTTL, maxTTL, ttl)
 	}
 	return nil
 }

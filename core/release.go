@@ -17,6 +17,12 @@ import (
 // release it returns nil and sends nothing. After the lock was lost it returns an error matching
 // ErrNotHeld (and ErrLost) and sends nothing. If Redis cannot be reached the error matches
 // ErrUnavailable, the lock is no longer renewed, and Release may be called again.
+//
+// Release is not cut short by ctx: it sends the release with ctx's values (so that tracing spans
+// nest under the caller's), but without its cancellation or deadline, bounded instead by a timeout
+// of its own: 5 seconds, or the lock's TTL if that is shorter (by then the lock has expired
+// anyway). So `defer l.Release(r.Context())` frees the lock even when the request's client has
+// gone away, instead of leaving it held for its TTL while others wait.
 func (l *Lock) Release(ctx context.Context) error {
 	if l == nil {
 		return ErrNotHeld
@@ -27,7 +33,8 @@ func (l *Lock) Release(ctx context.Context) error {
 // ReleaseSet is Release that also sets key to value for ttl, in the same round trip and only if the
 // lock is still ours: a result or completion marker is never written by a holder that lost the
 // lock. key must have the lock's hash tag "{name}" as its first (see WithGuard). Errors as for
-// Release; after a successful ReleaseSet, Release returns nil.
+// Release; like Release, it is not cut short by ctx. After a successful ReleaseSet, Release
+// returns nil.
 //
 // With WithReplicaAck, ReleaseSet also waits for the replicas. If too few acknowledge in time, the
 // value was written and the lock released all the same (Release returns nil afterwards), but the
@@ -40,10 +47,10 @@ func (l *Lock) ReleaseSet(ctx context.Context, key string, value []byte, ttl tim
 		return invalid("ReleaseSet is for locks, not permits (Permits) or read-write locks (Read, Write)")
 	}
 	if !sameSlot(key, l.k.name) {
-		return invalid("key (%d bytes) must have the lock's hash tag {name} as its first", len(key))
+		return invalid("core.Lock.ReleaseSet: key (%d bytes) must have the lock's hash tag {name} as its first", len(key))
 	}
 	if ttl < time.Millisecond {
-		return invalid("TTL %v below 1ms", ttl)
+		return invalid("core.Lock.ReleaseSet: ttl must be at least 1ms, got %v", ttl)
 	}
 	if l.closedByClient() {
 		return ErrClosed // the lock was released by Close: the value was not written
@@ -52,14 +59,34 @@ func (l *Lock) ReleaseSet(ctx context.Context, key string, value []byte, ttl tim
 }
 
 func (l *Lock) release(ctx context.Context, set *releaseSet) error {
+	if ctx == nil {
+		return invalid("ctx is nil")
+	}
 	if err := l.heldErr(); err != nil {
 		if l.released() {
 			return nil
 		}
 		return err
 	}
-	_, err := l.end(ctx, stateReleased, ErrReleased, giveNow, set)
+	rctx, cancel := releaseContext(ctx, l.ttl)
+	_, err := l.end(rctx, stateReleased, ErrReleased, giveNow, set)
+	cancel()
 	return err
+}
+
+// releaseTimeout bounds a release whose caller's context can end (see releaseContext).
+const releaseTimeout = 5 * time.Second
+
+// releaseContext returns the context a release asked for with ctx is sent with: ctx's values, but
+// not its cancellation or its deadline (a release that a request's ended context stopped would
+// leave the lock held for its TTL), bounded instead by releaseTimeout, or by ttl if shorter: the
+// watchdog stops renewing the hold before the release is sent, so it expires within ttl anyway. A
+// context that can never end is used as it is, which spares the release two allocations.
+func releaseContext(ctx context.Context, ttl time.Duration) (context.Context, context.CancelFunc) {
+	if ctx.Done() == nil {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(context.WithoutCancel(ctx), min(releaseTimeout, ttl))
 }
 
 // giveMode says how end gives a hold back in Redis.

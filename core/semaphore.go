@@ -32,7 +32,15 @@ const MaxPermits = 100000
 // each count at most n leases do not bound the permits held to n (with 3 nodes and n = 2, permits
 // granted by {A,B}, {B,C} and {A,C} are 3), and a quorum large enough to bound them would lose
 // Redlock's tolerance of failed nodes.
-func Permits(n int) AcquireOption { return func(o *acquireOptions) { o.permits = n } }
+//
+// An n out of range makes the call fail with ErrInvalid, before anything is sent (Permits(0) is not
+// the lock).
+func Permits(n int) AcquireOption {
+	if n < 1 || n > MaxPermits {
+		return refusing(invalid("core.Permits: n must be 1..MaxPermits (%d), got %d", MaxPermits, n))
+	}
+	return func(o *acquireOptions) { o.permits = n }
+}
 
 // Limit returns the number of permits of the semaphore a permit was taken from (Permits), or 0
 // for a lock or a read-write lock.
