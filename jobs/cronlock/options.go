@@ -2,6 +2,7 @@ package cronlock
 
 import (
 	"log/slog"
+	"reflect"
 	"time"
 
 	"github.com/lockkit/lockkit/election"
@@ -31,6 +32,10 @@ func (o *options) validate() error {
 	switch {
 	case o.clock == nil:
 		return invalid("WithClock(nil)")
+	case o.Has("WithRedisTime") && isNil(o.rdb):
+		return invalid("WithRedisTime(nil)")
+	case o.Has("WithHook") && o.hook == nil:
+		return invalid("WithHook(nil)")
 	case o.maxHold < -1 || o.Has("WithMaxHold") && o.maxHold < 0:
 		return invalid("WithMaxHold(%v) is negative", o.maxHold)
 	case o.Has("WithLeader") && o.leader == nil:
@@ -61,8 +66,22 @@ func WithClock(now func() time.Time) Option { return func(o *options) { o.clock 
 // WithRedisTime derives the tick from the Redis server's clock (the TIME command on rdb) instead of
 // the local one, so that every replica reads the same clock. It costs one more round trip per
 // replica and tick. Of little use on a Cluster client, whose TIME goes to an arbitrary node. It
-// replaces WithClock.
-func WithRedisTime(rdb redis.UniversalClient) Option { return func(o *options) { o.rdb = rdb } }
+// replaces WithClock. rdb must not be nil.
+func WithRedisTime(rdb redis.UniversalClient) Option {
+	return func(o *options) {
+		o.rdb = rdb
+		o.Given("WithRedisTime")
+	}
+}
+
+// isNil reports whether rdb is nil, or a nil pointer of a client type.
+func isNil(rdb redis.UniversalClient) bool {
+	if rdb == nil {
+		return true
+	}
+	v := reflect.ValueOf(rdb)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
 
 // WithLogger sets where the Locker logs (default, and nil: slog.Default(), read when a message is
 // logged; slog.New(slog.DiscardHandler) silences it): a failure (a job's error or panic, a lost
@@ -72,8 +91,13 @@ func WithRedisTime(rdb redis.UniversalClient) Option { return func(o *options) {
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.SetLogger(l) } }
 
 // WithHook calls fn once per firing of a job on this replica, after the run or the skip, with what
-// happened. fn runs on the job's goroutine and should be quick.
-func WithHook(fn func(Event)) Option { return func(o *options) { o.hook = fn } }
+// happened. fn runs on the job's goroutine and should be quick. fn must not be nil.
+func WithHook(fn func(Event)) Option {
+	return func(o *options) {
+		o.hook = fn
+		o.Given("WithHook")
+	}
+}
 
 // RetryOnError leaves no completion marker when a job returns an error or panics, so that a replica
 // firing later for the same tick (one with a skewed clock or a late timer) runs it again. Nothing

@@ -140,6 +140,9 @@ func (o *options) validate(ctor string, refused []string) error {
 	case o.Limit > 0 && !o.codeSet:
 		o.code = codes.ResourceExhausted
 	}
+	if err := o.validateArgs(); err != nil {
+		return err
+	}
 	switch {
 	case o.code == codes.OK:
 		return invalidOption("WithContendedCode(codes.OK): the contended code must be an error")
@@ -178,7 +181,7 @@ func WithWait(d time.Duration) Option { return func(o *options) { o.SetWait(d) }
 
 // WithContendedCode sets the status code of a call that did not get its lock because another call
 // holds it (default codes.Aborted; codes.ResourceExhausted with WithLimit). The status carries an
-// errdetails.RetryInfo.
+// errdetails.RetryInfo. c must be a gRPC status code other than codes.OK.
 func WithContendedCode(c codes.Code) Option {
 	return option("WithContendedCode", func(o *options) { o.code, o.codeSet = c, true })
 }
@@ -335,7 +338,8 @@ func (o *options) legacyKey(c call) (string, error) {
 
 // WithMethods restricts the interceptor to the given methods: full method names such as
 // "/bank.Accounts/Withdraw", or a service prefix ending in a slash such as "/bank.Accounts/". Other
-// calls pass through. For richer rules, wrap the interceptor in go-grpc-middleware's selector.
+// calls pass through. At least one method must be given, each starting with '/'. For richer rules,
+// wrap the interceptor in go-grpc-middleware's selector.
 func WithMethods(fullMethods ...string) Option {
 	return option("WithMethods", func(o *options) { o.methods = append(o.methods, fullMethods...) })
 }
@@ -365,7 +369,8 @@ func WithIdempotency(retention time.Duration) Option {
 // Return a stable principal ID that your authentication resolved (a user or tenant ID), never a
 // raw credential: a bearer token changes when the client refreshes it, so a retry sent after a
 // refresh lands in another scope and runs the handler again, which is what the default does. An
-// error fails the call, with its own status or codes.InvalidArgument. Unary calls only.
+// error fails the call, with its own status or codes.InvalidArgument. f must not be nil. Unary calls
+// only.
 func WithIdempotencyScope(f ScopeFunc) Option {
 	return option("WithIdempotencyScope", func(o *options) { o.scope = f })
 }

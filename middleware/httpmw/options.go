@@ -3,6 +3,7 @@ package httpmw
 import (
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -86,6 +87,12 @@ func idempotencyOptions(opts []Option) *options {
 	case err != nil:
 	case len(o.methods) == 0:
 		err = invalidOption("WithMethods needs at least one method")
+	case slices.Contains(o.methods, ""):
+		err = invalidOption("WithMethods: a method is empty")
+	case o.Has("WithScope") && o.scope == nil:
+		err = invalidOption("WithScope(nil)")
+	case slices.Contains(o.fpHeaders, ""):
+		err = invalidOption("WithFingerprintHeaders: a header name is empty")
 	case o.maxBody < 0:
 		err = invalidOption("WithMaxBody(%d) is negative", o.maxBody)
 	case o.maxRequestBody < 0:
@@ -94,6 +101,8 @@ func idempotencyOptions(opts []Option) *options {
 		err = invalidOption("WithRetention(%v) is below 1ms", o.retention)
 	case strings.ContainsAny(o.prefix, "{}"):
 		err = invalidOption("WithRecordPrefix(%q) must not contain '{' or '}'", o.prefix)
+	case o.Has("WithRecordPrefix") && o.prefix == "":
+		err = invalidOption(`WithRecordPrefix("") is empty: leave the option out for the default`)
 	}
 	if err != nil {
 		panic(err)
@@ -166,7 +175,7 @@ func RequireKey() Option {
 // when the client refreshes it: a retry sent after a refresh lands in another scope and runs the
 // handler again, which is what the default does. A principal ID keeps one scope across refreshes.
 // An empty principal is a scope of its own, shared by every caller that gets it: return one only
-// for requests that no caller can tell apart. Idempotency only.
+// for requests that no caller can tell apart. principal must not be nil. Idempotency only.
 func WithScope(principal func(r *http.Request) string) Option {
 	return idempotencyOption("WithScope", func(o *options) { o.scope = principal })
 }
@@ -219,8 +228,8 @@ func WithRetention(d time.Duration) Option {
 }
 
 // WithRecordPrefix sets the prefix of the Redis keys of stored responses (default: the core
-// Client's prefix and "idem:", so "lockkit:idem:"). It must not contain '{' or '}'. Idempotency
-// only.
+// Client's prefix and "idem:", so "lockkit:idem:"). It must not be empty nor contain '{' or '}'.
+// Idempotency only.
 func WithRecordPrefix(p string) Option {
 	return idempotencyOption("WithRecordPrefix", func(o *options) { o.prefix = p })
 }
