@@ -26,11 +26,13 @@ type LockInfo struct {
 	// and TTL: the lock's owner, the writer, the readers or the permits' holders (the earliest
 	// lease expiry first). Permits, Readers and Writer list the same holders by kind.
 	Holders []HolderInfo
-	// TTL is the lock's remaining time to live; zero when it is free.
+	// TTL is how long the name stays held if nobody renews: the lock's remaining TTL, or the
+	// longest remaining lease of its writer, readers or permits; zero when it is free.
 	TTL time.Duration
-	// Fence is the fencing token of the current acquisition; when the lock is free, the last one
-	// issued by the lock (a free lock is kept 10 s after its release) or by the semaphore of the
-	// same name (its fence counter outlives its last permit by at least 10 s), else zero.
+	// Fence is the fencing token of the current acquisition (with readers or permits, the newest
+	// holder's); when the name is free, the last one issued by any kind of hold of the name (a
+	// free name keeps it 10 s after its last release), else zero. A name has one sequence of
+	// fences across every kind of hold.
 	Fence int64
 	// Queued is the number of live waiters in the Redis-side queue of fair mode (Fair). Waiters
 	// that are not fair wait in their own processes and are not counted.
@@ -172,26 +174,26 @@ var errInspectReply = errors.New("unexpected inspect reply")
 // parseInspect reads inspect.lua's reply.
 func parseInspect(v []any) (LockInfo, error) {
 	var info LockInfo
-	if len(v) != 9 {
+	if len(v) != 8 {
 		return info, errInspectReply
 	}
 	val, _ := v[0].(string)
 	pttl, _ := v[1].(int64)
-	counter, _ := v[2].(string)
-	queued, _ := v[3].(int64)
-	nowMS, _ := v[4].(int64)
-	permits, _ := v[5].([]any)
-	pqueued, _ := v[6].(int64)
-	rw, _ := v[7].([]any)
-	rwQueued, _ := v[8].(int64)
+	queued, _ := v[2].(int64)
+	nowMS, _ := v[3].(int64)
+	permits, _ := v[4].([]any)
+	pqueued, _ := v[5].(int64)
+	rw, _ := v[6].([]any)
+	rwQueued, _ := v[7].(int64)
 	info.Queued, info.PermitsQueued, info.RWQueued = int(queued), int(pqueued), int(rwQueued)
 	if val != "" {
 		lv, ok := parseLockValue(val)
 		if !ok {
 			return info, errInspectReply
 		}
-		info.Fence, info.Held = lv.fence, lv.token != ""
-		if info.Held {
+		info.Fence = lv.fence
+		if lv.token != "" && !isMark(lv.token) {
+			info.Held = true
 			if pttl > 0 {
 				info.TTL = time.Duration(pttl) * time.Millisecond
 			}
@@ -200,10 +202,6 @@ func parseInspect(v []any) (LockInfo, error) {
 			parseHolder(&h, strconv.FormatInt(at.UnixMilli(), 10)+" "+lv.label, nowMS)
 			info.Holders = append(info.Holders, h)
 		}
-	}
-	if !info.Held {
-		c, _ := strconv.ParseInt(counter, 10, 64)
-		info.Fence = max(info.Fence, c)
 	}
 	parseLeases(permits, nowMS, func(h HolderInfo, limit int) {
 		if limit > 0 && (info.Limit == 0 || limit < info.Limit) {
@@ -230,7 +228,8 @@ func parseInspect(v []any) (LockInfo, error) {
 				info.TTL = max(info.TTL, h.TTL)
 			}
 		}
-		if info.Fence == 0 || info.Mode != "lock" {
+		if info.Mode != "lock" {
+			info.Fence = 0
 			for _, h := range info.Holders {
 				info.Fence = max(info.Fence, h.Fence)
 			}
@@ -258,6 +257,10 @@ func parseLeases(list []any, nowMS int64, add func(h HolderInfo, limit int)) {
 		add(h, n)
 	}
 }
+
+// isMark reports whether a lock value's token is a family's mark (lock.lua): permits or read-write
+// holds have the name, and the lock key only keeps its fence.
+func isMark(token string) bool { return token[0] == 1 }
 
 // lockValue is a lock's value in Redis (see internal/script/lua/lock.lua): NUL-separated fields.
 type lockValue struct {

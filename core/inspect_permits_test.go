@@ -12,7 +12,7 @@ import (
 )
 
 // Inspect lists a semaphore's permits (digest, fence, lease, since when, host/pid/label), its limit
-// and its fair waiters, apart from the lock of the same name; reading changes nothing.
+// and its fair waiters: the name is held in mode "permit" by both holders; reading changes nothing.
 func TestInspect_permits(t *testing.T) {
 	_, rdb, c := setup(t, core.WithLabel("limiter"))
 	other := newClient(t, rdb)
@@ -43,8 +43,9 @@ func TestInspect_permits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.Held || len(info.Holders) != 0 || info.Limit != 2 || len(info.Permits) != 2 || info.Queued != 0 {
-		t.Fatalf("info = %+v, want a free lock and 2 permits of limit 2", info)
+	if !info.Held || info.Mode != "permit" || !reflect.DeepEqual(info.Holders, info.Permits) || info.Limit != 2 ||
+		len(info.Permits) != 2 || info.Queued != 0 || info.Fence != max(a.Fence(), b.Fence()) {
+		t.Fatalf("info = %+v, want the name held by 2 permits of limit 2", info)
 	}
 	host, _ := os.Hostname()
 	// Earliest lease expiry first; a and b may expire within the same millisecond, and then either

@@ -198,6 +198,9 @@ func TestInspect_clusterAndRedlock(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkHolder(t, info, l, 1, "c")
+			if err := l.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
 			p, err := c.Acquire(ctx, name, 5*time.Second, core.Permits(2))
 			if err != nil {
 				t.Fatal(err)

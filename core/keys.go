@@ -22,9 +22,9 @@ type keys struct {
 
 // semKeys are a semaphore's other names and its limit.
 type semKeys struct {
-	limit                            int
-	limits, fences, counter, receipt string
-	strict                           bool // a read-write lock's: strict FIFO (sem_acquire.lua's fair '2')
+	limit                         int
+	limits, fences, lock, receipt string // lock: the name's lock key (one name, one lock)
+	strict                        bool   // a read-write lock's: strict FIFO (sem_acquire.lua's fair '2')
 }
 
 // init sets k to the keys of the lock name.
@@ -52,23 +52,23 @@ func (k *keys) slice(name, s string, n int) {
 
 // initSem sets k to the keys of the semaphore name: prefix{name}:permits (ZSET token -> lease
 // expiry), :permits:limits (ZSET token -> limit), :permits:fences (HASH token -> fence, token NUL
-// -> holder label), :permits:queue (+ :deadlines, queue.lua), :permits:receipt and the fence
-// counter prefix{name}:fence.
+// -> holder label), :permits:queue (+ :deadlines, queue.lua), :permits:receipt and the name's lock
+// key prefix{name}, which holds the family's mark and the name's fence while permits are held.
 func (k *keys) initSem(prefix, name string, limit int) {
 	tag := prefix + "{" + name + "}"
 	p := tag + ":permits"
 	k.setMain(name, p)
-	k.sem = &semKeys{limit: limit, limits: p + ":limits", fences: p + ":fences", counter: tag + ":fence",
+	k.sem = &semKeys{limit: limit, limits: p + ":limits", fences: p + ":fences", lock: tag,
 		receipt: p + ":receipt"}
 }
 
 // initRW sets k to the keys of the read-write lock name, whose lock key is tag (prefix{name}): a
 // semaphore's keys under tag:rw (tag:rw ZSET token -> lease expiry, :rw:limits, :rw:fences,
-// :rw:fence, :rw:queue, :rw:receipt; docs/keys.md), limit being 1 for a writer.
+// :rw:queue, :rw:receipt; docs/keys.md) and the lock key itself, limit being 1 for a writer.
 func (k *keys) initRW(tag, name string, limit int) {
 	m := tag + rwSuffix
 	k.setMain(name, m)
-	k.sem = &semKeys{limit: limit, limits: m + ":limits", fences: m + ":fences", counter: m + ":fence",
+	k.sem = &semKeys{limit: limit, limits: m + ":limits", fences: m + ":fences", lock: tag,
 		receipt: m + ":receipt", strict: true}
 }
 
@@ -85,14 +85,6 @@ func (s *semKeys) fairArg(fair bool) string {
 		return "1"
 	}
 	return "0"
-}
-
-// counter is the name's semaphore fence counter (Inspect reads it for a lock too).
-func (k *keys) counter() string {
-	if k.sem != nil {
-		return k.sem.counter
-	}
-	return k.main + ":fence"
 }
 
 // held records the fence of the acquisition the holder took or entered. A lock's release passes it

@@ -16,7 +16,7 @@ import (
 // node. Each call is one script of core/internal/script.
 type node struct {
 	rdb         redis.UniversalClient
-	send        script.Runner // sends script calls: rdb, or a pipe.Sender over it (WithPipelining)
+	send        script.Runner // sends script calls: a script.Sender over rdb, or over a pipe.Sender over it (WithPipelining)
 	pubCmd      any           // "PUBLISH" or "SPUBLISH", boxed once
 	id          any           // the client's id, published on release
 	cluster     bool
@@ -33,10 +33,10 @@ type node struct {
 }
 
 func newNode(rdb redis.UniversalClient, id string, o *options) *node {
-	n := &node{rdb: rdb, send: rdb, pubCmd: any("PUBLISH"), id: id, replicas: o.replicas, replicaWait: o.replicaWait,
+	n := &node{rdb: rdb, send: script.NewSender(rdb), pubCmd: any("PUBLISH"), id: id, replicas: o.replicas, replicaWait: o.replicaWait,
 		label: holderLabel(o.label)}
 	if o.pipeline > 0 {
-		n.send = pipe.New(rdb, o.pipeline)
+		n.send = script.NewSender(pipe.New(rdb, o.pipeline))
 	}
 	if _, ok := rdb.(*redis.ClusterClient); ok {
 		n.cluster = true
@@ -87,7 +87,7 @@ func (n *node) acquire(ctx context.Context, k *keys, r *acquireReq) (acquireResu
 func (n *node) acquireCall(k *keys, r *acquireReq) script.Call {
 	switch {
 	case k.sem != nil:
-		return (&script.SemAcquire{Permits: k.main, Limits: k.sem.limits, Fences: k.sem.fences, Counter: k.sem.counter,
+		return (&script.SemAcquire{Permits: k.main, Limits: k.sem.limits, Fences: k.sem.fences, Lock: k.sem.lock,
 			Queue: k.queue, Deadlines: k.dls, Token: r.token, TTL: ms(r.ttl), Limit: r.limit, Label: n.label,
 			Timeout: ms(r.waiterTTL), Fair: k.sem.fairArg(r.fair), Pub: n.pubCmd}).Call()
 	case r.fair:
@@ -119,7 +119,7 @@ func (n *node) releaseWith(ctx context.Context, k *keys, token, hold any, fair b
 	var call script.Call
 	switch {
 	case k.sem != nil:
-		call = (&script.SemRelease{Permits: k.main, Limits: k.sem.limits, Fences: k.sem.fences, Counter: k.sem.counter,
+		call = (&script.SemRelease{Permits: k.main, Limits: k.sem.limits, Fences: k.sem.fences, Lock: k.sem.lock,
 			Queue: k.queue, Deadlines: k.dls, Receipt: k.sem.receipt, Token: token, Pub: n.pubCmd, Msg: payload,
 			Fair: k.sem.fairArg(fair)}).Call()
 	case fair:
@@ -162,7 +162,7 @@ func (n *node) raiseFence(ctx context.Context, k *keys, token any, fence int64) 
 func (n *node) renewCall(it *renewItem) script.Call {
 	k := it.k
 	if k.sem != nil {
-		return (&script.SemRenew{Permits: k.main, Limits: k.sem.limits, Fences: k.sem.fences, Token: it.token,
+		return (&script.SemRenew{Permits: k.main, Limits: k.sem.limits, Fences: k.sem.fences, Lock: k.sem.lock, Token: it.token,
 			TTL: ms(it.ttl), Fence: k.fenceArg()}).Call()
 	}
 	return (&script.Renew{Lock: k.main, Token: it.token, TTL: ms(it.ttl), Fence: n.fenceArg(k)}).Call()
@@ -195,7 +195,7 @@ func (n *node) renewVia(ctx context.Context, newPipe func() redis.Pipeliner, ite
 	p := newPipe()
 	for i := range items {
 		calls[i] = n.renewCall(&items[i])
-		cmds[i] = calls[i].Cmd(ctx)
+		cmds[i] = calls[i].Cmd(ctx, n.send)
 		_ = p.Process(ctx, cmds[i])
 	}
 	err := exec(p)
@@ -267,7 +267,7 @@ func (n *node) extend(ctx context.Context, k *keys, token any, ttl time.Duration
 
 func (n *node) dequeue(ctx context.Context, k *keys, r *acquireReq) error {
 	if k.sem != nil {
-		return (&script.SemDequeue{Permits: k.main, Limits: k.sem.limits, Fences: k.sem.fences, Counter: k.sem.counter,
+		return (&script.SemDequeue{Permits: k.main, Limits: k.sem.limits, Fences: k.sem.fences, Lock: k.sem.lock,
 			Queue: k.queue, Deadlines: k.dls, Token: r.token, Pub: n.pubCmd, TTL: ms(r.ttl), Timeout: ms(r.waiterTTL),
 			Limit: r.limit, Label: n.label, Msg: n.id}).Call().Run(ctx, n.send).Err()
 	}
@@ -285,7 +285,7 @@ func (n *node) router() router {
 func (n *node) inspect(ctx context.Context, l, p *keys) (LockInfo, error) {
 	var rw keys
 	rw.initRW(l.main, l.name, 0)
-	v, err := (&script.Inspect{Lock: l.main, Queue: l.queue, Deadlines: l.dls, Counter: p.sem.counter,
+	v, err := (&script.Inspect{Lock: l.main, Queue: l.queue, Deadlines: l.dls,
 		Permits: p.main, Limits: p.sem.limits, Fences: p.sem.fences, PQueue: p.queue, PDeadlines: p.dls,
 		RW: rw.main, RWLimits: rw.sem.limits, RWFences: rw.sem.fences, RWQueue: rw.queue, RWDeadlines: rw.dls}).Call().
 		Run(ctx, n.send).Slice()

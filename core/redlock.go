@@ -338,6 +338,7 @@ func (rl *redlock) inspect(ctx context.Context, k, p *keys) (LockInfo, error) {
 		out.Fence = quorumFence(fences, rl.quorum)
 		h.Fence, h.TTL = out.Fence, out.TTL
 		out.Holders = append(out.Holders, h)
+		out.Mode = h.Mode // "lock": Redlock refuses the other kinds
 	}
 	return out, nil
 }

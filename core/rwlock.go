@@ -8,8 +8,10 @@ import (
 )
 
 // Read makes Acquire, TryAcquire and Do take the shared (read) side of the read-write lock named
-// name: any number of readers hold it together, never with a writer (Write). The read-write lock
-// is independent of the lock and of the semaphore (Permits) of the same name.
+// name: any number of readers hold it together, never with a writer (Write). One name, one lock:
+// a write and a lock (taken without Read, Write or Permits) are the same exclusive side of the
+// name, and reads share the name with reads only, never with a lock or permits (Permits) of the
+// same name (see docs/guarantees.md, "One name, one lock").
 //
 // A read or write hold is a *Lock with everything a lock has: its own owner token and lease,
 // renewal by the Client's watchdog, a Context cancelled (with cause) on Release or loss — before
@@ -24,8 +26,8 @@ import (
 // queue, or to all the readers at the head up to the next writer, without another round trip. A
 // TryAcquire never jumps the queue either: with a waiter ahead it is refused. Fair is implied.
 //
-// Fences: one sequence per name for readers and writers, strictly increasing in the order the
-// holds were granted. A writer's fence is above the fence of every hold granted before it, and
+// Fences: one sequence per name for every kind of hold, strictly increasing in the order the holds
+// were granted. A writer's fence is above the fence of every hold granted before it, and
 // every hold granted after the writer has a fence above the writer's. So a resource that records
 // the highest fence it accepted from a writer (W) and from anyone (A) refuses a write whose fence
 // is below A (a stale writer: someone was granted the lock after it), and a read whose fence is

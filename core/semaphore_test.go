@@ -33,7 +33,7 @@ func TestPermits_limitFencesKeysAndRoundTrips(t *testing.T) {
 		t.Fatalf("fifth permit: %v (%+v), want NotAcquiredError with RetryAfter ~5s", err, na)
 	}
 	// Every key written has a TTL.
-	for _, k := range []string{"lockkit:{pool}:permits", "lockkit:{pool}:permits:limits", "lockkit:{pool}:permits:fences", "lockkit:{pool}:fence"} {
+	for _, k := range []string{"lockkit:{pool}:permits", "lockkit:{pool}:permits:limits", "lockkit:{pool}:permits:fences", "lockkit:{pool}"} {
 		if d := rdb.PTTL(ctx, k).Val(); d <= 0 {
 			t.Fatalf("%s: PTTL %v, want a TTL", k, d)
 		}
@@ -74,12 +74,21 @@ func TestPermits_limitFencesKeysAndRoundTrips(t *testing.T) {
 	if n := rdb.Exists(ctx, "lockkit:{pool}:permits", "lockkit:{pool}:permits:limits", "lockkit:{pool}:permits:fences").Val(); n != 0 {
 		t.Fatalf("%d semaphore keys left after the last release", n)
 	}
-	// A semaphore and the lock of the same name are independent.
+	// One name, one lock: the last permit's release freed the name for a lock, whose hold keeps
+	// permits out, and the fences go on in one sequence.
 	l, err := c.TryAcquire(ctx, "pool", time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Release(ctx)
+	if l.Fence() <= p.Fence() {
+		t.Fatalf("the lock's fence %d is not above the last permit's %d", l.Fence(), p.Fence())
+	}
+	if _, err := c.TryAcquire(ctx, "pool", time.Second, core.Permits(1)); !errors.Is(err, core.ErrNotAcquired) {
+		t.Fatalf("a permit while the lock holds: %v, want ErrNotAcquired", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
 	p, err = c.TryAcquire(ctx, "pool", time.Second, core.Permits(1))
 	if err != nil {
 		t.Fatal(err)

@@ -259,9 +259,9 @@ func TestKeys_docTable(t *testing.T) {
 	giveBack(t, srv, "rgiven", core.Read())
 	kc.until("lockkit:{NAME}", "lockkit:{NAME}:queue", "lockkit:{NAME}:queue:deadlines",
 		"lockkit:{NAME}:permits", "lockkit:{NAME}:permits:limits", "lockkit:{NAME}:permits:fences",
-		"lockkit:{NAME}:fence", "lockkit:{NAME}:permits:queue", "lockkit:{NAME}:permits:queue:deadlines",
+		"lockkit:{NAME}:permits:queue", "lockkit:{NAME}:permits:queue:deadlines",
 		"lockkit:{NAME}:permits:receipt:t:TOKEN", "lockkit:{NAME}:rw", "lockkit:{NAME}:rw:limits",
-		"lockkit:{NAME}:rw:fences", "lockkit:{NAME}:rw:fence", "lockkit:{NAME}:rw:queue",
+		"lockkit:{NAME}:rw:fences", "lockkit:{NAME}:rw:queue",
 		"lockkit:{NAME}:rw:queue:deadlines", "lockkit:{NAME}:rw:receipt:t:TOKEN")
 
 	// A record of the exactly-once layer, through httpmw.

@@ -149,3 +149,39 @@ func TestStartServer_runs_until_closed(t *testing.T) {
 		t.Fatal("the server still listens after Close")
 	}
 }
+
+// The embedded server runs the same scripts: one name, one lock holds there too (a read keeps a
+// lock and permits out; a waiting lock gets the name once it is released, long before the read's
+// TTL).
+func TestNewClient_kindsOfHoldExcludeEachOther(t *testing.T) {
+	locks := lockkittest.NewClient(t)
+	ctx := t.Context()
+	r, err := locks.TryAcquire(ctx, "catalog", time.Minute, core.Read())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, opts := range [][]core.AcquireOption{nil, {core.Write()}, {core.Permits(2)}} {
+		if _, err := locks.TryAcquire(ctx, "catalog", time.Minute, opts...); !errors.Is(err, core.ErrNotAcquired) {
+			t.Fatalf("%d options beside a read: %v, want ErrNotAcquired", len(opts), err)
+		}
+	}
+	got := make(chan error, 1)
+	go func() {
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		l, err := locks.Acquire(wctx, "catalog", time.Minute)
+		if err == nil {
+			if l.Fence() <= r.Fence() {
+				err = errors.New("the lock's fence is not above the read's")
+			}
+			_ = l.Release(ctx)
+		}
+		got <- err
+	}()
+	if err := r.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+}

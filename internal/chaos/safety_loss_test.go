@@ -221,7 +221,7 @@ func (f *faultRig) lose(t *testing.T, kind string) {
 		if f.permits {
 			s.Keys, cmd = "permits", []any{"DEL", key + ":permits", key + ":permits:limits", key + ":permits:fences"}
 			if f.rnd.IntN(3) == 0 {
-				s.Keys, cmd = "fence", []any{"DEL", key + ":fence"}
+				s.Keys, cmd = "fence", []any{"DEL", key} // the name's lock key: the family's mark and the name's fence
 			}
 		}
 	case "flushall":

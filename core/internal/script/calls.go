@@ -126,14 +126,14 @@ func (a *RaiseFence) Call() Call {
 
 // Inspect calls inspect.lua: what Client.Inspect reports. Read-only.
 type Inspect struct {
-	Lock, Queue, Deadlines, Counter, Permits, Limits, Fences, PQueue, PDeadlines string
-	RW, RWLimits, RWFences, RWQueue, RWDeadlines                                 string
+	Lock, Queue, Deadlines, Permits, Limits, Fences, PQueue, PDeadlines string
+	RW, RWLimits, RWFences, RWQueue, RWDeadlines                        string
 }
 
 // Call builds the call.
 func (a *Inspect) Call() Call {
-	c := Scripts().Inspect.call(14, 14)
-	c.argv = append(c.argv, a.Lock, a.Queue, a.Deadlines, a.Counter, a.Permits, a.Limits, a.Fences, a.PQueue, a.PDeadlines,
+	c := Scripts().Inspect.call(13, 13)
+	c.argv = append(c.argv, a.Lock, a.Queue, a.Deadlines, a.Permits, a.Limits, a.Fences, a.PQueue, a.PDeadlines,
 		a.RW, a.RWLimits, a.RWFences, a.RWQueue, a.RWDeadlines)
 	return c
 }
@@ -156,56 +156,56 @@ func (a *ForceRelease) Call() Call {
 
 // SemAcquire calls sem_acquire.lua: take a permit (or a read-write lock's lease), or queue for one.
 type SemAcquire struct {
-	Permits, Limits, Fences, Counter, Queue, Deadlines string
-	Token, TTL, Limit, Label, Timeout, Fair, Pub       any
+	Permits, Limits, Fences, Lock, Queue, Deadlines string
+	Token, TTL, Limit, Label, Timeout, Fair, Pub    any
 }
 
 // Call builds the call.
 func (a *SemAcquire) Call() Call {
 	c := Scripts().SemAcquire.call(6, 13)
-	c.argv = append(c.argv, a.Permits, a.Limits, a.Fences, a.Counter, a.Queue, a.Deadlines,
+	c.argv = append(c.argv, a.Permits, a.Limits, a.Fences, a.Lock, a.Queue, a.Deadlines,
 		a.Token, a.TTL, a.Limit, a.Label, a.Timeout, a.Fair, a.Pub)
 	return c
 }
 
 // SemRelease calls sem_release.lua: release a permit, handing it on.
 type SemRelease struct {
-	Permits, Limits, Fences, Counter, Queue, Deadlines, Receipt string
-	Token, Pub, Msg, Fair                                       any
+	Permits, Limits, Fences, Lock, Queue, Deadlines, Receipt string
+	Token, Pub, Msg, Fair                                    any
 }
 
 // Call builds the call.
 func (a *SemRelease) Call() Call {
 	c := Scripts().SemRelease.call(7, 11)
-	c.argv = append(c.argv, a.Permits, a.Limits, a.Fences, a.Counter, a.Queue, a.Deadlines, a.Receipt,
+	c.argv = append(c.argv, a.Permits, a.Limits, a.Fences, a.Lock, a.Queue, a.Deadlines, a.Receipt,
 		a.Token, a.Pub, a.Msg, a.Fair)
 	return c
 }
 
 // SemDequeue calls sem_dequeue.lua: a permit waiter gives up.
 type SemDequeue struct {
-	Permits, Limits, Fences, Counter, Queue, Deadlines string
-	Token, Pub, TTL, Timeout, Limit, Label, Msg        any
+	Permits, Limits, Fences, Lock, Queue, Deadlines string
+	Token, Pub, TTL, Timeout, Limit, Label, Msg     any
 }
 
 // Call builds the call.
 func (a *SemDequeue) Call() Call {
 	c := Scripts().SemDequeue.call(6, 13)
-	c.argv = append(c.argv, a.Permits, a.Limits, a.Fences, a.Counter, a.Queue, a.Deadlines,
+	c.argv = append(c.argv, a.Permits, a.Limits, a.Fences, a.Lock, a.Queue, a.Deadlines,
 		a.Token, a.Pub, a.TTL, a.Timeout, a.Limit, a.Label, a.Msg)
 	return c
 }
 
 // SemRenew calls sem_renew.lua: renew (or Extend) a permit's lease.
 type SemRenew struct {
-	Permits, Limits, Fences string
-	Token, TTL, Fence       any
+	Permits, Limits, Fences, Lock string
+	Token, TTL, Fence             any
 }
 
 // Call builds the call.
 func (a *SemRenew) Call() Call {
-	c := Scripts().SemRenew.call(3, 6)
-	c.argv = append(c.argv, a.Permits, a.Limits, a.Fences, a.Token, a.TTL, a.Fence)
+	c := Scripts().SemRenew.call(4, 7)
+	c.argv = append(c.argv, a.Permits, a.Limits, a.Fences, a.Lock, a.Token, a.TTL, a.Fence)
 	return c
 }
 

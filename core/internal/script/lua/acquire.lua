@@ -10,7 +10,8 @@
 -- any acquisition of the token (lk_entry: a re-entry never takes a lock).
 -- Returns: fence (integer > 0) on a fresh acquisition,
 --          {fence, holds} when the owner re-entered (or a replay found this hold recorded),
---          -1 - pttl (integer < 0) when another owner holds the lock,
+--          -1 - pttl (integer < 0) when another owner holds the lock, or another kind of hold
+--            (permits, reads, a write: lock.lua) holds the name,
 --          {'nothold'} when a re-entry finds no acquisition of the token to enter,
 --          {'guarded', value} when the guard key exists.
 -- The hot path, before the lock's functions are even defined (a closure costs Redis about 900
@@ -43,7 +44,7 @@ if k_guard then
     return {'guarded', g}
   end
 end
-local s = v and lk_parse(v)
+local s = lk_live(k_lock, v and lk_parse(v))
 if a_entry then
   return lk_entry(k_lock, s, a_token, a_hold, a_ttl, a_entry)
 end

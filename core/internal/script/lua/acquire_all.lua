@@ -10,7 +10,7 @@
 --! include lock.lua
 local found = {}
 for i, key in ipairs(k_locks) do
-  local s = lk_get(key)
+  local s = lk_live(key, lk_get(key))
   if s and s.tok ~= '' and not (s.tok == a_token and lk_has(s.holds, a_hold)) then
     return {'busy', i, -1 - lk_busy(key, s, a_waiting)}
   end

@@ -12,7 +12,7 @@
 -- its lease from this attempt. A queued caller gets {-1 - wait, 'queued', EPOCH} (EPOCH names its
 -- queueing in grants); wait is the holder's PTTL.
 --! include fair.lua
-local s = lk_get(k_lock)
+local s = lk_live(k_lock, lk_get(k_lock))
 if a_entry then
   return lk_entry(k_lock, s, a_token, a_hold, a_ttl, a_entry)
 end
@@ -30,9 +30,9 @@ if s and s.tok ~= '' then
   if timeout <= 0 then
     return lk_busy(k_lock, s, '')
   end
-  if s.w ~= '1' then
-    -- A holder that took the lock without Fair releases without handing on: have its release
-    -- publish, so that a waiter tries at once.
+  if s.w == '0' then
+    -- A holder that took the lock without Fair (or another kind of hold) releases without handing
+    -- on: have its release publish, so that a waiter tries at once.
     s.w = '1'
     lk_keep(k_lock, s)
   end

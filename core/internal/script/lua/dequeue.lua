@@ -8,7 +8,7 @@
 -- Returns 1 when the lock had been handed to the waiter, else 0.
 --! include fair.lua
 q_leave(k_queue, k_deadlines, q_member(a_ttl, a_timeout, a_token, a_hold, a_label))
-local s = lk_get(k_lock)
+local s = lk_live(k_lock, lk_get(k_lock))
 local mine = s ~= nil and s.tok == a_token and lk_has(s.holds, a_hold)
 if s and s.tok ~= '' and not mine then
   return 0 -- held by another owner (or other holds of the token): its release hands the lock on
@@ -22,8 +22,6 @@ if w then
   lk_give(k_lock, s, w, a_pub)
 elseif mine then
   lk_drop(k_lock, s, a_token, a_hold, '0')
-  if s.w == '1' then
-    redis.call(a_pub, k_lock .. ':released', '')
-  end
+  lk_tell(a_pub, k_lock, s.w, '')
 end
 return mine and 1 or 0

@@ -1,5 +1,5 @@
--- An operator's forced release (Client.ForceRelease): frees the name's lock whoever holds it and
--- deletes every lease of its semaphore and of its read-write lock, and wakes waiters: the lock's
+-- An operator's forced release (Client.ForceRelease): frees the name whoever holds it, in whatever
+-- mode (lock.lua): its lock, every permit and every read and write hold, and wakes waiters: the lock's
 -- first live fair waiter (named by the SHA-1 of its token: its next attempt takes the free lock)
 -- or else one waiter of each client, and one permit (read-write) waiter per freed lease (at most
 -- 1000). The lock keeps its fence and breaks its chain of owner releases (BASE = its fence + 1,
@@ -39,10 +39,17 @@ end
 local n = 0
 local s = lk_get(k_lock)
 if s and s.tok ~= '' then
+  -- A lock's owner, or a family's mark (lock.lua): the name is free once its leases are deleted.
   redis.call('SET', k_lock, lk_enc(lk_free(s.f, int(s.f + 1))), 'PX', FREE_TTL)
-  n = 1
+  if s.tok:byte(1) ~= 1 then
+    n = 1
+  end
   local w = q_first(k_queue, k_deadlines, false)
   redis.call(a_pub, k_lock .. ':released', w and redis.sha1hex(w.tok) or a_msg)
+  if s.w == '2' then
+    redis.call(a_pub, k_permits .. ':released', a_msg)
+    redis.call(a_pub, k_rw .. ':released', a_msg)
+  end
 end
 n = n + free_leases(k_permits, k_limits, k_fences, k_pqueue, k_pdeadlines)
 return n + free_leases(k_rw, k_rwlimits, k_rwfences, k_rwqueue, k_rwdeadlines)

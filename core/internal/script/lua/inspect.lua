@@ -1,12 +1,13 @@
 -- What Client.Inspect reports about a name's lock, semaphore and read-write lock, in one round
 -- trip. Read-only: it writes nothing and changes no TTL (a read-only ACL user can run it, with
 -- EVALSHA_RO).
---! keys: lock queue deadlines counter permits limits fences pqueue pdeadlines rw rwlimits rwfences rwqueue rwdeadlines
+--! keys: lock queue deadlines permits limits fences pqueue pdeadlines rw rwlimits rwfences rwqueue rwdeadlines
 --! args:
 --! flags: no-writes
--- queue, deadlines: the lock's fair queue; counter: the semaphore's fence counter; pqueue,
+-- queue, deadlines: the lock's fair queue; pqueue,
 -- pdeadlines: the semaphore's queue; rw...: the read-write lock's leases and queue (sem.lua's keys).
--- Returns {the lock's value ('' if none; lock.lua), its PTTL, the fence counter ('' if none), live
+-- Returns {the lock's value ('' if none; lock.lua: a lock's owner, or the mark of the family that
+-- holds the name, with the name's last fence), its PTTL, live
 -- fair waiters, the server's clock in ms, the live permits as a flat list of token, lease expiry,
 -- limit, fence, label (5 entries each, earliest expiry first), live permit waiters, the read-write
 -- lock's live leases (the same 5 entries; limit 1: the writer), its live waiters}.
@@ -29,6 +30,6 @@ local function leases(permits, limits, fences, ms)
 end
 
 local _, ms = now()
-return {redis.call('GET', k_lock) or '', redis.call('PTTL', k_lock), redis.call('GET', k_counter) or '',
+return {redis.call('GET', k_lock) or '', redis.call('PTTL', k_lock),
   q_live(k_queue, k_deadlines), ms, leases(k_permits, k_limits, k_fences, ms), q_live(k_pqueue, k_pdeadlines),
   leases(k_rw, k_rwlimits, k_rwfences, ms), q_live(k_rwqueue, k_rwdeadlines)}

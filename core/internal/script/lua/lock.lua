@@ -9,6 +9,15 @@
 -- (the client makes sure). A held lock lives for its TTL (renewals and re-entries only lengthen
 -- it); a free one for FREE_TTL, which keeps its fence and its chain of owner releases (BASE), then
 -- disappears.
+--
+-- One name, one lock: the same key says when the name's other kinds of hold have it. While
+-- permits (Permits) or reads and writes (Read, Write) of the name are held, TOKEN is their family's
+-- mark, a byte 1 and the family ('\1permits', '\1rw': the suffix of its leases' key), which no
+-- owner token can be (the client refuses a token that starts with a control byte); FENCE is the
+-- last fence the family handed out (the name has one sequence), HOLDS, ACQUIRED and LABEL are
+-- empty; the key lives at least as long as the family's longest lease (sem.lua). W is '1' once a
+-- lock's waiter found the name taken, '2' once a waiter of another kind did: a release then
+-- publishes on the lock's channel, and with '2' on the families' channels too (lk_tell).
 --! include fence.lua
 
 local FREE_TTL = '10000' -- a string: redis.call formats a number argument with '%.17g'
@@ -20,7 +29,7 @@ local function lk_parse(v)
     s = {tok = '', f = tonumber(f), holds = '', w = '0', rel = rel, acq = '', label = '', extra = ''}
   else
     local tok, f, holds, w, rel, acq, label, extra = string.match(v,
-      '^([^%z]+)%z(%d+)%z([^%z]*)%z([01])%z([^%z]*)%z([^%z]*)%z([^%z]*)(.*)$')
+      '^([^%z]+)%z(%d+)%z([^%z]*)%z([012])%z([^%z]*)%z([^%z]*)%z([^%z]*)(.*)$')
     s = {tok = tok, f = tonumber(f), holds = holds, w = w, rel = rel, acq = acq, label = label, extra = extra}
   end
   if not s.f then
@@ -112,10 +121,12 @@ local function lk_entry(key, s, token, hold, ttl, fenceArg)
 end
 
 -- lk_busy returns -1 - the remaining TTL of a lock held by someone else, after flagging it for a
--- release message when the caller waits for one.
-local function lk_busy(key, s, waiting)
-  if waiting ~= '' and waiting ~= '0' and s.w ~= '1' then
-    s.w = '1'
+-- release message when the caller waits for one: flag '1' for a lock's waiter (the default), '2'
+-- for a waiter of another kind (permits, reads, writes), which listens on its family's channel.
+local function lk_busy(key, s, waiting, flag)
+  flag = flag or '1'
+  if waiting ~= '' and waiting ~= '0' and s.w ~= flag and s.w ~= '2' then
+    s.w = flag
     lk_keep(key, s)
   end
   local pttl = redis.call('PTTL', key)
@@ -164,4 +175,31 @@ local function lk_drop(key, s, token, hold, fenceArg)
   end
   redis.call('SET', key, lk_enc(lk_free(f, s.rel)), 'PX', FREE_TTL)
   return nil
+end
+
+-- lk_tell wakes the waiters of a name that became free, as its value's W says (nothing for '0'):
+-- msg on the lock's release channel, and for '2' on its families' channels too.
+local function lk_tell(pub, key, w, msg)
+  if w ~= '0' then
+    redis.call(pub, key .. ':released', msg)
+    if w == '2' then
+      redis.call(pub, key .. ':permits:released', msg)
+      redis.call(pub, key .. ':rw:released', msg)
+    end
+  end
+end
+
+-- lk_live returns s, the value of key, but a family's mark (see above) whose family holds no live
+-- lease any more (its holders died) as a free value with its fence and BASE: nothing holds the
+-- name. The family's expired leases are dropped by its next call (sem.lua).
+local function lk_live(key, s)
+  if s and s.tok:byte(1) == 1 then
+    local _, ms = now()
+    if redis.call('ZCOUNT', key .. ':' .. s.tok:sub(2), '(' .. ms, '+inf') == 0 then
+      local free = lk_free(s.f, s.rel)
+      free.w = s.w
+      return free
+    end
+  end
+  return s
 end

@@ -18,8 +18,13 @@ if not k_set and v and v:find(pre, 1, true) == 1 then
   local n = #pre
   local q = v:find('\0', n + 3, true)
   redis.call('SET', k_lock, '\0' .. a_fence .. '\0' .. v:sub(n + 3, q - 1), 'PX', '10000')
-  if v:byte(n + 1) == 49 then -- W is '1'
+  local w = v:byte(n + 1)
+  if w ~= 48 then -- W is '1' (a waiter of the lock) or '2' (of another kind too: lock.lua, lk_tell)
     redis.call(a_pub, k_lock .. ':released', a_msg)
+    if w == 50 then
+      redis.call(a_pub, k_lock .. ':permits:released', a_msg)
+      redis.call(a_pub, k_lock .. ':rw:released', a_msg)
+    end
   end
   return 0
 end
@@ -33,7 +38,5 @@ local holds = lk_drop(k_lock, s, a_token, a_hold, a_fence)
 if holds then
   return holds
 end
-if s.w == '1' then
-  redis.call(a_pub, k_lock .. ':released', a_msg)
-end
+lk_tell(a_pub, k_lock, s.w, a_msg)
 return 0

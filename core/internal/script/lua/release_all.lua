@@ -10,9 +10,7 @@ for i, key in ipairs(k_locks) do
   local s = lk_get(key)
   local holds = lk_drop(key, s, a_token, a_hold, a_fences[i])
   if not holds then
-    if s.w == '1' then
-      redis.call(a_pub, key .. ':released', a_msg)
-    end
+    lk_tell(a_pub, key, s.w, a_msg)
     holds = 0
   end
   left[i] = holds

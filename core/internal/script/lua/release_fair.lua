@@ -19,7 +19,5 @@ local holds = lk_drop(k_lock, s, a_token, a_hold, a_fence)
 if holds then
   return holds
 end
-if s.w == '1' then
-  redis.call(a_pub, k_lock .. ':released', '')
-end
+lk_tell(a_pub, k_lock, s.w, '')
 return 0

@@ -4,13 +4,45 @@
 --   limits   ZSET token -> the limit its acquirer passed;
 --   fences   HASH token -> the permit's fence, token NUL -> "ACQUIRED_MS HOST PID LABEL" (Inspect);
 --
--- plus its fence counter (the last fence handed out, next_fence) and its queue (queue.lua, X being
--- the waiter's limit). A lease is live while the server's clock is below its expiry; expired
--- leases are dropped by the next acquire or release (sem_reclaim).
---! include fence.lua
+-- plus its queue (queue.lua, X being the waiter's limit). A read-write lock is the same under
+-- ':rw' (its family; a semaphore's is ':permits'). One name, one lock: while a family holds leases,
+-- the name's lock key holds the family's mark (lock.lua), which keeps the name's last fence, keeps
+-- every other kind of hold out and lives at least as long as the family's longest lease; the last
+-- lease released frees the name. A lease is live while the server's clock is below its expiry;
+-- expired leases are dropped by the next acquire or release (sem_reclaim).
+--! include lock.lua
 --! include queue.lua
 --! include grant.lua
 --! include keep.lua
+
+-- sem_mark is the mark of the family whose leases are under permits (lock.lua).
+local function sem_mark(lock, permits)
+  return '\1' .. permits:sub(#lock + 2)
+end
+
+-- sem_other returns the lock's value when another kind of hold has the name (a lock's owner, or
+-- another family's live mark), else nil.
+local function sem_other(lock, permits)
+  local s = lk_live(lock, lk_get(lock))
+  if s and s.tok ~= '' and s.tok ~= sem_mark(lock, permits) then
+    return s
+  end
+  return nil
+end
+
+-- sem_vacate frees the name when the family holds no lease any more: the mark becomes a free
+-- value (keeping the fence and the chain of owner releases for FREE_TTL) and the waiters of the
+-- other kinds that flagged it are woken (lk_tell).
+local function sem_vacate(lock, permits, pub)
+  if redis.call('ZCARD', permits) > 0 then
+    return
+  end
+  local s = lk_get(lock)
+  if s and s.tok == sem_mark(lock, permits) then
+    redis.call('SET', lock, lk_enc(lk_free(s.f, s.rel)), 'PX', FREE_TTL)
+    lk_tell(pub, lock, s.w, '')
+  end
+end
 
 -- sem_drop forgets the given tokens' permits.
 local function sem_drop(permits, limits, fences, tokens)
@@ -50,7 +82,7 @@ end
 
 -- sem_lengthen makes the lease of token expire ttl from now, unless it expires later already, and
 -- the semaphore's keys live at least as long; it returns the lease's expiry (ms).
-local function sem_lengthen(permits, limits, fences, token, until_ms)
+local function sem_lengthen(permits, limits, fences, lock, token, until_ms)
   local _, ms = now()
   local s = tonumber(redis.call('ZSCORE', permits, token))
   if until_ms > s then
@@ -61,6 +93,7 @@ local function sem_lengthen(permits, limits, fences, token, until_ms)
   keep(permits, until_ms - ms)
   keep(limits, until_ms - ms)
   keep(fences, until_ms - ms)
+  redis.call('PEXPIRE', lock, until_ms - ms, 'GT')
   return until_ms
 end
 
@@ -68,24 +101,34 @@ end
 -- retries a script whose reply was lost) or a waiter's attempt after a release granted it a permit
 -- (handoff). The lease is lengthened to ttl from now, so that the caller may count its lease from
 -- when it sent this attempt. Returns the permit's fence, or nil.
-local function sem_held(permits, limits, fences, token, ttl)
+local function sem_held(permits, limits, fences, lock, token, ttl)
   local _, ms = now()
   local s = redis.call('ZSCORE', permits, token)
   if s and tonumber(s) > ms then
-    sem_lengthen(permits, limits, fences, token, ms + tonumber(ttl))
+    sem_lengthen(permits, limits, fences, lock, token, ms + tonumber(ttl))
     return tonumber(redis.call('HGET', fences, token))
   end
   return nil
 end
 
 -- sem_grant gives token a permit for ttl ms and returns its fence; label is the holder's
--- "HOST PID LABEL", recorded with the server's clock for Inspect. The counter keeps the last fence
--- for the lease's TTL, at least 10 s.
-local function sem_grant(permits, limits, fences, counter, token, ttl, limit, label)
+-- "HOST PID LABEL", recorded with the server's clock for Inspect. The caller made sure that no
+-- other kind of hold has the name (sem_other): the fence is the next of the name's one sequence,
+-- kept in the lock key's mark, which lives at least as long as the lease.
+local function sem_grant(permits, limits, fences, lock, token, ttl, limit, label)
   local _, ms = now()
-  local f = next_fence(tonumber(redis.call('GET', counter) or ''), nil)
   local lease = tonumber(ttl)
-  redis.call('SET', counter, int(f), 'PX', math.max(lease, 10000))
+  local s = lk_live(lock, lk_get(lock))
+  local f = next_fence(s and s.f, nil)
+  local mark = sem_mark(lock, permits)
+  if s and s.tok == mark then
+    s.f = f
+    lk_keep(lock, s)
+    redis.call('PEXPIRE', lock, lease, 'GT')
+  else
+    redis.call('SET', lock, lk_enc({tok = mark, f = f, holds = '', w = s and s.w or '0',
+      rel = s and s.rel or int(f - 10000000), acq = '', label = '', extra = ''}), 'PX', lease)
+  end
   redis.call('ZADD', permits, ms + lease, token)
   redis.call('ZADD', limits, limit, token)
   redis.call('HSET', fences, token, int(f), token .. '\0', int(ms) .. ' ' .. (label or ''))
@@ -112,8 +155,11 @@ end
 -- sem_handoff grants the free permits to the live waiters at the head of the queue, in order, each
 -- as its own acquisition would have (lease, limit, fence), and tells each (grant.lua). It stops at
 -- a waiter that has no room (the limits). Returns the number of permits granted.
-local function sem_handoff(permits, limits, fences, counter, queue, deadlines, pub)
+local function sem_handoff(permits, limits, fences, lock, queue, deadlines, pub)
   local n = 0
+  if sem_other(lock, permits) then
+    return 0 -- another kind of hold has the name: its release wakes the queue
+  end
   while true do
     local w = q_first(queue, deadlines, false)
     if not w then
@@ -124,7 +170,7 @@ local function sem_handoff(permits, limits, fences, counter, queue, deadlines, p
       return n
     end
     q_leave(queue, deadlines, w.m)
-    local f = sem_grant(permits, limits, fences, counter, w.tok, w.ttl, w.x, w.label)
+    local f = sem_grant(permits, limits, fences, lock, w.tok, w.ttl, w.x, w.label)
     grant_tell(pub, permits .. ':released', w, f)
     n = n + 1
     -- The grant took one permit and its limit joined the holders': whatever the next waiter's

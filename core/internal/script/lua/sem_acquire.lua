@@ -1,6 +1,6 @@
 -- Take a permit of a semaphore (Permits), or queue for one and report how long until one may free
 -- up. One round trip.
---! keys: permits limits fences counter queue deadlines
+--! keys: permits limits fences lock queue deadlines
 --! args: token ttl limit label timeout fair pub
 -- timeout: the waiter's queue timeout in ms (0: try without queueing). fair: '1' grants only in
 -- queue order (a caller gets a permit only when fewer live waiters are ahead of it than permits
@@ -9,16 +9,26 @@
 -- or by a raised limit); '2' (read-write locks) is strict FIFO: a caller gets a permit only when no
 -- live waiter is queued ahead of it, and its grant hands on to the waiters behind it that have room
 -- too (readers behind a reader), as a release would (pub: PUBLISH or SPUBLISH).
+-- lock: the name's lock key (one name, one lock: while another kind of hold has the name, nothing
+-- is granted and the caller queues, flagging the name so that its release wakes the family).
 -- Returns the fence (> 0) when granted (also when replayed, or when a release granted the permit
 -- to this waiter already), -1 - the time until the earliest lease expires when refused, and
 -- {-1 - that time, 'queued', EPOCH} when queued (EPOCH names the queueing in grants).
 --! include sem.lua
-local f = sem_held(k_permits, k_limits, k_fences, a_token, a_ttl)
+local f = sem_held(k_permits, k_limits, k_fences, k_lock, a_token, a_ttl)
 if f then
   return f
 end
 sem_reclaim(k_permits, k_limits, k_fences)
 local m = q_member(a_ttl, a_timeout, a_token, a_limit, a_label)
+local other = sem_other(k_lock, k_permits)
+if other then
+  local busy = lk_busy(k_lock, other, a_timeout, '2')
+  if tonumber(a_timeout) <= 0 then
+    return busy
+  end
+  return {busy, 'queued', q_wait(k_queue, k_deadlines, m, tonumber(a_timeout))}
+end
 local free = sem_room(k_permits, k_limits, a_limit)
 if free > 0 then
   local ahead = 0
@@ -30,9 +40,9 @@ if free > 0 then
   end
   if ahead < free then
     q_leave(k_queue, k_deadlines, m)
-    local f = sem_grant(k_permits, k_limits, k_fences, k_counter, a_token, a_ttl, a_limit, a_label)
+    local f = sem_grant(k_permits, k_limits, k_fences, k_lock, a_token, a_ttl, a_limit, a_label)
     if a_fair == '2' then
-      sem_handoff(k_permits, k_limits, k_fences, k_counter, k_queue, k_deadlines, a_pub)
+      sem_handoff(k_permits, k_limits, k_fences, k_lock, k_queue, k_deadlines, a_pub)
     end
     return f
   end

@@ -2,7 +2,7 @@
 -- (handoff), the permit is handed on to the next waiter. In fair mode, if it was among the waiters
 -- the free permits were meant for, the waiter whose turn that permit is now is woken, as a release
 -- does (sem_wake); if it was the head, the waiters behind it that have room are granted.
---! keys: permits limits fences counter queue deadlines
+--! keys: permits limits fences lock queue deadlines
 --! args: token pub ttl timeout limit label msg
 -- ttl, timeout, limit, label: what the waiter queued with (its queue member); msg: the message that
 -- wakes one waiter of a client (non-fair).
@@ -18,8 +18,10 @@ if s then
   if tonumber(s) <= ms then
     return 0
   end
-  if sem_handoff(k_permits, k_limits, k_fences, k_counter, k_queue, k_deadlines, a_pub) == 0 then
+  sem_reclaim(k_permits, k_limits, k_fences)
+  if sem_handoff(k_permits, k_limits, k_fences, k_lock, k_queue, k_deadlines, a_pub) == 0 then
     sem_wake(k_permits, k_limits, k_queue, k_deadlines, a_pub, a_msg, true, a_limit)
+    sem_vacate(k_lock, k_permits, a_pub)
   end
   return 1
 end
@@ -27,7 +29,7 @@ end
 -- caller with a lower limit ahead of one with a higher): those with room are granted.
 local room = sem_room(k_permits, k_limits, a_limit)
 if pos and (pos == 0 or pos < room) then
-  if sem_handoff(k_permits, k_limits, k_fences, k_counter, k_queue, k_deadlines, a_pub) == 0 and pos < room then
+  if sem_handoff(k_permits, k_limits, k_fences, k_lock, k_queue, k_deadlines, a_pub) == 0 and pos < room then
     sem_wake(k_permits, k_limits, k_queue, k_deadlines, a_pub, a_msg, true, a_limit)
   end
 end

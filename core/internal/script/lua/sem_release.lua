@@ -3,9 +3,9 @@
 -- semaphore's release channel, the permits key + ':released', names it and its fence, so that it
 -- holds without another round trip). When no queued waiter can take it, one waiter is woken
 -- instead (sem_wake). Safe to replay: the receipt remembers a release for 5 s.
---! keys: permits limits fences counter queue deadlines receipt
+--! keys: permits limits fences lock queue deadlines receipt
 --! args: token pub msg fair
--- receipt: named after the permit's fence (or its token, for a give-back whose fence is unknown).
+-- lock: the name's lock key, which holds the family's mark (sem.lua). receipt: named after the permit's fence (or its token, for a give-back whose fence is unknown).
 -- fair: as sem_acquire's ('0', '1', '2').
 -- Returns 0 when released, -1 when the token holds no live permit (nothing published).
 --! include sem.lua
@@ -20,13 +20,18 @@ local own = redis.call('ZSCORE', k_limits, a_token)
 sem_drop(k_permits, k_limits, k_fences, {a_token})
 local _, ms = now()
 if tonumber(s) <= ms then
+  sem_reclaim(k_permits, k_limits, k_fences)
+  sem_vacate(k_lock, k_permits, a_pub)
   return -1 -- expired: the permit was free already
 end
 redis.call('SET', k_receipt, '1', 'PX', '5000')
 sem_reclaim(k_permits, k_limits, k_fences)
 -- Strict FIFO ('2', read-write locks): every waiter is queued, and the handoff granted whoever
 -- could go; nobody else may take the free room, so nobody is woken.
-if sem_handoff(k_permits, k_limits, k_fences, k_counter, k_queue, k_deadlines, a_pub) == 0 and a_fair ~= '2' then
-  sem_wake(k_permits, k_limits, k_queue, k_deadlines, a_pub, a_fair == '1' and '' or a_msg, a_fair == '1', own)
+if sem_handoff(k_permits, k_limits, k_fences, k_lock, k_queue, k_deadlines, a_pub) == 0 then
+  if a_fair ~= '2' then
+    sem_wake(k_permits, k_limits, k_queue, k_deadlines, a_pub, a_fair == '1' and '' or a_msg, a_fair == '1', own)
+  end
+  sem_vacate(k_lock, k_permits, a_pub) -- the last lease: the name is free
 end
 return 0
