@@ -36,10 +36,11 @@ const failoverAckWait = 200 * time.Millisecond
 var failoverTTLs = []time.Duration{200 * time.Millisecond, 300 * time.Millisecond, 500 * time.Millisecond,
 	700 * time.Millisecond, time.Second, 2 * time.Second}
 
-// runFailover runs the two sub-variants, each on its own servers.
-func runFailover(t *testing.T, rep *chaos.Report, seed uint64, dur time.Duration) {
-	t.Run("noack", func(t *testing.T) { runFailoverVariant(t, rep, seed, false, dur/2) })
-	t.Run("ack", func(t *testing.T) { runFailoverVariant(t, rep, seed, true, dur) })
+// runFailover runs the two sub-variants, each on its own servers: without WithReplicaAck for
+// noackDur, with it for ackDur.
+func runFailover(t *testing.T, rep *chaos.Report, seed uint64, noackDur, ackDur time.Duration) {
+	t.Run("noack", func(t *testing.T) { runFailoverVariant(t, rep, seed, false, noackDur) })
+	t.Run("ack", func(t *testing.T) { runFailoverVariant(t, rep, seed, true, ackDur) })
 }
 
 func runFailoverVariant(t *testing.T, rep *chaos.Report, seed uint64, ack bool, dur time.Duration) {
