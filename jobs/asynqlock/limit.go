@@ -18,8 +18,8 @@ type LimitFunc func(ctx context.Context, t *asynq.Task) int
 // RetryDelayFunc keep busy tasks from using up their retries. A worker that dies frees its permit
 // after the TTL.
 //
-// With a limit, even 1, tasks take permits, not the key's lock: give every middleware of a key
-// the same mode. A permit is never re-entered, so a task delivered twice takes two permits.
+// With a limit, even 1, tasks take permits, not the key's lock; one name, one lock: the permits and
+// a middleware without a limit on the same key exclude each other (docs/guarantees.md). A permit is never re-entered, so a task delivered twice takes two permits.
 func WithLimit(n int) Option { return func(o *options) { o.SetLimit(n) } }
 
 // WithLimitFunc is WithLimit with a limit per task (f is called for every task with a key). All

@@ -188,7 +188,8 @@ func WithContendedCode(c codes.Code) Option {
 
 // WithLimit lets up to n calls with the same business key run at once (1 to core.MaxPermits)
 // instead of one: each call takes one of the key's n permits of a core semaphore (core.Permits) in
-// the interceptor's namespace, apart from the key's lock. When all are taken (and WithWait, if
+// the interceptor's namespace; one name, one lock: the permits exclude the key's lock and its
+// reads and writes while either is held (docs/guarantees.md). When all are taken (and WithWait, if
 // any, passed), the call fails with codes.ResourceExhausted (WithContendedCode overrides it)
 // carrying an errdetails.RetryInfo and the grpc-retry-pushback-ms trailer. The handler's context
 // is the permit's: core.FromContext gives it (Fence, Limit), and it is cancelled if the permit is
@@ -200,8 +201,9 @@ func WithLimit(n int) Option { return func(o *options) { o.SetLimit(n) } }
 // calls whose full method readOnly reports true take the shared (read) side and run together with
 // the other reads of the key; every other call takes the exclusive (write) side and runs alone.
 // Readers and writers are served in arrival order, across replicas, so a stream of reads does not
-// starve a write. The key's read-write lock is apart from its lock: every interceptor (and
-// httpmw.KeyLock sharing the namespace) that locks the same keys must use it. The handler's
+// starve a write. One name, one lock: a write and the key's lock (an interceptor without
+// WithReadWrite) are the same exclusive side, and reads exclude it too (docs/guarantees.md). The
+// handler's
 // context is the hold's: core.FromContext gives it (Mode, Fence: see core.Read for the rule a
 // fenced resource follows). Not combinable with WithLimit or WithKeys; readOnly must not be nil.
 func WithReadWrite(readOnly func(fullMethod string) bool) Option {

@@ -118,3 +118,51 @@ func TestWithReadWrite_refusedCombinations(t *testing.T) {
 		}
 	}
 }
+
+// One name, one lock: a KeyLock with WithReadWrite, one without and one with WithLimit on the same
+// key exclude each other. While a GET holds the read side of doc/7, a plain KeyLock's request and a
+// WithLimit request for doc/7 get 409 / 429 (they do not wait), and once the GET is done they run.
+func TestKeyLock_kindsOnOneKeyExcludeEachOther(t *testing.T) {
+	srv, _ := setup(t)
+	key := func(r *http.Request) (string, error) { return "doc/" + r.PathValue("id"), nil }
+	inside, unblock := make(chan struct{}, 1), make(chan struct{})
+	rw := http.NewServeMux()
+	rw.Handle("/docs/{id}", httpmw.KeyLock(newClient(t, srv.Client(t)), key, httpmw.WithReadWrite())(
+		http.HandlerFunc(func(http.ResponseWriter, *http.Request) { inside <- struct{}{}; <-unblock })))
+	plain := http.NewServeMux()
+	plain.Handle("/docs/{id}", httpmw.KeyLock(newClient(t, srv.Client(t)), key, httpmw.WithWait(0))(
+		http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
+	limited := http.NewServeMux()
+	limited.Handle("/docs/{id}", httpmw.KeyLock(newClient(t, srv.Client(t)), key, httpmw.WithLimit(5), httpmw.WithWait(0))(
+		http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
+	rwURL, plainURL, limitedURL := serve(t, rw).URL, serve(t, plain).URL, serve(t, limited).URL
+	done := make(chan error, 1)
+	go func() {
+		r, err := request("GET", rwURL+"/docs/7", "", "")
+		if err == nil && r.status != 200 {
+			err = fmt.Errorf("GET: status %d: %s", r.status, r.body)
+		}
+		done <- err
+	}()
+	select {
+	case <-inside:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the GET did not run")
+	}
+	for url, status := range map[string]int{plainURL: 409, limitedURL: 429} {
+		r, err := request("POST", url+"/docs/7", "", "")
+		if err != nil || r.status != status {
+			t.Fatalf("%s while a read holds doc/7: %v, %v; want %d", url, r.status, err, status)
+		}
+	}
+	close(unblock)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for _, url := range []string{plainURL, limitedURL} {
+		r, err := request("POST", url+"/docs/7", "", "")
+		if err != nil || r.status != 200 {
+			t.Fatalf("%s once the read is done: %v, %v; want 200", url, r.status, err)
+		}
+	}
+}

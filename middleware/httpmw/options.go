@@ -280,8 +280,9 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.SetLogger(l
 // (1 to core.MaxPermits), across every replica that shares the Redis of locks, each holding one
 // of the key's n permits of a core semaphore (core.Permits) instead of the key's lock. A request
 // that finds all n taken waits up to WithWait (default 0), then gets 429 with Retry-After (problem
-// "concurrency-limit"). The semaphore of key K lives in the namespace apart from the lock of K:
-// the two never exclude each other. Replicas should pass the same n (when they differ, a request
+// "concurrency-limit"). One name, one lock: the permits of key K exclude a KeyLock of K without
+// WithLimit (and one with WithReadWrite) while either is held (docs/guarantees.md, "One name, one
+// lock"). Replicas should pass the same n (when they differ, a request
 // is let in only while fewer than its own n and every running request's n are running, see
 // core.Permits). core.FromContext(r.Context()) gives the permit (Fence, Limit). A permit of a
 // crashed replica frees itself after WithTTL. Not combinable with WithKeys. KeyLock only.
@@ -291,8 +292,9 @@ func WithLimit(n int) Option { return func(o *options) { o.SetLimit(n) } }
 // lock: a request with a safe method (GET, HEAD, OPTIONS, TRACE) takes the shared (read) side and
 // runs together with the other reads of the key; any other request takes the exclusive (write)
 // side and runs alone. Readers and writers are served in arrival order, across replicas, so a
-// stream of reads does not starve a write. The key's read-write lock is apart from its lock: every
-// KeyLock (and grpcmw interceptor sharing the namespace) that locks the same keys must use it.
+// stream of reads does not starve a write. One name, one lock: a write and a KeyLock of the same
+// key without WithReadWrite are the same exclusive side, and reads exclude it (and WithLimit's
+// permits) too (docs/guarantees.md, "One name, one lock").
 // core.FromContext(r.Context()) gives the hold (Mode, Fence: see core.Read for the rule a fenced
 // resource follows). Not combinable with WithLimit or WithKeys. KeyLock only.
 func WithReadWrite() Option {
