@@ -22,7 +22,9 @@ import (
 // nest under the caller's), but without its cancellation or deadline, bounded instead by a timeout
 // of its own: 5 seconds, or the lock's TTL if that is shorter (by then the lock has expired
 // anyway). So `defer l.Release(r.Context())` frees the lock even when the request's client has
-// gone away, instead of leaving it held for its TTL while others wait.
+// gone away, instead of leaving it held for its TTL while others wait. (A context that can never
+// end, such as context.Background(), is used as it is: the go-redis client's timeouts bound the
+// release.)
 func (l *Lock) Release(ctx context.Context) error {
 	if l == nil {
 		return ErrNotHeld
