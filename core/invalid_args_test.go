@@ -50,6 +50,7 @@ func TestInvalid_acquireArguments(t *testing.T) {
 		{"t0", time.Second, core.WithToken(""), "core.WithToken"},
 		{"t129", time.Second, core.WithToken(strings.Repeat("t", 129)), "core.WithToken"},
 		{"tnul", time.Second, core.WithToken("\x00"), "core.WithToken"},
+		{"tmark", time.Second, core.WithToken("\x01rw"), "core.WithToken: token must not start with a control byte"},
 		{"g0", time.Second, core.WithGuard(""), "core.WithGuard: key is empty"},
 		{"mh", time.Second, core.WithMaxHold(-time.Millisecond), "core.WithMaxHold: d must not be negative"},
 		{"nilopt", time.Second, nil, "AcquireOption 0 is nil"},

@@ -188,7 +188,7 @@ func WithWait(d time.Duration) AcquireOption {
 // hold to that owner's acquisition, keeps its fence and reports Reentrant. It never takes the lock
 // afresh: if the owner does not hold the lock (it was released, expired, force-released or lost),
 // the call fails at once, without waiting, with an error matching ErrNotHeld and ErrLost. The token
-// must be 1 to 128 bytes, without a NUL byte. To take a lock afresh under a token of your own, see
+// must be 1 to 128 bytes, without a NUL byte, and not start with a control byte. To take a lock afresh under a token of your own, see
 // WithToken.
 func WithOwner(token string) AcquireOption {
 	if err := checkToken("core.WithOwner", token); err != nil {
@@ -197,7 +197,8 @@ func WithOwner(token string) AcquireOption {
 	return func(o *acquireOptions) { o.owner = token }
 }
 
-// WithToken acquires under the given owner token (1 to 128 bytes, no NUL byte) instead of a new
+// WithToken acquires under the given owner token (1 to 128 bytes, no NUL byte, not starting with a
+// control byte: those mark the holds of a name's other kinds, see docs/keys.md) instead of a new
 // random one: if that token holds the lock already, the call re-enters it as WithOwner does;
 // otherwise it takes the lock afresh (a new fence, Reentrant false), waiting as any acquisition.
 // Choose tokens that are unique per unit of work, e.g. derived from a task ID, so that a unit of
@@ -212,7 +213,8 @@ func WithToken(token string) AcquireOption {
 	return func(o *acquireOptions) { o.token = token }
 }
 
-// checkToken checks the owner token given to option: 1 to maxToken bytes, no NUL byte. The error
+// checkToken checks the owner token given to option: 1 to maxToken bytes, no NUL byte, no control
+// byte first (a byte 1 starts the mark of permits or read-write holds in a lock's value). The error
 // does not show the token (whoever knows it can release the lock).
 func checkToken(option, token string) error {
 	switch {
@@ -220,6 +222,8 @@ func checkToken(option, token string) error {
 		return invalid("%s: token must be 1 to %d bytes, got %d", option, maxToken, len(token))
 	case strings.IndexByte(token, 0) >= 0:
 		return invalid("%s: token must not contain a NUL byte", option)
+	case token[0] < 0x20:
+		return invalid("%s: token must not start with a control byte", option)
 	}
 	return nil
 }
