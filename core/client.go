@@ -182,6 +182,9 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}
+	if err := c.selfExcluded(ctx, name, &ao); err != nil {
+		return nil, err
+	}
 	l := &Lock{c: c, ttl: ttl, fair: ao.fair, limit: c.opt.maxHold}
 	if ao.limited {
 		l.limit = ao.maxHold
