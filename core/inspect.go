@@ -79,11 +79,6 @@ type HolderInfo struct {
 	Label string
 }
 
-// WithLabel sets a label for the Client's holds (at most 128 bytes, e.g. "billing-worker"),
-// recorded with each acquisition next to the holder's host name and process id, and reported by
-// Inspect and the lockkit command. Default: none.
-func WithLabel(label string) Option { return func(o *options) { o.label = label } }
-
 // holderLabel is the label the acquire scripts record: "host pid label".
 func holderLabel(label string) string {
 	host, err := os.Hostname()

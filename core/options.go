@@ -70,6 +70,19 @@ func (o *options) validate() error {
 	return nil
 }
 
+// WithLabel sets a label for the Client's holds (at most 128 bytes, e.g. "billing-worker"),
+// recorded with each acquisition next to the holder's host name and process id, and reported by
+// Inspect and the lockkit command. Default: none.
+func WithLabel(label string) Option { return func(o *options) { o.label = label } }
+
+// WithLogger sets where the Client reports what no caller is told: a release that failed after
+// its caller left (Do whose function failed, a hold ended by WithMaxHold, a background give-back),
+// the first failed renewal of a held lock, and a lost lock. The default is slog.Default() (read
+// when a message is logged); slog.New(slog.DiscardHandler) silences the Client.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) { o.logger, o.loggerSet = l, true }
+}
+
 // WithPrefix sets the prefix of every Redis key and channel (default "lockkit:"). It must not contain
 // '{' or '}'.
 func WithPrefix(prefix string) Option { return func(o *options) { o.prefix = prefix } }
