@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -114,123 +112,6 @@ func TestRenewal_onlyTheAcquisitionItBelongsTo(t *testing.T) {
 	}
 }
 
-// Issue #27, defect 5: WithReplicaAck covers renewals. A lock acknowledged by the replica, whose
-// replica then stalls for longer than the TTL while the holder renews on the master, must end
-// before the stalled replica, promoted with its expired copy, lets another owner in.
-func TestReplicaAck_renewalsMustReachTheReplica(t *testing.T) {
-	for _, permits := range []int{0, 2} {
-		t.Run("permits="+strconv.Itoa(permits), func(t *testing.T) {
-			master, replica, link := startReplicatedVia(t)
-			// A TTL a loaded host's acquisition (script + WAIT) cannot outlive: at 900 ms one took
-			// 916 ms beside a CPU-bound job and was given back.
-			const ttl = 3 * time.Second
-			c := newClient(t, master.Client(t), core.WithReplicaAck(1, 2*time.Second)) // generous: a loaded machine
-			ctx := context.Background()
-			var opts []core.AcquireOption
-			n := 1
-			if permits > 0 {
-				opts, n = []core.AcquireOption{core.Permits(permits)}, permits
-			}
-			var holds []*core.Lock
-			for range n {
-				l, err := c.TryAcquire(ctx, "z", ttl, opts...)
-				if err != nil {
-					t.Fatal(err)
-				}
-				holds = append(holds, l)
-			}
-			link.Set(time.Minute, 0) // the replica stalls: it receives nothing more from the master
-			paused := time.Now()
-			// The holders renew on the master; the replica acknowledges none of it. Each must be
-			// told by its validity deadline (acquisition + TTL − drift).
-			for i, l := range holds {
-				select {
-				case <-l.Context().Done():
-				case <-time.After(ttl + 500*time.Millisecond - time.Since(paused)):
-					t.Fatalf("hold %d still live %v after its replica stalled: renewals counted without the replica", i, time.Since(paused))
-				}
-			}
-			// The master dies; the replica (its copy expired long ago) is promoted.
-			master.Kill(t)
-			link.Close() // what the stalled link held back is lost with the master
-			replica.Do(t, "REPLICAOF", "NO", "ONE")
-			other := newClient(t, replica.Client(t))
-			for i := range n {
-				l, err := other.Acquire(ctx, "z", ttl, append(opts, core.WithWait(5*time.Second))...)
-				if err != nil {
-					t.Fatalf("take %d on the promoted replica: %v", i, err)
-				}
-				for j, h := range holds {
-					if h.Context().Err() == nil {
-						t.Fatalf("hold %d still live while another owner holds on the promoted replica", j)
-					}
-				}
-				_ = l.Release(ctx)
-			}
-		})
-	}
-}
-
-// Issue #27, WithReplicaAck settled: WAIT only after a write the caller counts on. A refused
-// acquisition (the lock is taken) does not wait for a stalled replica, and the first call to a
-// master without the script (NOSCRIPT) waits once, not twice.
-func TestReplicaAck_waitsOnlyForWhatItWrote(t *testing.T) {
-	master, replica := startReplicated(t)
-	const wait = 400 * time.Millisecond
-	c := newClient(t, master.Client(t), core.WithReplicaAck(1, wait))
-	holder := newClient(t, master.Client(t))
-	ctx := context.Background()
-	if _, err := holder.Acquire(ctx, "busy", time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	replica.Pause(t)
-	defer replica.Resume(t)
-	start := time.Now()
-	if _, err := c.TryAcquire(ctx, "busy", time.Second); !errors.Is(err, core.ErrNotAcquired) {
-		t.Fatalf("TryAcquire of a taken lock: %v, want ErrNotAcquired", err)
-	}
-	if took := time.Since(start); took >= wait {
-		t.Fatalf("a refused acquisition took %v: it waited for the replicas (%v)", took, wait)
-	}
-	master.Do(t, "SCRIPT", "FLUSH")
-	start = time.Now()
-	if _, err := c.TryAcquire(ctx, "new", time.Second); !errors.Is(err, core.ErrUnavailable) {
-		t.Fatalf("acquisition with the replica stalled: %v, want ErrUnavailable", err)
-	}
-	if took := time.Since(start); took >= 2*wait {
-		t.Fatalf("the acquisition after NOSCRIPT took %v: it waited for the replicas twice (%v each)", took, wait)
-	}
-}
-
-// startReplicated starts a master and a replica of it, in sync.
-func startReplicated(t *testing.T) (master, replica *redistest.Server) {
-	srvs := redistest.StartN(t, 2)
-	master, replica = srvs[0], srvs[1]
-	replica.Do(t, "REPLICAOF", "127.0.0.1", strconv.Itoa(master.Port()))
-	waitInSync(t, master, replica)
-	return master, replica
-}
-
-// startReplicatedVia starts a master and a replica of it, in sync, whose replication link runs
-// through a proxy that can hold the master's stream back (a stalled replica) and drop it (Close).
-func startReplicatedVia(t *testing.T) (master, replica *redistest.Server, link *redistest.DelayProxy) {
-	srvs := redistest.StartN(t, 2)
-	master, replica = srvs[0], srvs[1]
-	link = redistest.NewDelayProxy(t, master.Addr())
-	host, port, _ := strings.Cut(link.Addr(), ":")
-	replica.Do(t, "REPLICAOF", host, port)
-	waitInSync(t, master, replica)
-	return master, replica, link
-}
-
-func waitInSync(t *testing.T, master, replica *redistest.Server) {
-	eventually(t, 20*time.Second, "replica in sync, as both sides see it", func() bool {
-		info, _ := replica.Do(t, "INFO", "replication").(string)
-		minfo, _ := master.Do(t, "INFO", "replication").(string)
-		return strings.Contains(info, "master_link_status:up") && strings.Contains(minfo, "state=online")
-	})
-}
-
 // Issue #27 (settled): a renewal that reaches Redis after its holder declared the lock expired
 // re-extended the key, and nothing gave it back: the lock stayed held by nobody for a full TTL.
 // The holds of a lock declared expired are given back.
@@ -279,8 +160,10 @@ type lateRenewals struct {
 	ran atomic.Int64
 }
 
-func (h *lateRenewals) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *lateRenewals) DialHook(next redis.DialHook) redis.DialHook { return next }
+
 func (h *lateRenewals) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
 func (h *lateRenewals) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := next(ctx, cmds)
@@ -290,29 +173,6 @@ func (h *lateRenewals) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 		h.ran.Add(1)
 		<-ctx.Done()
 		return ctx.Err()
-	}
-}
-
-// The checker's failover variant found a data race (go test -race) in WithReplicaAck's first calls:
-// each call took a connection of its own (redis.Client.Conn), and go-redis v9.23's Conns share the
-// client's Options, which the first connection set up against Redis 7 rewrites. Many first calls at
-// once on a new Client must not race.
-func TestReplicaAck_concurrentFirstCalls_noRace(t *testing.T) {
-	master, _ := startReplicated(t)
-	for round := range 3 {
-		c := newClient(t, master.Client(t), core.WithReplicaAck(1, time.Second))
-		var wg sync.WaitGroup
-		for i := range 16 {
-			wg.Go(func() {
-				l, err := c.TryAcquire(context.Background(), "race-"+strconv.Itoa(round)+"-"+strconv.Itoa(i), time.Second)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				_ = l.Release(context.Background())
-			})
-		}
-		wg.Wait()
 	}
 }
 
