@@ -377,7 +377,7 @@ func forceRelease(ctx context.Context, admin redis.UniversalClient, name string)
 }
 
 // inspectWorkload inspects a name whose lock is held with a fair waiter queued (that refreshed its
-// place) and whose semaphore has a permit held and a waiter queued, and a name nothing holds. admin
+// place) and a permit waiter queued, a name held by permits, and a name nothing holds. admin
 // sets the name up.
 func inspectWorkload(ctx context.Context, rdb, admin redis.UniversalClient) error {
 	c, err := core.New(rdb)
@@ -394,8 +394,17 @@ func inspectWorkload(ctx context.Context, rdb, admin redis.UniversalClient) erro
 	if err != nil {
 		return fmt.Errorf("inspect: %w", err)
 	}
-	if !info.Held || info.Queued != 1 || len(info.Permits) != 1 || info.PermitsQueued != 1 {
+	if !info.Held || info.Mode != "lock" || info.Queued != 1 || len(info.Permits) != 0 || info.PermitsQueued != 1 {
 		return fmt.Errorf("inspect: %+v", info)
+	}
+	// A name held by permits: Inspect reads their leases (and their holders' labels).
+	p, err := b.c.Acquire(ctx, "insp-permits", 10*time.Second, core.Permits(2))
+	if err != nil {
+		return fmt.Errorf("setup: %w", err)
+	}
+	defer p.Release(context.Background())
+	if info, err := c.Inspect(ctx, "insp-permits"); err != nil || !info.Held || info.Mode != "permit" || len(info.Permits) != 1 {
+		return fmt.Errorf("inspect permits: %+v %v", info, err)
 	}
 	if info, err := c.Inspect(ctx, "nothing"); err != nil || info.Held {
 		return fmt.Errorf("inspect a free name: %+v %v", info, err)
@@ -403,9 +412,9 @@ func inspectWorkload(ctx context.Context, rdb, admin redis.UniversalClient) erro
 	return nil
 }
 
-// forceReleaseWorkload force-releases a name whose lock is held with a fair waiter queued and whose
-// semaphore has a permit held and a waiter queued, each queue with a dead waiter at its head (a
-// process that died while queued); both live waiters must then get what they wait for.
+// forceReleaseWorkload force-releases a name whose lock is held with a fair waiter and a permit
+// waiter queued, each queue with a dead waiter at its head (a process that died while queued); both
+// live waiters must then get what they wait for.
 func forceReleaseWorkload(ctx context.Context, rdb, admin redis.UniversalClient) error {
 	c, err := core.New(rdb)
 	if err != nil {
@@ -427,8 +436,8 @@ func forceReleaseWorkload(ctx context.Context, rdb, admin redis.UniversalClient)
 	return b.outcomes()
 }
 
-// busy is a name whose lock is held with a fair waiter queued, and whose semaphore has a permit
-// held and a waiter queued, set up with full privileges.
+// busy is a name whose lock is held with a fair waiter queued and a permit waiter queued behind it
+// (one name, one lock: the permit waits for the lock), set up with full privileges.
 type busy struct {
 	c            *core.Client
 	cancel       context.CancelFunc
@@ -446,10 +455,6 @@ func busyName(ctx context.Context, admin redis.UniversalClient, name string) (*b
 	wctx, cancel := context.WithCancel(ctx)
 	b := &busy{c: c, cancel: cancel}
 	if _, err := c.Acquire(ctx, name, 10*time.Second, core.Fair()); err != nil {
-		b.stop()
-		return nil, fmt.Errorf("setup: %w", err)
-	}
-	if _, err := c.Acquire(ctx, name, 10*time.Second, core.Permits(1)); err != nil {
 		b.stop()
 		return nil, fmt.Errorf("setup: %w", err)
 	}
