@@ -27,8 +27,9 @@ type Script struct {
 	// Source is the assembled Lua, as sent to Redis.
 	Source string
 
-	id  int // its index in Set.All (a Sender's hashes are kept by it)
-	cmd any // "evalsha" or "evalsha_ro", boxed once
+	id  int  // its index in Set.All (a Sender's hashes are kept by it)
+	cmd any  // "evalsha" or "evalsha_ro", boxed once
+	sha *any // its SHA-1 (hex) from hashes.go, boxed once; nil if hashes.go lacks it
 }
 
 // load assembles the script of entry file name.
@@ -171,6 +172,10 @@ var Scripts = sync.OnceValue(func() *Set {
 	}
 	for i, s := range set.All() {
 		s.id = i
+		if h, ok := knownHashes[s.Name]; ok {
+			var v any = h
+			s.sha = &v
+		}
 	}
 	return set
 })

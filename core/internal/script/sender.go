@@ -46,7 +46,10 @@ func Via(r, over Runner) Runner {
 
 // Hash returns the hash s's servers gave for sc, if s has it.
 func (s *Sender) Hash(sc *Script) (string, bool) {
-	p := s.h.sha[sc.id].Load()
+	p := sc.sha
+	if p == nil {
+		p = s.h.sha[sc.id].Load()
+	}
 	if p == nil {
 		return "", false
 	}
@@ -56,6 +59,9 @@ func (s *Sender) Hash(sc *Script) (string, bool) {
 // hash returns sc's hash, boxed, asking s's server for it the first time; nil when another call is
 // asking for it or the server did not answer (the caller sends EVAL instead).
 func (s *Sender) hash(ctx context.Context, sc *Script) *any {
+	if sc.sha != nil {
+		return sc.sha // computed when the scripts changed (hashes.go): no question to the server
+	}
 	if p := s.h.sha[sc.id].Load(); p != nil {
 		return p
 	}

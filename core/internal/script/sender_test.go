@@ -53,33 +53,35 @@ func (h *countHook) take() map[string]int {
 	return n
 }
 
-// A Sender learns each script's hash from its server, which computes the same hash as SCRIPT LOAD
-// returns; the client computes none (FIPS 140-only mode).
-func TestSender_hashesComeFromTheServer(t *testing.T) {
+// Every script's hash (hashes.go) is the one its server gives (SCRIPT LOAD), so a Sender sends
+// EVALSHA from the first call without computing a SHA-1 (FIPS 140-only mode) or asking for it; a
+// script without a known hash is asked for once (EVAL of sha1hex.lua), with the same answer.
+func TestSender_hashesAreTheServers(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := context.Background()
 	s := NewSender(rdb)
 	for _, sc := range Scripts().All() {
-		if _, ok := s.Hash(sc); ok {
-			t.Fatalf("%s: a hash before any call", sc.Name)
-		}
-		got := s.hash(ctx, sc)
 		want, err := rdb.ScriptLoad(ctx, sc.Source).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got == nil || *got != want {
-			t.Fatalf("%s: hash %v, SCRIPT LOAD says %s", sc.Name, got, want)
-		}
 		if h, ok := s.Hash(sc); !ok || h != want {
-			t.Fatalf("%s: Hash = %q, %v", sc.Name, h, ok)
+			t.Fatalf("%s: Hash = %q, %v; SCRIPT LOAD says %s", sc.Name, h, ok, want)
+		}
+		unknown := *sc
+		unknown.sha = nil
+		if _, ok := s.Hash(&unknown); ok {
+			t.Fatalf("%s: a hash for a script without one before any call", sc.Name)
+		}
+		if got := s.hash(ctx, &unknown); got == nil || *got != want {
+			t.Fatalf("%s: asked hash %v, SCRIPT LOAD says %s", sc.Name, got, want)
 		}
 	}
 }
 
-// The first call of a script asks for its hash (EVAL of sha1hex.lua), sends EVALSHA and, on
-// NOSCRIPT, EVAL; later calls send EVALSHA alone, and so do calls through a Via of the Sender.
+// The first call of a script sends EVALSHA and, on NOSCRIPT, EVAL (which loads it); later calls
+// send EVALSHA alone, and so do calls through a Via of the Sender.
 // A Runner that is not a Sender gets EVAL.
 func TestSender_asksOnceThenEvalsha(t *testing.T) {
 	srv := redistest.Start(t)
@@ -96,8 +98,8 @@ func TestSender_asksOnceThenEvalsha(t *testing.T) {
 		}
 	}
 	call(s)
-	if n := hook.take(); n["eval"] != 2 || n["evalsha"] != 1 || len(n) != 2 {
-		t.Fatalf("first call sent %v, want the hash question, EVALSHA (NOSCRIPT) and EVAL", n)
+	if n := hook.take(); n["eval"] != 1 || n["evalsha"] != 1 || len(n) != 2 {
+		t.Fatalf("first call sent %v, want EVALSHA (NOSCRIPT) and EVAL", n)
 	}
 	call(s)
 	call(Via(s, rdb.Conn()))
