@@ -1,0 +1,204 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// Replies lost after Redis ran a script make go-redis send it again: every script is safe to
+// replay (these were core's bugs found from outside, by internal/chaos, and are kept here).
+
+// lossyDialer makes the next reply to a script vanish after Redis ran it: the connection dies
+// before the client reads the reply, as when a network fault cuts it at the wrong moment. go-redis
+// then retries the command (MaxRetries, default 3) on a new connection, so the script runs twice.
+type lossyDialer struct{ armed atomic.Bool }
+
+type lossyConn struct {
+	net.Conn
+	d       *lossyDialer
+	dropped atomic.Bool // a script was written while armed: drop its reply
+}
+
+func (d *lossyDialer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &lossyConn{Conn: c, d: d}, nil
+}
+
+func (c *lossyConn) Write(b []byte) (int, error) {
+	if c.d.armed.Load() && (containsFold(b, "evalsha") || containsFold(b, "eval")) && c.d.armed.CompareAndSwap(true, false) {
+		c.dropped.Store(true)
+	}
+	return c.Conn.Write(b)
+}
+
+func (c *lossyConn) Read(b []byte) (int, error) {
+	if c.dropped.Load() {
+		_, _ = c.Conn.Read(b) // the reply arrives: Redis ran the script
+		_ = c.Conn.Close()
+		return 0, io.EOF
+	}
+	return c.Conn.Read(b)
+}
+
+func containsFold(b []byte, s string) bool {
+	for i := 0; i+len(s) <= len(b); i++ {
+		match := true
+		for j := 0; j < len(s); j++ {
+			x := b[i+j]
+			if x >= 'A' && x <= 'Z' {
+				x += 'a' - 'A'
+			}
+			if x != s[j] {
+				match = false
+				break
+			}
+		}
+		if match {
+			return true
+		}
+	}
+	return false
+}
+
+func lossyClient(t *testing.T, srv *redistest.Server) (*core.Client, *lossyDialer) {
+	d := &lossyDialer{}
+	o := srv.Options()
+	o.Dialer = d.dial
+	c := newClient(t, redis.NewClient(o))
+	// Load the scripts (the first EVALSHA of each gets NOSCRIPT, and EVAL follows).
+	ctx := context.Background()
+	l, err := c.Acquire(ctx, "warm-up", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := c.Acquire(l.Context(), "warm-up", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = in.Release(ctx)
+	_ = l.Release(ctx)
+	return c, d
+}
+
+// A reentrant Release whose reply is lost is retried by go-redis: the script runs twice, takes two
+// holds away and deletes the lock while the outer hold is still held. Another client then gets the
+// lock while the outer holder's context is live (until its next renewal fails, up to TTL/3 later).
+func TestRetriedReply_reentrantRelease_keepsOuterHold(t *testing.T) {
+	srv := redistest.Start(t)
+	c, d := lossyClient(t, srv)
+	other := newClient(t, srv.Client(t))
+	ctx := context.Background()
+	outer, err := c.Acquire(ctx, "k", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, err := c.Acquire(outer.Context(), "k", 30*time.Second)
+	if err != nil || !inner.Reentrant() {
+		t.Fatalf("re-enter: %v", err)
+	}
+	d.armed.Store(true)
+	_ = inner.Release(ctx)
+	if o, err := other.TryAcquire(ctx, "k", time.Second); err == nil {
+		_ = o.Release(ctx)
+		t.Fatalf("another client got the lock while the outer hold's context is live (%v)", outer.Context().Err())
+	}
+}
+
+// An Acquire whose reply is lost is retried by go-redis: the second run finds the token already
+// holding the lock and re-enters it. The caller gets a fresh lock that claims to be reentrant with 2
+// holds, and its Release leaves the lock in Redis until the TTL runs out.
+func TestRetriedReply_acquire_noPhantomHold(t *testing.T) {
+	srv := redistest.Start(t)
+	c, d := lossyClient(t, srv)
+	ctx := context.Background()
+	d.armed.Store(true)
+	l, err := c.Acquire(ctx, "k", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Holds() != 1 || l.Reentrant() {
+		t.Errorf("fresh acquisition reports %d holds, reentrant %v", l.Holds(), l.Reentrant())
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := srv.Do(t, "GET", "lockkit:{k}").(string); strings.HasPrefix(v, l.Token()+"\x00") {
+		t.Errorf("lock still held in Redis after its only holder released it (PTTL %v)", srv.Do(t, "PTTL", "lockkit:{k}"))
+	}
+}
+
+// A Release whose reply is lost is retried by go-redis: the second run finds nothing and Release
+// reports the lock lost (ErrNotHeld, ErrLost) although it was released.
+func TestRetriedReply_release_notReportedLost(t *testing.T) {
+	srv := redistest.Start(t)
+	c, d := lossyClient(t, srv)
+	ctx := context.Background()
+	l, err := c.Acquire(ctx, "k", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.armed.Store(true)
+	if err := l.Release(ctx); err != nil {
+		t.Errorf("release that worked reports %v (lost: %v)", err, errors.Is(err, core.ErrLost))
+	}
+}
+
+// The watchdog reads a renewal batch's first validity deadline without its mutex
+// (core/watchdog.go, renew: `deadline := batch[0].valid`) while Extend writes it under the mutex: a
+// data race whenever Extend meets a renewal of the same lock.
+func TestWatchdog_extendDuringRenewal_noDataRace(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv.Client(t))
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for g := range 4 {
+		var l *core.Lock
+		var err error
+		for range 5 { // a reply slower than the 10 ms TTL (a loaded host) is refused by design
+			if l, err = c.Acquire(ctx, "k"+strconv.Itoa(g), 10*time.Millisecond); !errors.Is(err, core.ErrUnavailable) { // renewed every 3.3 ms
+				break
+			}
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for end := time.Now().Add(2 * time.Second); time.Now().Before(end); {
+				if err := l.Extend(ctx, 10*time.Millisecond); err != nil {
+					return // lost under load: fine, the race is what this shows
+				}
+			}
+		}()
+		defer l.Release(ctx)
+	}
+	wg.Wait()
+}
+
+// Core echoes an invalid guard key (or ReleaseSet key) into its error in full: a 1 MiB key makes a
+// 1 MiB error message, and a key that may hold user data ends up in logs.
+func TestGuard_hugeKey_notEchoedInError(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv.Client(t))
+	huge := strings.Repeat("g", 1<<20)
+	_, err := c.TryAcquire(context.Background(), "n", time.Second, core.WithGuard(huge))
+	if !errors.Is(err, core.ErrInvalid) || len(err.Error()) > 200 {
+		t.Fatalf("1 MiB guard key: ErrInvalid %v, error of %d bytes", errors.Is(err, core.ErrInvalid), len(err.Error()))
+	}
+}
