@@ -20,21 +20,23 @@ import (
 // hold is one successful Acquire, TryAcquire or Do acquisition (fresh or re-entry), and what became
 // of the lock's context.
 type hold struct {
-	ID     int           `json:"id"`
-	Client int           `json:"client"` // the client slot; Gen counts its replacements
-	Gen    int           `json:"gen"`
-	Name   string        `json:"name"`
-	Tok    string        `json:"tok"`
-	Kind   string        `json:"kind"` // acquire, try, do, ctx (re-entry through a lock's context), owner (WithOwner), token (WithToken: re-entry or fresh), giveup
-	Fair   bool          `json:"fair,omitempty"`
-	Limit  int           `json:"limit,omitempty"` // a permit's (Permits); 0 for a lock
-	TTL    time.Duration `json:"ttl"`
-	Call   time.Duration `json:"call"`
-	Sent   time.Duration `json:"sent"` // no later than the send of the attempt that took the lock
-	Ret    time.Duration `json:"ret"`
-	Fence  int64         `json:"fence"`
-	Holds  int64         `json:"holds"`
-	Outer  int           `json:"outer,omitempty"` // ctx and owner: the hold re-entered (its ID)
+	ID     int    `json:"id"`
+	Client int    `json:"client"` // the client slot; Gen counts its replacements
+	Gen    int    `json:"gen"`
+	Name   string `json:"name"`
+	Tok    string `json:"tok"`
+	Kind   string `json:"kind"` // acquire, try, do, ctx (re-entry through a lock's context), owner (WithOwner), token (WithToken: re-entry or fresh), giveup
+	Fair   bool   `json:"fair,omitempty"`
+	Limit  int    `json:"limit,omitempty"` // a permit's (Permits); 0 for a lock
+	// Mode is the kind of hold in the mixed variant (lock, write, read, permit); "" elsewhere.
+	Mode  string        `json:"mode,omitempty"`
+	TTL   time.Duration `json:"ttl"`
+	Call  time.Duration `json:"call"`
+	Sent  time.Duration `json:"sent"` // no later than the send of the attempt that took the lock
+	Ret   time.Duration `json:"ret"`
+	Fence int64         `json:"fence"`
+	Holds int64         `json:"holds"`
+	Outer int           `json:"outer,omitempty"` // ctx and owner: the hold re-entered (its ID)
 	// Live is the last moment the lock's context was seen live (0: never seen live after Ret).
 	Live time.Duration `json:"live"`
 	// End is when the context's cancellation was observed (an upper bound), Cause its cause.

@@ -32,7 +32,7 @@ func (o *oracle) losses(name string, permit bool) []span {
 		switch f.Keys {
 		case "":
 		case "lock":
-			if permit {
+			if permit && !o.mixed {
 				continue
 			}
 		case "permits":

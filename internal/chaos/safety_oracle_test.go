@@ -41,6 +41,9 @@ type oracle struct {
 	byID map[int]*hold
 	bad  []verdict // violations
 	soft []verdict // inconclusive
+	// mixed: the holds are of several kinds on one name (the mixed variant), so a loss of the
+	// name's lock key (which holds the marks of its permits and read-write holds) frees every hold.
+	mixed bool
 }
 
 // check runs every check and returns the violations and the inconclusive findings.
@@ -58,6 +61,7 @@ func newOracle(r run) *oracle {
 	o := &oracle{run: r, byID: map[int]*hold{}}
 	for i := range o.holds {
 		o.byID[o.holds[i].ID] = &o.holds[i]
+		o.mixed = o.mixed || o.holds[i].Mode != ""
 	}
 	return o
 }

@@ -40,6 +40,7 @@ func checkRW(r run, writes []writeCall, upgrades []verdict) (violations, inconcl
 			}
 		}
 		o.overLimit(fresh)
+		o.crossKind(fresh)
 		o.permitFences(fresh)
 		o.nestedRW(nested)
 	}
@@ -49,7 +50,7 @@ func checkRW(r run, writes []writeCall, upgrades []verdict) (violations, inconcl
 	fr := r
 	fr.holds = nil
 	for _, h := range r.holds {
-		if h.Kind != "ctx" {
+		if h.Kind != "ctx" && (h.Mode == "" || h.Mode == "read" || h.Mode == "write") { // (watchRW reads the :rw leases)
 			fr.holds = append(fr.holds, h)
 		}
 	}
@@ -122,5 +123,37 @@ func (o *oracle) starved(writes []writeCall, byName map[string][]*hold) {
 			continue
 		}
 		o.bad = append(o.bad, v)
+	}
+}
+
+// crossKind (the mixed variant): a read and a permit of one name exclude each other, so read B
+// (or permit B) granted while a permit (or read) A, granted before B's call began, stayed live
+// after B returned is a violation; within this process's timer lateness it is inconclusive. (A
+// lock or a write beside anything is over-limit: their limit is 1.)
+func (o *oracle) crossKind(hs []*hold) {
+	for _, b := range hs {
+		if b.Mode != "read" && b.Mode != "permit" {
+			continue
+		}
+		for _, a := range hs {
+			if a.Mode == "" || a.Mode == b.Mode || (a.Mode != "read" && a.Mode != "permit") ||
+				a.Tok == b.Tok || a.Ret >= b.Call || a.Live <= b.Ret {
+				continue
+			}
+			if _, excused := o.lossExcuses(a, b.Ret); excused {
+				continue
+			}
+			margin := a.Live - b.Ret
+			v := verdict{Prop: "cross-kind", At: b.Ret, Holds: []int{a.ID, b.ID}, Msg: fmt.Sprintf(
+				"%s: %s %d (fence %d) was granted while %s %d (fence %d), granted before it was asked for, stayed live %v after it returned",
+				b.Name, b.Mode, b.ID, b.Fence, a.Mode, a.ID, a.Fence, ms(margin))}
+			if slack := o.slack(b.Ret-time.Second, a.Live); margin <= slack {
+				v.Msg += fmt.Sprintf(" — within this process's timer lateness (%v)", ms(slack))
+				o.soft = append(o.soft, v)
+			} else {
+				o.bad = append(o.bad, v)
+			}
+			break
+		}
 	}
 }

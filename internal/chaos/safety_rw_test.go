@@ -54,7 +54,8 @@ type rwWorkload struct {
 	*workload
 	mu       sync.Mutex
 	writes   []writeCall
-	upgrades []verdict // upgrades that were not refused
+	upgrades []verdict // upgrades (and, mixed, self-exclusions) that were not refused
+	mixed    bool      // every kind of hold on the names (TestChaosSafetyMixed), not only reads and writes
 }
 
 // rwFree is the read-write lock the workers try with a deadline shorter than their delayed replies
@@ -78,7 +79,7 @@ func runRW(t *testing.T, rep *chaos.Report, seed uint64, cfg safetyConfig) {
 	h := newHistory()
 	stopCtx, stopAll := context.WithCancel(context.Background())
 	defer stopAll()
-	wl := &rwWorkload{workload: &workload{h: h, names: cfg.names, ttls: cfg.ttls, ctx: stopCtx, stop: make(chan struct{}), skip: map[string]bool{}}}
+	wl := &rwWorkload{mixed: cfg.mixed, workload: &workload{h: h, names: cfg.names, ttls: cfg.ttls, ctx: stopCtx, stop: make(chan struct{}), skip: map[string]bool{}}}
 	for _, op := range strings.Split(os.Getenv("LOCKKIT_SAFETY_SKIP"), ",") {
 		wl.skip[strings.TrimSpace(op)] = true
 	}

@@ -42,21 +42,41 @@ func (w *rwWorker) run() {
 	}
 }
 
-// side draws a side: a write one time in four.
-func (w *rwWorker) side() (write bool, limit int, opt core.AcquireOption) {
-	if w.rnd.IntN(4) == 0 {
-		return true, 1, core.Write()
+// side draws a side: a write one time in four. In the mixed variant it draws a kind of hold
+// instead: a write, a read, a lock (fair or not) or a permit (limit 2 or 3), each recorded with its
+// Mode and the limit the semaphore checks apply to (1 for a lock or a write).
+func (w *rwWorker) side() (write bool, limit int, mode string, opts []core.AcquireOption) {
+	if w.rw.mixed {
+		switch r := w.rnd.IntN(10); {
+		case r < 2:
+			return true, 1, "write", []core.AcquireOption{core.Write()}
+		case r < 5:
+			return false, core.MaxPermits, "read", []core.AcquireOption{core.Read()}
+		case r < 6:
+			return false, 1, "lock", []core.AcquireOption{core.Fair()}
+		case r < 8:
+			return false, 1, "lock", nil
+		default:
+			n := 2 + w.rnd.IntN(2)
+			return false, n, "permit", []core.AcquireOption{core.Permits(n)}
+		}
 	}
-	return false, core.MaxPermits, core.Read()
+	if w.rnd.IntN(4) == 0 {
+		return true, 1, "", []core.AcquireOption{core.Write()}
+	}
+	return false, core.MaxPermits, "", []core.AcquireOption{core.Read()}
 }
+
+// rwSide reports whether hd is a read or a write (nesting and upgrades apply to those only).
+func rwSide(hd *hold) bool { return hd.Mode == "" || hd.Mode == "read" || hd.Mode == "write" }
 
 // take acquires a side (Acquire or TryAcquire) and holds it.
 func (w *rwWorker) take(kind string) {
 	c, gen := w.slot.get()
 	name, ttl := w.names[w.rnd.IntN(len(w.names))], w.ttls[w.rnd.IntN(len(w.ttls))]
-	write, limit, side := w.side()
-	hd := &hold{Client: w.slot.idx, Gen: gen, Name: name, Kind: kind, TTL: ttl, Limit: limit}
-	opts := []core.AcquireOption{side}
+	write, limit, mode, side := w.side()
+	hd := &hold{Client: w.slot.idx, Gen: gen, Name: name, Kind: kind, TTL: ttl, Limit: limit, Mode: mode}
+	opts := side
 	if w.rnd.IntN(5) != 0 { // else: until the context ends
 		opts = append(opts, core.WithWait(w.dur(50*time.Millisecond, time.Second)))
 	}
@@ -68,7 +88,7 @@ func (w *rwWorker) take(kind string) {
 		acquire = c.TryAcquire
 	}
 	l, err := acquire(cctx, name, ttl, opts...)
-	if write && kind != "try" {
+	if write && kind != "try" && !w.rw.mixed { // (between kinds the order is not FIFO: no starvation bound)
 		w.wrote(hd.Client, name, hd.Call, w.h.now(), err)
 	}
 	if err != nil {
@@ -105,10 +125,12 @@ func (w *rwWorker) holdRW(c *core.Client, l *core.Lock, cl *call) {
 	end := time.Now().Add(work)
 	for time.Now().Before(end) && lctx.Err() == nil && !w.stopped() {
 		switch r := w.rnd.IntN(10); {
-		case r < 3 && !w.skip["ctx"]:
+		case r < 3 && rwSide(hd) && !w.skip["ctx"]:
 			w.nest(c, l, hd)
-		case r == 3 && hd.Limit > 1 && !w.skip["ctx"]:
+		case r == 3 && hd.Limit == core.MaxPermits && !w.skip["ctx"]:
 			w.upgrade(c, l, hd)
+		case r < 4 && w.rw.mixed && !w.skip["ctx"]:
+			w.selfExcluded(c, l, hd)
 		case (r == 9 || r > 5 && w.h.faulted(w.slot.idx) == "latency") && !w.skip["extend"]:
 			w.extend(l, cl, false)
 		}
@@ -183,10 +205,10 @@ func (w *rwWorker) upgrade(c *core.Client, outer *core.Lock, ohd *hold) {
 func (w *rwWorker) do() {
 	c, gen := w.slot.get()
 	name, ttl := w.names[w.rnd.IntN(len(w.names))], w.ttls[w.rnd.IntN(len(w.ttls))]
-	write, limit, side := w.side()
-	hd := &hold{Client: w.slot.idx, Gen: gen, Name: name, Kind: "do", TTL: ttl, Limit: limit}
-	w.doWith(c, hd, side)
-	if write {
+	write, limit, mode, side := w.side()
+	hd := &hold{Client: w.slot.idx, Gen: gen, Name: name, Kind: "do", TTL: ttl, Limit: limit, Mode: mode}
+	w.doWith(c, hd, side...)
+	if write && !w.rw.mixed {
 		call, ret := hd.Call, hd.Ret // (doWith returned: the call's record is complete but for its end)
 		var err error
 		if ret == 0 {
@@ -221,4 +243,34 @@ func (w *rwWorker) provokeRW() bool {
 	w.h.op()
 	_ = l.Release(rctx)
 	return true
+}
+
+// selfExcluded (the mixed variant) tries, through the context of hold ohd, a kind of hold of the
+// same name that can neither share with it nor nest in it (a read or a permit under a lock, a lock
+// or a permit under a read or a write, a lock or a read under a permit): it must fail with
+// ErrInvalid at once (it would wait for its own hold); anything else is recorded for the oracle.
+func (w *rwWorker) selfExcluded(c *core.Client, outer *core.Lock, ohd *hold) {
+	var opts []core.AcquireOption
+	switch ohd.Mode {
+	case "lock":
+		opts = []core.AcquireOption{core.Permits(2)}
+	case "permit":
+		opts = []core.AcquireOption{core.Read()}
+	default: // a read or a write: a lock
+	}
+	ctx, cancel := context.WithTimeout(outer.Context(), time.Second)
+	defer cancel()
+	start := w.h.now()
+	w.h.op()
+	l, err := c.Acquire(ctx, ohd.Name, ohd.TTL, opts...)
+	if errors.Is(err, core.ErrInvalid) {
+		return
+	}
+	if l != nil {
+		_ = l.Release(context.Background())
+	}
+	w.rw.mu.Lock()
+	w.rw.upgrades = append(w.rw.upgrades, verdict{Prop: "self-exclusion", At: start, Holds: []int{ohd.ID}, Msg: fmt.Sprintf(
+		"%s: a hold of another kind through %s hold %d's context returned %v, want ErrInvalid", ohd.Name, ohd.Mode, ohd.ID, err)})
+	w.rw.mu.Unlock()
 }

@@ -87,6 +87,7 @@ type safetyConfig struct {
 	fair           bool
 	dur            time.Duration
 	limits         map[string][]int // the semaphore scenario: names' permit limits (nil: locks)
+	mixed          bool             // the read-write workload takes every kind of hold (TestChaosSafetyMixed)
 	// allFair makes every acquisition Fair, and gives each client a short fair queue timeout
 	// (WithFairWaiterTimeout, 300 to 600 ms), below most TTLs: a grant's first lease is then
 	// shorter than the TTL, and the watchdog must lengthen it in time.
