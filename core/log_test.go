@@ -1,41 +1,22 @@
 package core_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 )
-
-// syncBuffer is a bytes.Buffer safe for the Client's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // What no caller is told is logged (issue #29): a lost lock, the first failed renewal of a run, a
 // release that failed after Do's function failed.
 func TestLogger_whatNoCallerIsTold(t *testing.T) {
 	srv, rdb, _ := setup(t)
-	var out syncBuffer
+	var out locktest.SyncBuffer
 	c := newClient(t, srv.Client(t), core.WithLogger(slog.New(slog.NewTextHandler(&out, nil))))
 	ctx := context.Background()
 	l, err := c.Acquire(ctx, "logged", 300*time.Millisecond)
@@ -66,7 +47,7 @@ func TestLogger_whatNoCallerIsTold(t *testing.T) {
 // A renewal that fails is logged once per run of failures, not once per retry.
 func TestLogger_renewalFailureLoggedOnce(t *testing.T) {
 	srv, _, _ := setup(t)
-	var out syncBuffer
+	var out locktest.SyncBuffer
 	rdb := srv.Client(t)
 	failing := &failRenewals{}
 	rdb.AddHook(failing)

@@ -1,18 +1,17 @@
 package asynqlock_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hibiken/asynq"
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/lockkit/lockkit/jobs/asynqlock"
 	"github.com/redis/go-redis/v9"
@@ -46,28 +45,10 @@ func TestOptions_errorShape(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the goroutines that log.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // A failed release is never silent: without WithLogger it goes to slog.Default(); a discarding
 // logger silences it.
 func TestOptions_loggerDefaultsToSlogDefault(t *testing.T) {
-	var logs syncBuffer
+	var logs locktest.SyncBuffer
 	defer slog.SetDefault(slog.Default())
 	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
 	for _, quiet := range []bool{true, false} {

@@ -1,16 +1,15 @@
 package cronlock_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/lockkit/lockkit/jobs/cronlock"
 	"github.com/robfig/cron/v3"
@@ -52,30 +51,12 @@ func TestErrors_oneShape(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the goroutines that log.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // Without WithLogger a failure goes to slog.Default(), at Error; a run that went well is logged at
 // Debug, below slog.Default()'s level; a discarding logger silences both.
 func TestWithLogger_defaultsToSlogDefault(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Client(t))
-	var logs syncBuffer
+	var logs locktest.SyncBuffer
 	defer slog.SetDefault(slog.Default())
 	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
 	boom := func(context.Context) error { return errors.New("boom") }

@@ -1,13 +1,11 @@
 package gocronlock_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jonboulle/clockwork"
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/lockkit/lockkit/jobs/gocronlock"
 )
@@ -119,31 +118,13 @@ func TestLocker_NewJob_runDueAtOnceRuns(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log destination safe for concurrent writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // gocron reports a refused run only to the job's AfterLockError listener, so the Locker logs each
 // one, to slog.Default() without WithLogger: a run that is no scheduled run (Job.RunNow) and a job
 // run without its lock at Error, a run another replica ran already at Debug (a replica's ordinary
 // share, below slog.Default()'s level).
 func TestLocker_refusedRunsAreLogged(t *testing.T) { // not parallel: it sets slog.Default()
 	srv := redistest.Start(t)
-	var logs syncBuffer
+	var logs locktest.SyncBuffer
 	defer slog.SetDefault(slog.Default())
 	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 

@@ -1,41 +1,22 @@
 package grpcmw_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/middleware/grpcmw"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
-
-// syncBuffer is a log sink written from the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // Two callers with different authorization metadata each get a run of their own.
 func TestIdempotency_callersWithDifferentCredentialsDoNotShare(t *testing.T) {
@@ -99,7 +80,7 @@ func TestWithStoredErrors_retryCodesRefused(t *testing.T) {
 
 // Status messages carry no Redis error, node address or key; the logger gets the details.
 func TestStatus_genericMessages(t *testing.T) {
-	var logs syncBuffer
+	var logs locktest.SyncBuffer
 	started := make(chan struct{})
 	release := make(chan struct{})
 	svc := &service{unary: func(ctx context.Context, _ string, in *wrapperspb.StringValue) (proto.Message, error) {
@@ -142,7 +123,7 @@ func TestStatus_genericMessages(t *testing.T) {
 // A response over WithMaxBody is returned but not stored, and logged.
 func TestIdempotency_responseSizeCap(t *testing.T) {
 	var runs atomic.Int64
-	var logs syncBuffer
+	var logs locktest.SyncBuffer
 	svc := &service{unary: func(ctx context.Context, _ string, in *wrapperspb.StringValue) (proto.Message, error) {
 		runs.Add(1)
 		return wrapperspb.String(strings.Repeat("x", 100)), nil
