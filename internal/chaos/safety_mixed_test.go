@@ -1,7 +1,6 @@
 package chaos_test
 
 import (
-	"os"
 	"testing"
 	"time"
 
@@ -27,14 +26,7 @@ import (
 func TestChaosSafetyMixed(t *testing.T) {
 	seed := safetySeed(t)
 	t.Logf("mixed-kinds safety checker seed %d: replay with -args -seed %d or LOCKKIT_SAFETY_SEED=%d", seed, seed, seed)
-	dur := time.Duration(pick(8, 80)) * time.Second
-	if s := os.Getenv("LOCKKIT_SAFETY_DURATION"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			t.Fatalf("LOCKKIT_SAFETY_DURATION: %v", err)
-		}
-		dur = d / 2
-	}
+	dur := halfSafetyDuration(t, time.Duration(pick(8, 80))*time.Second)
 	const msec = time.Millisecond
 	rep := &chaos.Report{}
 	runRW(t, rep, seed, safetyConfig{name: "mixed", nodes: 1, slots: 4, workers: 3, names: []string{"mx0", "mx1"}, mixed: true,

@@ -33,14 +33,7 @@ import (
 func TestChaosSafetyRW(t *testing.T) {
 	seed := safetySeed(t)
 	t.Logf("read-write safety checker seed %d: replay with -args -seed %d or LOCKKIT_SAFETY_SEED=%d", seed, seed, seed)
-	dur := time.Duration(pick(6, 80)) * time.Second
-	if s := os.Getenv("LOCKKIT_SAFETY_DURATION"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			t.Fatalf("LOCKKIT_SAFETY_DURATION: %v", err)
-		}
-		dur = d / 2
-	}
+	dur := halfSafetyDuration(t, time.Duration(pick(6, 80))*time.Second)
 	const msec = time.Millisecond
 	rep := &chaos.Report{}
 	runRW(t, rep, seed, safetyConfig{name: "rw", nodes: 1, slots: 4, workers: 3, names: []string{"rw0", "rw1"},
@@ -243,4 +236,18 @@ func (r rwRedisHook) rwScript(c *call, cmd redis.Cmder) {
 		c.tok = tok
 	}
 	c.mu.Unlock()
+}
+
+// halfSafetyDuration is the length of a variant that runs for half of LOCKKIT_SAFETY_DURATION when
+// it is set (as the permits variant does), else def.
+func halfSafetyDuration(t *testing.T, def time.Duration) time.Duration {
+	s := os.Getenv("LOCKKIT_SAFETY_DURATION")
+	if s == "" {
+		return def
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		t.Fatalf("LOCKKIT_SAFETY_DURATION: %v", err)
+	}
+	return d / 2
 }
