@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"github.com/lockkit/lockkit/core/internal/wait"
 	"log/slog"
 	"reflect"
 	"strconv"
@@ -27,7 +28,7 @@ type Client struct {
 	opt    options
 	hook   *Hook
 	wd     *watchdog
-	room   *waitQueues
+	room   *wait.Queues
 	closed atomic.Bool
 	bgMu   sync.Mutex
 	bg     sync.WaitGroup // give-backs of acquisitions whose reply was lost
@@ -46,7 +47,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	id := clientIDPrefix + newToken()[:16]
+	id := wait.ClientIDPrefix + newToken()[:16]
 	n := newNode(rdb, id, &o)
 	n.fenced = true
 	return newClient(n, o, id, 0), nil
@@ -77,7 +78,7 @@ func newClient(st store, o options, id string, quorum int) *Client {
 	c := &Client{id: id, st: st, opt: o, hook: chainHooks(o.hooks)}
 	c.bgCtx, c.bgStop = context.WithCancel(context.Background())
 	c.wd = newWatchdog(c)
-	c.room = newWaitQueues(st.router(), id, quorum)
+	c.room = wait.NewQueues(st.router(), id, quorum)
 	return c
 }
 
@@ -145,7 +146,7 @@ func (c *Client) Close(ctx context.Context) error {
 	if c.closed.Swap(true) {
 		return nil
 	}
-	c.room.close()
+	c.room.Close()
 	c.waitBackground(ctx)
 	var first error
 	for _, set := range c.wd.close() {

@@ -2,7 +2,7 @@ package core
 
 // WaitersParked returns how many waiters of c are waiting for a lock (test hook).
 func WaitersParked(c *Client) int {
-	return c.room.parked()
+	return c.room.Parked()
 }
 
 // RenewStats returns how many renewal pipelines c sent and how many scripts they carried.

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"github.com/lockkit/lockkit/core/internal/wait"
 	"os"
 	"strconv"
 	"strings"
@@ -144,7 +145,7 @@ func (c *Client) ForceRelease(ctx context.Context, name string) (bool, error) {
 	var k, p keys
 	k.init(c.opt.prefix, name)
 	p.initSem(c.opt.prefix, name, 0)
-	ok, err := c.st.forceRelease(ctx, &k, &p, clientIDPrefix+"force/"+newToken()[:12])
+	ok, err := c.st.forceRelease(ctx, &k, &p, wait.ClientIDPrefix+"force/"+newToken()[:12])
 	if err != nil && !errors.Is(err, ErrUnavailable) {
 		err = unavailable("force release", err)
 	}

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"github.com/lockkit/lockkit/core/internal/wait"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -38,7 +39,7 @@ func (sc *setCall) prepare(full []string) {
 		l.req = sc.req
 		sc.locks = append(sc.locks, l)
 		slot := 0
-		if _, ok := c.st.router().(clusterRouter); ok {
+		if c.st.router().Sharded() {
 			slot = int(redisSlot(l.k.main))
 		}
 		bySlot[slot] = append(bySlot[slot], l)
@@ -86,11 +87,11 @@ func (sc *setCall) attempts(ctx context.Context) (*LockSet, int, error) {
 		defer t.Stop()
 		deadline = t.C
 	}
-	var w *waiter
+	var w *wait.Waiter
 	acquired := false
 	defer func() {
 		if w != nil {
-			c.room.leave(w, acquired)
+			c.room.Leave(w, acquired)
 		}
 	}()
 	for n := 1; ; n++ {
@@ -116,38 +117,38 @@ func (sc *setCall) attempts(ctx context.Context) (*LockSet, int, error) {
 			return nil, n, sc.notAcquired(busy, retry, n, nil)
 		}
 		// Wait for the release of the lock found taken (or its expiry), then try again.
-		if w != nil && w.q.ch != busy.k.channel {
-			c.room.leave(w, false)
+		if w != nil && w.Channel() != busy.k.channel {
+			c.room.Leave(w, false)
 			w = nil
 		}
 		if w == nil {
-			if w = c.room.join(busy.k.channel, "", false); w == nil {
+			if w = c.room.Join(busy.k.channel, "", false); w == nil {
 				return nil, n, ErrClosed
 			}
 			select { // a release may have come before the subscription: try again at once
-			case <-w.q.ready:
+			case <-w.Ready():
 			case <-time.After(sc.backoff):
 			case <-ctx.Done():
 			case <-deadline:
 				return nil, n, sc.notAcquired(busy, retry, n, nil)
-			case <-c.room.closed:
+			case <-c.room.Closed():
 				return nil, n, ErrClosed
 			}
 			continue
 		}
-		c.room.requeue(w)
+		c.room.Requeue(w)
 		d := min(sc.backoff, retry+time.Millisecond)
 		d = d/2 + rand.N(d/2+1)
 		t := time.NewTimer(d)
 		select {
-		case <-w.wake:
+		case <-w.Wake():
 		case <-t.C:
 			sc.backoff = min(sc.backoff*2, c.opt.backoffMax)
 		case <-ctx.Done():
 		case <-deadline:
 			t.Stop()
 			return nil, n, sc.notAcquired(busy, retry, n, nil)
-		case <-c.room.closed:
+		case <-c.room.Closed():
 			t.Stop()
 			return nil, n, ErrClosed
 		}

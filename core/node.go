@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"github.com/lockkit/lockkit/core/internal/wait"
 	"strconv"
 	"sync"
 	"time"
@@ -275,11 +276,11 @@ func (n *node) dequeue(ctx context.Context, k *keys, r *acquireReq) error {
 		TTL: ms(r.ttl), Timeout: ms(r.waiterTTL), Label: n.label}).Call().Run(ctx, n.send).Err()
 }
 
-func (n *node) router() router {
+func (n *node) router() wait.Router {
 	if c, ok := n.rdb.(*redis.ClusterClient); ok {
-		return clusterRouter{rdb: c}
+		return wait.ClusterRouter(c)
 	}
-	return plainRouter{rdb: n.rdb}
+	return wait.PlainRouter(n.rdb)
 }
 
 func (n *node) inspect(ctx context.Context, l, p *keys) (LockInfo, error) {

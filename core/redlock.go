@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/lockkit/lockkit/core/internal/wait"
 	"strings"
 	"sync"
 	"time"
@@ -42,8 +43,8 @@ func NewRedlock(nodes []redis.UniversalClient, opts ...Option) (*Client, error) 
 	if err != nil {
 		return nil, err
 	}
-	id := clientIDPrefix + newToken()[:16]
-	rl := &redlock{quorum: len(nodes)/2 + 1, timeout: o.nodeTimeout, rt: newFanRouter(nodes), opt: &o, work: newWorkers()}
+	id := wait.ClientIDPrefix + newToken()[:16]
+	rl := &redlock{quorum: len(nodes)/2 + 1, timeout: o.nodeTimeout, rt: wait.NewFanRouter(nodes), opt: &o, work: newWorkers()}
 	for _, n := range nodes {
 		rl.nodes = append(rl.nodes, newNode(n, id, &o)) // (not fenced: see node.fenced)
 	}
@@ -55,7 +56,7 @@ type redlock struct {
 	nodes   []*node
 	quorum  int
 	timeout time.Duration
-	rt      fanRouter
+	rt      wait.Router
 	timers  sync.Pool // of *time.Timer, stopped: the waits of releases
 	work    *workers  // run the requests to the nodes
 	flights flights   // acquisitions whose requests to some nodes still run (redlock_flight.go)
@@ -286,7 +287,7 @@ func (rl *redlock) extend(ctx context.Context, k *keys, token any, ttl time.Dura
 
 func (rl *redlock) dequeue(context.Context, *keys, *acquireReq) error { return nil }
 
-func (rl *redlock) router() router { return rl.rt }
+func (rl *redlock) router() wait.Router { return rl.rt }
 
 // inspectTimeout bounds each node's answer to Inspect and ForceRelease on Redlock when
 // WithNodeTimeout is not set (there is no lock TTL to derive it from).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/lockkit/lockkit/core/internal/wait"
 	"log/slog"
 	"slices"
 	"time"
@@ -328,7 +329,7 @@ func (c *Client) giveBack(l *Lock, after error) {
 		defer cancel()
 		pipe.Settle(ctx, after)
 		for _, d := range [...]time.Duration{0, 50 * time.Millisecond, 500 * time.Millisecond} {
-			if (d > 0 && !sleepCtx(ctx, d)) || attempt(ctx) {
+			if (d > 0 && !wait.Sleep(ctx, d)) || attempt(ctx) {
 				return
 			}
 		}

@@ -266,8 +266,6 @@ func TestPermits_renewalsFail_cancelledBeforeHandedOn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var lostAt atomic.Int64
-	context.AfterFunc(p.Context(), func() { lostAt.Store(time.Now().UnixNano()) })
 	cut.on.Store(true)
 	var got *core.Lock
 	for got == nil {
@@ -282,17 +280,15 @@ func TestPermits_renewalsFail_cancelledBeforeHandedOn(t *testing.T) {
 			time.Sleep(2 * time.Millisecond)
 		}
 	}
-	handed := time.Now().UnixNano()
 	defer got.Release(ctx)
-	lost := lostAt.Load()
-	if lost == 0 || lost >= handed {
-		t.Fatalf("holder's context ended at %d, permit handed on at %d: not before", lost, handed)
+	// The holder's context must be done by the time the permit is somebody else's.
+	if p.Context().Err() == nil {
+		t.Fatal("the permit was handed on while its holder's context was live")
 	}
 	var le *core.LostError
 	if cause := context.Cause(p.Context()); !errors.As(cause, &le) || le.Reason != "expired" {
 		t.Fatalf("cause %v, want LostError expired", cause)
 	}
-	t.Logf("context cancelled %v before the permit was handed on", time.Duration(handed-lost))
 	if err := p.Release(ctx); !errors.Is(err, core.ErrLost) {
 		t.Fatalf("release after loss: %v, want ErrLost", err)
 	}

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"github.com/lockkit/lockkit/core/internal/wait"
 	"io"
 	"net"
 	"syscall"
@@ -37,7 +38,7 @@ type store interface {
 	takeAll(ctx context.Context, ks []*keys, r *acquireReq) (setResult, error)
 	releaseAll(ctx context.Context, ks []*keys, token, hold any, fences []int64) ([]int64, error)
 	// router tells where release channels are subscribed.
-	router() router
+	router() wait.Router
 	// caps says what the store can do; close stops its background work (Client.Close).
 	caps() caps
 	close()

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"github.com/lockkit/lockkit/core/internal/wait"
 	"math/rand/v2"
 	"strconv"
 	"time"
@@ -18,7 +19,7 @@ type waitCall struct {
 	wait  bool // Acquire (wait) or TryAcquire (one attempt)
 	start time.Time
 
-	w        *waiter          // the call's place in the local queue, once it waits
+	w        *wait.Waiter     // the call's place in the local queue, once it waits
 	digest   string           // fair mode and permits: the token's digest, once the server gave it (digest.go)
 	woken    bool             // the next attempt follows a release message
 	backoff  time.Duration    // the fallback delay: it doubles up to maxBack
@@ -52,7 +53,7 @@ func (wc *waitCall) run(ctx context.Context) (err error) {
 		}
 	}
 	for {
-		if wc.w == nil && wc.wait && !wc.ao.fair && wc.l.k.sem == nil && wc.c.room.busy(wc.l.k.channel) {
+		if wc.w == nil && wc.wait && !wc.ao.fair && wc.l.k.sem == nil && wc.c.room.Busy(wc.l.k.channel) {
 			// Local waiters are queued: take a place behind them instead of barging in. (In fair
 			// mode the attempt itself joins the Redis-side queue and cannot barge.)
 			if err := wc.join(); err != nil {
@@ -121,7 +122,7 @@ func (wc *waitCall) attempt(ctx context.Context) (done bool, err error) {
 			Acquired: r.ok, RetryAfter: r.retryAfter, Err: aerr})
 	}
 	if wc.woken && aerr == nil && !r.ok && !r.guarded && !c.wd.holding(k.main, l.tok) {
-		c.room.lostRace(wc.w) // another process took the lock we were woken for
+		c.room.LostRace(wc.w) // another process took the lock we were woken for
 	}
 	wc.woken = false
 	switch {
@@ -149,7 +150,7 @@ func (wc *waitCall) attempt(ctx context.Context) (done bool, err error) {
 		if wc.w != nil {
 			// No release will follow (the lock stays free behind the guard): the next local waiter
 			// must find the guard too.
-			c.room.passOn(wc.w)
+			c.room.PassOn(wc.w)
 		}
 		return true, &GuardedError{Name: k.name, Key: wc.ao.guard, Value: r.value}
 	}
@@ -162,7 +163,7 @@ func (wc *waitCall) attempt(ctx context.Context) (done bool, err error) {
 
 // join queues the call behind the Client's other waiters for the lock.
 func (wc *waitCall) join() error {
-	if wc.w = wc.c.room.join(wc.l.k.channel, wc.digest, wc.handoff()); wc.w == nil {
+	if wc.w = wc.c.room.Join(wc.l.k.channel, wc.digest, wc.handoff()); wc.w == nil {
 		return ErrClosed
 	}
 	return nil
@@ -173,20 +174,20 @@ func (wc *waitCall) join() error {
 // so the call must end when this wait is the one that hears it.
 func (wc *waitCall) ready(ctx context.Context) error {
 	select {
-	case <-wc.w.q.ready:
+	case <-wc.w.Ready():
 		return nil
 	default:
 	}
 	t := time.NewTimer(wc.backoff)
 	defer t.Stop()
 	select {
-	case <-wc.w.q.ready:
+	case <-wc.w.Ready():
 	case <-t.C:
 	case <-ctx.Done():
 		return wc.notAcquired(ctx.Err())
 	case <-wc.deadline:
 		return wc.notAcquired(nil)
-	case <-wc.c.room.closed:
+	case <-wc.c.room.Closed():
 		return ErrClosed
 	}
 	return nil
@@ -195,7 +196,7 @@ func (wc *waitCall) ready(ctx context.Context) error {
 // park waits for a release message or the fallback delay; it returns an error when the call ends
 // (its context, its wait limit, the Client's Close).
 func (wc *waitCall) park(ctx context.Context) error {
-	head := wc.c.room.requeue(wc.w)
+	head := wc.c.room.Requeue(wc.w)
 	d := wc.backoff
 	if wc.res.epoch != 0 {
 		// Queued in Redis for a fair lock: a release hands the lock over with a grant message
@@ -220,7 +221,7 @@ func (wc *waitCall) park(ctx context.Context) error {
 		wc.timer.Reset(d)
 	}
 	select {
-	case <-wc.w.wake:
+	case <-wc.w.Wake():
 		// The backoff is not reset: a waiter that loses the race keeps its fallback long, and the
 		// next release wakes it anyway.
 		wc.woken = true
@@ -233,7 +234,7 @@ func (wc *waitCall) park(ctx context.Context) error {
 		return wc.notAcquired(ctx.Err())
 	case <-wc.deadline:
 		return wc.notAcquired(nil)
-	case <-wc.c.room.closed:
+	case <-wc.c.room.Closed():
 		return ErrClosed
 	}
 	return nil
@@ -246,9 +247,9 @@ func (wc *waitCall) finish(ctx context.Context, err error) {
 	}
 	if wc.w != nil {
 		if wc.handoff() {
-			wc.c.room.takeGrant(wc.w) // (a grant not taken is handed on by the dequeue below)
+			wc.c.room.TakeGrant(wc.w) // (a grant not taken is handed on by the dequeue below)
 		}
-		wc.c.room.leave(wc.w, err == nil)
+		wc.c.room.Leave(wc.w, err == nil)
 	}
 	if err != nil && wc.handoff() && wc.wait && wc.attempts > 0 {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
@@ -284,7 +285,7 @@ func (wc *waitCall) handoffStart() error {
 		return nil
 	}
 	wc.l.req.waiterTTL = wc.c.opt.waiterTTL
-	if wc.c.room.subscribed(wc.l.k.channel) {
+	if wc.c.room.Subscribed(wc.l.k.channel) {
 		return wc.join()
 	}
 	return nil
@@ -303,17 +304,17 @@ func (wc *waitCall) claim(ctx context.Context) (bool, error) {
 	if wc.w == nil || !wc.handoff() || ctx.Err() != nil {
 		return false, nil // (cancelled: the call ends, and finish hands a grant on)
 	}
-	g := wc.c.room.takeGrant(wc.w)
+	g := wc.c.room.TakeGrant(wc.w)
 	lease := wc.l.ttl
 	if wc.l.k.sem == nil {
 		lease = min(lease, wc.l.req.waiterTTL)
 	}
-	if !g.ok || g.epoch != wc.epoch || time.Since(wc.sent) > lease/2 || wc.c.opt.replicas > 0 {
+	if !g.OK || g.Epoch != wc.epoch || time.Since(wc.sent) > lease/2 || wc.c.opt.replicas > 0 {
 		return false, nil
 	}
 	if lease < wc.l.ttl {
 		wc.l.lease = lease
 	}
-	wc.res = acquireResult{ok: true, fence: g.fence, holds: 1}
+	wc.res = acquireResult{ok: true, fence: g.Fence, holds: 1}
 	return true, wc.c.outlived(ctx, wc.l, wc.sent)
 }

@@ -1,4 +1,4 @@
-package core
+package wait
 
 import (
 	"context"
@@ -7,25 +7,31 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// router decides where release channels are subscribed: one connection for a plain or Sentinel
+// Router decides where release channels are subscribed: one connection for a plain or Sentinel
 // client, the owning master's connection for each channel on a cluster (sharded pub/sub), every
 // node's connection for Redlock (each node publishes the release).
-type router interface {
+type Router interface {
 	// route returns the keys of the feeds ch must be subscribed on.
 	route(ctx context.Context, ch string) ([]string, error)
 	// open returns a new, empty subscription for a feed key.
 	open(ctx context.Context, key string) *redis.PubSub
-	sharded() bool
+	Sharded() bool
 	// refresh is called when a feed broke (e.g. a cluster failover): reload topology.
 	refresh(ctx context.Context)
 }
+
+// PlainRouter subscribes everything on one connection of rdb (a plain or Sentinel client).
+func PlainRouter(rdb redis.UniversalClient) Router { return plainRouter{rdb} }
+
+// ClusterRouter subscribes each channel on the master that owns its slot (sharded pub/sub).
+func ClusterRouter(rdb *redis.ClusterClient) Router { return clusterRouter{rdb} }
 
 // plainRouter subscribes everything on one connection of a plain or Sentinel client.
 type plainRouter struct{ rdb redis.UniversalClient }
 
 func (p plainRouter) route(context.Context, string) ([]string, error)  { return []string{""}, nil }
 func (p plainRouter) open(ctx context.Context, _ string) *redis.PubSub { return p.rdb.Subscribe(ctx) }
-func (p plainRouter) sharded() bool                                    { return false }
+func (p plainRouter) Sharded() bool                                    { return false }
 func (p plainRouter) refresh(context.Context)                          {}
 
 // clusterRouter subscribes each channel on the master that owns its slot (SSUBSCRIBE).
@@ -44,7 +50,7 @@ func (c clusterRouter) route(ctx context.Context, ch string) ([]string, error) {
 func (c clusterRouter) open(ctx context.Context, _ string) *redis.PubSub {
 	return c.rdb.SSubscribe(ctx)
 }
-func (c clusterRouter) sharded() bool               { return true }
+func (c clusterRouter) Sharded() bool               { return true }
 func (c clusterRouter) refresh(ctx context.Context) { c.rdb.ReloadState(ctx) }
 
 // fanRouter subscribes every channel on every node (Redlock).
@@ -53,7 +59,9 @@ type fanRouter struct {
 	keys  []string
 }
 
-func newFanRouter(nodes []redis.UniversalClient) fanRouter {
+// NewFanRouter subscribes every channel on every node of a Redlock (each node publishes the
+// release).
+func NewFanRouter(nodes []redis.UniversalClient) Router {
 	f := fanRouter{nodes: nodes}
 	for i := range nodes {
 		f.keys = append(f.keys, strconv.Itoa(i))
@@ -66,5 +74,5 @@ func (f fanRouter) open(ctx context.Context, key string) *redis.PubSub {
 	i, _ := strconv.Atoi(key)
 	return f.nodes[i].Subscribe(ctx)
 }
-func (f fanRouter) sharded() bool           { return false }
+func (f fanRouter) Sharded() bool           { return false }
 func (f fanRouter) refresh(context.Context) {}

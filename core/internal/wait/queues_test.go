@@ -1,4 +1,4 @@
-package core
+package wait
 
 import (
 	"testing"
@@ -7,13 +7,13 @@ import (
 
 // quietQueues returns waitQueues for client id whose subscriber never starts (no Redis, no
 // goroutines): messages are handed to deliver by the test.
-func quietQueues(id string) *waitQueues {
-	r := newWaitQueues(nil, id, 0)
+func quietQueues(id string) *Queues {
+	r := NewQueues(nil, id, 0)
 	r.subs.shut = true
 	return r
 }
 
-func woken(w *waiter) bool {
+func woken(w *Waiter) bool {
 	select {
 	case <-w.wake:
 		return true
@@ -29,13 +29,13 @@ func woken(w *waiter) bool {
 func TestWaitQueues_ownRelease_wakesAtOnce_withoutOtherClients(t *testing.T) {
 	r := quietQueues("c:me")
 	const ch = "lockkit:{hot}:released"
-	a, b := r.join(ch, "ta", false), r.join(ch, "tb", false)
+	a, b := r.Join(ch, "ta", false), r.Join(ch, "tb", false)
 	r.deliver(ch, "c:me")
 	if !woken(a) {
 		t.Fatal("the first release did not wake the head")
 	}
-	r.lostRace(a) // its attempt found the lock taken (by this Client's next holder)
-	r.requeue(a)
+	r.LostRace(a) // its attempt found the lock taken (by this Client's next holder)
+	r.Requeue(a)
 	r.deliver(ch, "c:me") // that holder's release
 	if !woken(a) || woken(b) {
 		t.Fatal("an own release after a lost race did not wake the head at once: no other client contends")
@@ -48,13 +48,13 @@ func TestWaitQueues_ownRelease_yields_whenOtherClientsContend(t *testing.T) {
 	r := quietQueues("c:me")
 	r.yield = time.Second // (300 µs could pass before the check below on a loaded host)
 	const ch = "lockkit:{hot}:released"
-	a := r.join(ch, "ta", false)
+	a := r.Join(ch, "ta", false)
 	r.deliver(ch, "c:other") // another process released: it contends for the lock
 	if !woken(a) {
 		t.Fatal("another client's release did not wake the head")
 	}
-	r.lostRace(a)
-	r.requeue(a)
+	r.LostRace(a)
+	r.Requeue(a)
 	r.deliver(ch, "c:me")
 	if woken(a) {
 		t.Fatal("an own release woke the next waiter at once although other processes contend and it lost a race")

@@ -1,4 +1,4 @@
-package core
+package wait
 
 import (
 	"strings"
@@ -8,17 +8,17 @@ import (
 
 // The wait path has three parts, each on its own:
 //
-//   - waitQueues (this file): the Client's waiters, a FIFO queue per release channel, and the rules
+//   - Queues (this file): the Client's waiters, a FIFO queue per release channel, and the rules
 //     for whom a release message wakes;
 //   - subscriber (feeds.go): the pub/sub connections that deliver release messages to the queues;
-//   - quorumCopies (below): Redlock's counting of the copies of one release that its nodes publish.
+//   - quorumCopies (quorum_copies.go): Redlock's counting of the copies of one release that its nodes publish.
 //
-// Lock order: waitQueues.mu, then subscriber.mu, then a feed's mu. The subscriber never calls into
+// Lock order: Queues.mu, then subscriber.mu, then a feed's mu. The subscriber never calls into
 // the queues while it holds a mutex of its own.
 
-// waitQueues parks the Client's waiters. Each release channel has a FIFO queue of local waiters;
+// Queues parks the Client's waiters. Each release channel has a FIFO queue of local waiters;
 // each release message wakes one.
-type waitQueues struct {
+type Queues struct {
 	id     string        // this client's id, as published in its release messages
 	subs   *subscriber   // subscribes the channels that have waiters
 	copies *quorumCopies // Redlock only
@@ -31,32 +31,45 @@ type waitQueues struct {
 
 type waitQueue struct {
 	ch        string
-	waiters   []*waiter
+	waiters   []*Waiter
 	ready     chan struct{} // closed when a server confirmed the subscription
 	confirmed bool
 	members   int // waiters that joined and did not leave, queued or not
 	idleSince time.Time
 	lostAt    time.Time          // when a woken waiter last found the lock taken again
 	foreignAt time.Time          // when another client's release was last delivered
-	named     map[string]*waiter // members with a digest, queued or not (permit grants find them)
+	named     map[string]*Waiter // members with a digest, queued or not (permit grants find them)
 	unnamed   int                // members waiting for their digest (learnDigest)
 	unclaimed []string           // messages naming a digest no member has, while some are unnamed
 }
 
-type waiter struct {
+// Waiter is one waiting call of the Client, queued on the release channel of its lock.
+type Waiter struct {
 	q       *waitQueue
 	digest  string // fair mode and permits: SHA-1 (hex) of the waiter's token, as messages name it
 	unnamed bool   // fair mode and permits: the digest is not known yet (named)
 	wake    chan struct{}
 	inQueue bool
-	grant   grant // a lock or permit a release granted it (grant.go)
+	grant   Grant // a lock or permit a release granted it (grant.go)
 }
 
-// clientIDPrefix marks non-fair release messages: their payload is the releasing client's id
+// Wake is signalled when a release (or a grant) wakes w.
+func (w *Waiter) Wake() <-chan struct{} { return w.wake }
+
+// Ready is closed once a server confirmed the subscription of w's channel.
+func (w *Waiter) Ready() <-chan struct{} { return w.q.ready }
+
+// Channel is the release channel w waits on.
+func (w *Waiter) Channel() string { return w.q.ch }
+
+// Unnamed reports whether w, a fair or permit waiter, does not know its token's digest yet.
+func (w *Waiter) Unnamed() bool { return w.unnamed }
+
+// ClientIDPrefix marks non-fair release messages: their payload is the releasing client's id
 // (followed by "/" and the released token on Redlock, so that the copies from each node can be
 // told apart from a new release). Fair release messages carry the SHA-1 of the token of the waiter
 // whose turn it is; empty ones wake the first waiter.
-const clientIDPrefix = "c:"
+const ClientIDPrefix = "c:"
 
 // yieldAfterOwnRelease is how long a client's next waiter lets other processes go first after this
 // client released, when its waiters have recently lost races and another client has recently
@@ -73,8 +86,10 @@ const (
 // churn on locks that are contended on and off.
 const idleAfter = 3 * time.Second
 
-func newWaitQueues(rt router, id string, quorum int) *waitQueues {
-	q := &waitQueues{id: id, queues: make(map[string]*waitQueue), closed: make(chan struct{}), yield: yieldAfterOwnRelease}
+// NewQueues returns the queues of the Client whose release messages carry id; quorum > 0 counts
+// a release as heard once that many of Redlock's nodes published it (rt subscribes every node).
+func NewQueues(rt Router, id string, quorum int) *Queues {
+	q := &Queues{id: id, queues: make(map[string]*waitQueue), closed: make(chan struct{}), yield: yieldAfterOwnRelease}
 	if quorum > 0 {
 		q.copies = &quorumCopies{need: quorum, seen: make(map[string]seenMsg)}
 	}
@@ -82,8 +97,8 @@ func newWaitQueues(rt router, id string, quorum int) *waitQueues {
 	return q
 }
 
-// busy reports whether local waiters are waiting on ch; a newcomer then queues behind them.
-func (r *waitQueues) busy(ch string) bool {
+// Busy reports whether local waiters are waiting on ch; a newcomer then queues behind them.
+func (r *Queues) Busy(ch string) bool {
 	r.mu.Lock()
 	q := r.queues[ch]
 	b := q != nil && q.members > 0
@@ -91,10 +106,10 @@ func (r *waitQueues) busy(ch string) bool {
 	return b
 }
 
-// join queues a waiter on ch, subscribing the channel if needed. It returns nil after close. A
+// Join queues a waiter on ch, subscribing the channel if needed. It returns nil after close. A
 // fair waiter is woken by the messages that name its token's digest, once it is named with it
 // (named); digest is that digest when the caller knows it already.
-func (r *waitQueues) join(ch, digest string, fair bool) *waiter {
+func (r *Queues) Join(ch, digest string, fair bool) *Waiter {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.shut {
@@ -106,7 +121,7 @@ func (r *waitQueues) join(ch, digest string, fair bool) *waiter {
 		r.queues[ch] = q
 		r.subs.want(ch)
 	}
-	w := &waiter{q: q, wake: make(chan struct{}, 1), inQueue: true}
+	w := &Waiter{q: q, wake: make(chan struct{}, 1), inQueue: true}
 	if fair {
 		w.digest = digest
 		if digest == "" {
@@ -120,9 +135,9 @@ func (r *waitQueues) join(ch, digest string, fair bool) *waiter {
 	return w
 }
 
-// requeue puts w back at the head of its queue if a wake-up took it out. It reports whether w is
+// Requeue puts w back at the head of its queue if a wake-up took it out. It reports whether w is
 // first in its queue.
-func (r *waitQueues) requeue(w *waiter) bool {
+func (r *Queues) Requeue(w *Waiter) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	q := w.q
@@ -135,10 +150,10 @@ func (r *waitQueues) requeue(w *waiter) bool {
 	return q.waiters[0] == w
 }
 
-// leave removes w. A wake-up it received but did not use passes to the next waiter, and so does
+// Leave removes w. A wake-up it received but did not use passes to the next waiter, and so does
 // the head's polling duty when the head leaves without the lock (only the head polls; after an
 // expiry no release message would wake the next one).
-func (r *waitQueues) leave(w *waiter, acquired bool) {
+func (r *Queues) Leave(w *Waiter, acquired bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	q := w.q
@@ -164,8 +179,8 @@ func (r *waitQueues) leave(w *waiter, acquired bool) {
 	}
 }
 
-// passOn wakes the first waiter of w's queue other than w.
-func (r *waitQueues) passOn(w *waiter) {
+// PassOn wakes the first waiter of w's queue other than w.
+func (r *Queues) PassOn(w *Waiter) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, x := range w.q.waiters {
@@ -177,16 +192,16 @@ func (r *waitQueues) passOn(w *waiter) {
 	}
 }
 
-// lostRace records that w, woken by a release, found the lock taken (by another process, or by
+// LostRace records that w, woken by a release, found the lock taken (by another process, or by
 // this client's own holder: the reply does not say whose).
-func (r *waitQueues) lostRace(w *waiter) {
+func (r *Queues) LostRace(w *Waiter) {
 	r.mu.Lock()
 	w.q.lostAt = time.Now()
 	r.mu.Unlock()
 }
 
 // remove takes w out of q; the caller holds the queues' mutex.
-func (q *waitQueue) remove(w *waiter) {
+func (q *waitQueue) remove(w *Waiter) {
 	for i, x := range q.waiters {
 		if x == w {
 			q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
@@ -219,7 +234,7 @@ func (q *waitQueue) wakeOne(digest string) {
 }
 
 // deliver handles a release message on ch (called by the subscriber).
-func (r *waitQueues) deliver(ch, payload string) {
+func (r *Queues) deliver(ch, payload string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	q := r.queues[ch]
@@ -230,7 +245,7 @@ func (r *waitQueues) deliver(ch, payload string) {
 		q.granted(payload)
 		return
 	}
-	if !strings.HasPrefix(payload, clientIDPrefix) {
+	if !strings.HasPrefix(payload, ClientIDPrefix) {
 		q.wakeOne(payload)
 		return
 	}
@@ -253,7 +268,7 @@ func (r *waitQueues) deliver(ch, payload string) {
 
 // confirm marks ch subscribed (called by the subscriber). A confirmation that follows a reconnect
 // wakes the first waiter, as a release may have been missed while the connection was down.
-func (r *waitQueues) confirm(ch string, reconnected bool) {
+func (r *Queues) confirm(ch string, reconnected bool) {
 	r.mu.Lock()
 	if q := r.queues[ch]; q != nil {
 		if !q.confirmed {
@@ -268,7 +283,7 @@ func (r *waitQueues) confirm(ch string, reconnected bool) {
 
 // missed wakes the first waiter of ch: its subscription broke or moved, and a release may have been
 // missed (called by the subscriber).
-func (r *waitQueues) missed(ch string) {
+func (r *Queues) missed(ch string) {
 	r.mu.Lock()
 	if q := r.queues[ch]; q != nil {
 		q.wakeOne("")
@@ -277,7 +292,7 @@ func (r *waitQueues) missed(ch string) {
 }
 
 // sweep forgets the queues that had no waiters for idleAfter and stops subscribing their channels.
-func (r *waitQueues) sweep(now time.Time) {
+func (r *Queues) sweep(now time.Time) {
 	r.mu.Lock()
 	var idle []string
 	for ch, q := range r.queues {
@@ -293,8 +308,11 @@ func (r *waitQueues) sweep(now time.Time) {
 	r.subs.unwant(idle)
 }
 
-// close wakes every waiter with ErrClosed and stops the subscriber.
-func (r *waitQueues) close() {
+// Closed is closed by Close: waiters return ErrClosed.
+func (r *Queues) Closed() <-chan struct{} { return r.closed }
+
+// Close wakes every waiter with ErrClosed and stops the subscriber.
+func (r *Queues) Close() {
 	r.mu.Lock()
 	if r.shut {
 		r.mu.Unlock()
@@ -306,8 +324,8 @@ func (r *waitQueues) close() {
 	r.subs.close()
 }
 
-// parked counts the waiters (tests).
-func (r *waitQueues) parked() int {
+// Parked counts the waiters (tests).
+func (r *Queues) Parked() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := 0
@@ -319,18 +337,18 @@ func (r *waitQueues) parked() int {
 
 // name records w under its digest, queued or not, so that a grant finds it while it makes an
 // attempt too; the caller holds the queues' mutex.
-func (q *waitQueue) name(w *waiter) {
+func (q *waitQueue) name(w *Waiter) {
 	if w.digest == "" {
 		return
 	}
 	if q.named == nil {
-		q.named = make(map[string]*waiter)
+		q.named = make(map[string]*Waiter)
 	}
 	q.named[w.digest] = w
 }
 
 // unname forgets w's digest; the caller holds the queues' mutex.
-func (q *waitQueue) unname(w *waiter) {
+func (q *waitQueue) unname(w *Waiter) {
 	if w.digest != "" && q.named[w.digest] == w {
 		delete(q.named, w.digest)
 	}
@@ -341,10 +359,10 @@ func (q *waitQueue) unname(w *waiter) {
 func (q *waitQueue) granted(payload string) {
 	digest, g := parseGrant(payload)
 	w := q.named[digest]
-	if g.ok && w == nil {
+	if g.OK && w == nil {
 		q.keepUnclaimed(payload)
 	}
-	if !g.ok || w == nil {
+	if !g.OK || w == nil {
 		return
 	}
 	w.grant = g
@@ -354,8 +372,8 @@ func (q *waitQueue) granted(payload string) {
 	signal(w.wake)
 }
 
-// subscribed reports whether this Client has ch subscribed already (confirmed by the server).
-func (r *waitQueues) subscribed(ch string) bool {
+// Subscribed reports whether this Client has ch subscribed already (confirmed by the server).
+func (r *Queues) Subscribed(ch string) bool {
 	r.mu.Lock()
 	q := r.queues[ch]
 	ok := q != nil && q.confirmed
@@ -363,14 +381,14 @@ func (r *waitQueues) subscribed(ch string) bool {
 	return ok
 }
 
-// takeGrant returns and forgets the grant w received, if any; the wake-up that came with it is
+// TakeGrant returns and forgets the grant w received, if any; the wake-up that came with it is
 // used up too (it must not pass to another waiter).
-func (r *waitQueues) takeGrant(w *waiter) grant {
+func (r *Queues) TakeGrant(w *Waiter) Grant {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	g := w.grant
-	w.grant = grant{}
-	if g.ok {
+	w.grant = Grant{}
+	if g.OK {
 		select {
 		case <-w.wake:
 		default:

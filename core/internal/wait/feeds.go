@@ -1,4 +1,4 @@
-package core
+package wait
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 // node for Redlock (each a feed). A writer goroutine sends (un)subscriptions in order and retries
 // what failed; a reader goroutine per feed delivers messages. They start with the first channel.
 type subscriber struct {
-	router router
+	router Router
 	q      sink
 	kick   chan struct{}
 	ctx    context.Context
@@ -63,7 +63,7 @@ type sink interface {
 	sweep(now time.Time)
 }
 
-func newSubscriber(rt router, q sink) *subscriber {
+func newSubscriber(rt Router, q sink) *subscriber {
 	return &subscriber{router: rt, q: q, kick: make(chan struct{}, 1), feeds: make(map[string]*feed),
 		wanted: make(map[string]struct{})}
 }
@@ -170,11 +170,11 @@ func (s *subscriber) read(f *feed) {
 				continue
 			}
 			f.markFailed()
-			if s.router.sharded() { // the slot may have moved: subscribe again where it lives now
+			if s.router.Sharded() { // the slot may have moved: subscribe again where it lives now
 				s.broken(f)
 				return
 			}
-			if !sleepCtx(s.ctx, backoff) {
+			if !Sleep(s.ctx, backoff) {
 				return
 			}
 			backoff = min(backoff*2, feedMaxWait)
@@ -195,7 +195,8 @@ func (s *subscriber) read(f *feed) {
 	}
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) bool {
+// Sleep waits for d; it reports false when ctx ended first.
+func Sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -301,7 +302,7 @@ func (s *subscriber) apply(ops []subOp) (retry []subOp) {
 			}
 			// Errors need no handling: go-redis records the channel and subscribes it again when it
 			// reconnects; a broken feed is rebuilt; waiters fall back to their backoff meanwhile.
-			if s.router.sharded() {
+			if s.router.Sharded() {
 				_ = f.ps.SSubscribe(s.ctx, op.ch)
 			} else {
 				_ = f.ps.Subscribe(s.ctx, op.ch)
@@ -326,7 +327,7 @@ func (s *subscriber) unsubscribe(ch string) {
 	}
 	s.mu.Unlock()
 	for _, f := range fs {
-		if s.router.sharded() {
+		if s.router.Sharded() {
 			_ = f.ps.SUnsubscribe(s.ctx, ch)
 		} else {
 			_ = f.ps.Unsubscribe(s.ctx, ch)

@@ -1,4 +1,4 @@
-package core
+package wait
 
 import (
 	"strconv"
@@ -26,21 +26,21 @@ import (
 // grantPrefix marks the release messages that grant a lock or a permit to a named waiter.
 const grantPrefix = "g:"
 
-// grant is a lock or permit a release granted to a waiter.
-type grant struct {
-	fence, epoch int64
-	ok           bool
+// Grant is a lock or permit a release granted to a waiter.
+type Grant struct {
+	Fence, Epoch int64
+	OK           bool
 }
 
 // parseGrant reads a grant message: the waiter's token digest, the fence and the epoch.
-func parseGrant(payload string) (digest string, g grant) {
+func parseGrant(payload string) (digest string, g Grant) {
 	rest, _ := strings.CutPrefix(payload, grantPrefix)
 	digest, rest, ok1 := strings.Cut(rest, ":")
 	f, e, ok2 := strings.Cut(rest, ":")
 	fence, err1 := strconv.ParseInt(f, 10, 64)
 	epoch, err2 := strconv.ParseInt(e, 10, 64)
 	if !ok1 || !ok2 || err1 != nil || err2 != nil || fence <= 0 {
-		return "", grant{}
+		return "", Grant{}
 	}
-	return digest, grant{fence: fence, epoch: epoch, ok: true}
+	return digest, Grant{Fence: fence, Epoch: epoch, OK: true}
 }
