@@ -29,10 +29,12 @@ type faultRig struct {
 	pxs  [][]*chaos.Proxy // per client slot, per node
 	skip map[string]bool  // fault kinds left out (LOCKKIT_SAFETY_SKIP)
 	// For key losses (safety_loss_test.go): direct connections to every node, the names in play,
-	// whether they are semaphores, and the gate (see workload.gate).
+	// whether they are semaphores or held in every kind (mixed: see mixedDel), and the gate (see
+	// workload.gate).
 	admins  []*redis.Client
 	names   []string
 	permits bool
+	mixed   bool
 	gate    *sync.RWMutex
 }
 

@@ -97,7 +97,7 @@ type span struct {
 	To     time.Duration `json:"to"`
 	Detail string        `json:"detail,omitempty"`
 	// A key loss (see lossKinds): the name whose keys it deleted ("" for every name), which of
-	// them (Keys: "lock", "permits", "fence"; "" for all) and whether it may not have run
+	// them (Keys: "lock", "permits", "rw", "fence"; "" for all) and whether it may not have run
 	// (Unsure: the command failed, so it may or may not have reached Redis).
 	Name   string `json:"name,omitempty"`
 	Keys   string `json:"keys,omitempty"`

@@ -136,8 +136,8 @@ func (r redisHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 				if tok, ok := a[4].(string); ok {
 					toks = append(toks, tok)
 				}
-			} else if len(a) == 9 && a[2] == any(3) { // a permit's renewal: permits, limits, fences; token, TTL, fence
-				if tok, ok := a[6].(string); ok {
+			} else if len(a) == 10 && a[2] == any(4) { // a permit's (or read-write) renewal: permits, limits, fences, lock; token, TTL, fence
+				if tok, ok := a[7].(string); ok {
 					toks = append(toks, tok)
 				}
 			}

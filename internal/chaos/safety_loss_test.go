@@ -224,6 +224,9 @@ func (f *faultRig) lose(t *testing.T, kind string) {
 				s.Keys, cmd = "fence", []any{"DEL", key} // the name's lock key: the family's mark and the name's fence
 			}
 		}
+		if f.mixed {
+			s.Keys, cmd = mixedDel(f.rnd, key)
+		}
 	case "flushall":
 		cmd = []any{"FLUSHALL"}
 	}

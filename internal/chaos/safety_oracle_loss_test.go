@@ -21,9 +21,10 @@ import (
 // after the send of its last successful acquisition or renewal.
 const defaultRenewRatio = 1.0 / 3
 
-// losses returns the key losses that may have deleted an acquisition of name (a permit's, when
-// permit), in time order.
-func (o *oracle) losses(name string, permit bool) []span {
+// losses returns the key losses that may have deleted an acquisition of name in family fam (see
+// family), in time order. In the mixed variant a loss of the name's lock key, which holds the
+// marks of its permits and read-write holds, counts for every family.
+func (o *oracle) losses(name, fam string) []span {
 	var out []span
 	for _, f := range o.faults {
 		if !lossKinds[f.Kind] || f.Name != "" && f.Name != name {
@@ -32,11 +33,11 @@ func (o *oracle) losses(name string, permit bool) []span {
 		switch f.Keys {
 		case "":
 		case "lock":
-			if permit && !o.mixed {
+			if fam != "lock" && !o.mixed {
 				continue
 			}
-		case "permits":
-			if !permit {
+		case "permits", "rw":
+			if fam != f.Keys {
 				continue
 			}
 		default: // "fence": the counter only
@@ -48,15 +49,30 @@ func (o *oracle) losses(name string, permit bool) []span {
 	return out
 }
 
+// family is the keys whose loss deletes hold h's acquisition: "lock" for a lock (its name's lock
+// key), "permits" for a permit (the semaphore's leases), "rw" for a read or a write of the mixed
+// variant (the leases under :rw; the read-write variant, which deletes no key, records its holds
+// as permits).
+func family(h *hold) string {
+	switch {
+	case h.Mode == "read" || h.Mode == "write":
+		return "rw"
+	case h.Mode == "permit" || h.Mode == "" && h.Limit > 0:
+		return "permits"
+	}
+	return "lock"
+}
+
 // fenceLosses returns the losses that may have dropped name's fence counter: the lock's key keeps
-// a lock's fences (ForceRelease keeps it), the :fence counter a semaphore's.
-func (o *oracle) fenceLosses(name string, permit bool) []span {
+// a lock's fences (ForceRelease keeps it), the :fence counter a semaphore's; in the mixed variant
+// the lock key keeps the one sequence of every kind.
+func (o *oracle) fenceLosses(name, fam string) []span {
 	var out []span
 	for _, f := range o.faults {
 		if !lossKinds[f.Kind] || f.Kind == "force" || f.Name != "" && f.Name != name {
 			continue
 		}
-		if f.Keys == "" || !permit && f.Keys == "lock" || permit && f.Keys == "fence" {
+		if f.Keys == "" || f.Keys == "lock" && (fam == "lock" || o.mixed) || fam == "permits" && f.Keys == "fence" {
 			out = append(out, f)
 		}
 	}
@@ -68,7 +84,7 @@ func (o *oracle) fenceLosses(name string, permit bool) []span {
 // as a's (the documented clock condition wants the loss at least a millisecond after the last
 // acquisition).
 func (o *oracle) fenceReset(a, b *hold) bool {
-	for _, f := range o.fenceLosses(a.Name, a.Limit > 0) {
+	for _, f := range o.fenceLosses(a.Name, family(a)) {
 		if f.To > a.Sent && f.From < a.Ret+2*time.Millisecond && f.From < b.Ret {
 			return true
 		}
@@ -126,7 +142,7 @@ func (o *oracle) worstCmd(client int, from, to time.Duration) time.Duration {
 // attempt was sent) before another acquisition returned at before, with a still within its bound
 // after it: that loss, not the lock, let the other in.
 func (o *oracle) lossExcuses(a *hold, before time.Duration) (span, bool) {
-	for _, l := range o.losses(a.Name, a.Limit > 0) {
+	for _, l := range o.losses(a.Name, family(a)) {
 		if l.To > a.Sent && l.From < before && a.Live <= o.lossBound(a, l) {
 			return l, true
 		}
@@ -138,7 +154,7 @@ func (o *oracle) lossExcuses(a *hold, before time.Duration) (span, bool) {
 // returned before, and was live after the loss ended) stayed live past lossBound: its renewals
 // kept it although its acquisition was gone (they renewed another acquisition, or none).
 func (o *oracle) lossLate(h *hold) {
-	for _, l := range o.losses(h.Name, h.Limit > 0) {
+	for _, l := range o.losses(h.Name, family(h)) {
 		if l.Unsure || h.Ret >= l.From || h.Live <= l.To {
 			continue
 		}
@@ -153,9 +169,9 @@ func (o *oracle) lossLate(h *hold) {
 	}
 }
 
-// lossBefore returns a loss of name that may have come after from and before to.
-func (o *oracle) lossBefore(name string, permit bool, from, to time.Duration) (span, bool) {
-	for _, l := range o.losses(name, permit) {
+// lossBefore returns a loss of name's family fam that may have come after from and before to.
+func (o *oracle) lossBefore(name, fam string, from, to time.Duration) (span, bool) {
+	for _, l := range o.losses(name, fam) {
 		if l.To > from && l.From < to {
 			return l, true
 		}
@@ -168,6 +184,9 @@ func lossName(l span) string {
 	case "force":
 		return "ForceRelease"
 	case "del":
+		if l.Keys == "" {
+			return "DEL (every key of the name)"
+		}
 		return "DEL (" + l.Keys + ")"
 	case "flushall":
 		return "FLUSHALL"

@@ -151,7 +151,7 @@ func (o *oracle) overlaps(hs []*hold) {
 		v := verdict{Prop: "overlap", At: b.Ret, Holds: []int{a.ID, b.ID}, Msg: fmt.Sprintf(
 			"%s: hold %d (fence %d) was live %v after hold %d of another owner (fence %d) was acquired",
 			a.Name, a.ID, a.Fence, ms(margin), b.ID, b.Fence)}
-		if l, ok := o.lossBefore(a.Name, false, a.Sent, b.Ret); ok {
+		if l, ok := o.lossBefore(a.Name, "lock", a.Sent, b.Ret); ok {
 			v.Fault = l.Kind
 			v.Msg += fmt.Sprintf(", past its bound after %s at %v", lossName(l), ms(l.From))
 		}
@@ -214,7 +214,7 @@ func (o *oracle) fences(hs []*hold) {
 		// After a key loss of the acquisition it entered (ForceRelease, DEL, FLUSHALL, a restart),
 		// the re-entry must fail: a re-entry never creates an acquisition (issue #27).
 		if outer := o.byID[b.Outer]; b.Holds == 1 && outer != nil && outer.Tok == b.Tok && outer.Live > b.Ret {
-			if l, ok := o.lossBefore(b.Name, false, outer.Sent, b.Ret); ok {
+			if l, ok := o.lossBefore(b.Name, "lock", outer.Sent, b.Ret); ok {
 				o.bad = append(o.bad, verdict{Prop: "reentry-after-loss", At: b.Ret, Holds: []int{outer.ID, b.ID}, Fault: l.Kind, Msg: fmt.Sprintf(
 					"%s: re-entry %d (%s) of hold %d after %s at %v took the lock afresh (holds 1, fence %d, the hold's %d) instead of failing, while hold %d stayed live %v longer",
 					b.Name, b.ID, b.Kind, outer.ID, lossName(l), ms(l.From), b.Fence, outer.Fence, outer.ID, ms(outer.Live-b.Ret))})
@@ -256,7 +256,7 @@ func (o *oracle) lossWhileHealthy(h *hold) {
 	if from < 0 || !o.healthy(h.Client, from, h.LostAt, shortest/6) {
 		return
 	}
-	if _, ok := o.lossBefore(h.Name, h.Limit > 0, from, h.LostAt); ok {
+	if _, ok := o.lossBefore(h.Name, family(h), from, h.LostAt); ok {
 		return // a key loss of its name: the loss is what the renewal reported
 	}
 	o.flag("loss-while-healthy", h.LostAt, []int{h.ID}, "%s: hold %d (TTL up to %v) reported lost (%s) while its client's path was healthy for %v before",
@@ -354,7 +354,7 @@ func (o *oracle) doLost(h *hold) {
 	if h.Kind != "do" || h.DoErr != "lost" || h.LostAt != 0 || !h.DoLive || h.DoRet == 0 {
 		return
 	}
-	if _, ok := o.lossBefore(h.Name, h.Limit > 0, h.Sent, h.DoRet); ok {
+	if _, ok := o.lossBefore(h.Name, family(h), h.Sent, h.DoRet); ok {
 		return // ForceRelease (or a DEL) took it: its release says so
 	}
 	last := max(h.Sent, h.Renewed)
@@ -446,6 +446,9 @@ func describe(h *hold) string {
 		h.ID, h.Name, h.Client, h.Gen, h.Kind, h.Tok, h.Fence, h.Holds, h.TTL, ms(h.Call), ms(h.Sent), ms(h.Ret), ms(h.Live), ms(h.End), h.Cause)
 	if h.Limit > 0 {
 		s += fmt.Sprintf(" limit %d", h.Limit)
+	}
+	if h.Mode != "" {
+		s += " mode " + h.Mode
 	}
 	if h.LostAt > 0 {
 		s += fmt.Sprintf(" lost(%s) at %v", h.Why, ms(h.LostAt))

@@ -107,11 +107,17 @@ func runRW(t *testing.T, rep *chaos.Report, seed uint64, cfg safetyConfig) {
 			wg.Go(w.run)
 		}
 	}
+	rig := &faultRig{h: h, rnd: rand.New(rand.NewPCG(seed, 1<<40)), srvs: srvs, pxs: pxs, skip: wl.skip}
+	var operated <-chan struct{} = closed()
+	if cfg.mixed { // key losses and the operator (safety_mixed_faults_test.go)
+		operated = wl.mixedFaults(t, seed, srvs, admin, rig)
+	}
 	end := time.Now().Add(cfg.dur)
-	(&faultRig{h: h, rnd: rand.New(rand.NewPCG(seed, 1<<40)), srvs: srvs, pxs: pxs, skip: wl.skip}).inject(t, end)
+	rig.inject(t, end)
 	time.Sleep(time.Until(end)) // the calm end of the run
 	close(wl.stop)
 	stopAll()
+	<-operated
 	wg.Wait()
 	wl.pending.Wait()
 	for _, sl := range slots {
@@ -128,12 +134,18 @@ func runRW(t *testing.T, rep *chaos.Report, seed uint64, cfg safetyConfig) {
 	<-watched
 	<-leasesWatched
 	r := h.result(false)
+	if cfg.mixed {
+		mixedRun(&r)
+	}
 	wl.mu.Lock()
 	writes := append([]writeCall(nil), wl.writes...)
 	upgrades := append([]verdict(nil), wl.upgrades...)
 	wl.mu.Unlock()
 	bad, soft := checkRW(r, writes, upgrades)
 	report(t, row, h, r, bad, soft, seed, cfg.name)
+	if cfg.mixed {
+		mixedRows(t, rep, cfg.name, h, r, bad)
+	}
 	t.Logf("%d waiting writes, %d granted", len(writes), countGranted(writes))
 }
 

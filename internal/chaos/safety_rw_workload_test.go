@@ -16,6 +16,8 @@ import (
 // upgrade: it must be refused with ErrInvalid at once), Extend the hold, then Release it or close
 // their client. A hold is recorded with Limit 1 for a write and core.MaxPermits for a read, so the
 // semaphore checks apply; a nested hold gets its outer hold's Limit (it shares its acquisition).
+// The mixed variant's workers also take sets of both names (worker.set) and re-enter their locks
+// through the lock's context (worker.reenter).
 
 // rwWorker is a worker of the read-write variant.
 type rwWorker struct {
@@ -36,6 +38,8 @@ func (w *rwWorker) run() {
 			w.take("try")
 		case r < 400 && !w.skip["do"]:
 			w.do()
+		case r < 520 && w.rw.mixed && !w.skip["set"]:
+			w.set() // both names' exclusive side (recorded as locks: see mixedRun)
 		default:
 			w.take("acquire")
 		}
@@ -127,6 +131,8 @@ func (w *rwWorker) holdRW(c *core.Client, l *core.Lock, cl *call) {
 		switch r := w.rnd.IntN(10); {
 		case r < 3 && rwSide(hd) && !w.skip["ctx"]:
 			w.nest(c, l, hd)
+		case r < 3 && hd.Mode == "lock" && !w.skip["ctx"]:
+			w.reenter(l, hd, false) // (the lock variants' re-entry through the lock's context)
 		case r == 3 && hd.Limit == core.MaxPermits && !w.skip["ctx"]:
 			w.upgrade(c, l, hd)
 		case r < 4 && w.rw.mixed && !w.skip["ctx"]:
@@ -152,14 +158,17 @@ func (w *rwWorker) holdRW(c *core.Client, l *core.Lock, cl *call) {
 // with its own TTL, sometimes a WithMaxHold shorter than the work, holds it briefly and releases
 // it — or leaves it to end with the outer hold.
 func (w *rwWorker) nest(c *core.Client, outer *core.Lock, ohd *hold) {
-	side := core.Read()
+	side, mode := core.Read(), "read"
 	if ohd.Limit == 1 && w.rnd.IntN(2) == 0 {
-		side = core.Write()
+		side, mode = core.Write(), "write"
 	}
 	opts := []core.AcquireOption{side}
 	ttl := w.dur(max(ohd.TTL/20, 20*time.Millisecond), ohd.TTL)
 	work := w.dur(0, ohd.TTL/4)
 	hd := &hold{Client: w.slot.idx, Gen: ohd.Gen, Name: ohd.Name, Kind: "ctx", TTL: ttl, Limit: ohd.Limit, Outer: ohd.ID}
+	if w.rw.mixed {
+		hd.Mode = mode // (its family, for the key losses: see family)
+	}
 	if w.rnd.IntN(8) == 0 {
 		hd.MaxHold = work/2 + time.Millisecond // (recorded: the oracle checks it ended by this limit)
 		opts = append(opts, core.WithMaxHold(hd.MaxHold))
@@ -189,7 +198,7 @@ func (w *rwWorker) upgrade(c *core.Client, outer *core.Lock, ohd *hold) {
 	start := w.h.now()
 	w.h.op()
 	l, err := c.Acquire(ctx, ohd.Name, ohd.TTL, core.Write())
-	if errors.Is(err, core.ErrInvalid) {
+	if errors.Is(err, core.ErrInvalid) || errors.Is(err, core.ErrClosed) { // (closed: another worker replaced the client)
 		return
 	}
 	if l != nil {
@@ -263,7 +272,7 @@ func (w *rwWorker) selfExcluded(c *core.Client, outer *core.Lock, ohd *hold) {
 	start := w.h.now()
 	w.h.op()
 	l, err := c.Acquire(ctx, ohd.Name, ohd.TTL, opts...)
-	if errors.Is(err, core.ErrInvalid) {
+	if errors.Is(err, core.ErrInvalid) || errors.Is(err, core.ErrClosed) { // (as in upgrade)
 		return
 	}
 	if l != nil {

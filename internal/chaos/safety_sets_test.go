@@ -22,7 +22,7 @@ type setMembers map[string]*call
 // set takes a set of names and holds it.
 func (w *worker) set() {
 	c, gen := w.slot.get()
-	k := 2 + w.rnd.IntN(2)
+	k := min(2+w.rnd.IntN(2), len(w.names)) // (the mixed variant has two names)
 	names := make([]string, k)
 	for i, p := range w.rnd.Perm(len(w.names))[:k] {
 		names[i] = w.names[p]
