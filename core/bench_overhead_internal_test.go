@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core/internal/script"
+	"github.com/lockkit/lockkit/core/internal/store"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -61,8 +62,8 @@ func BenchmarkOverhead_lockUnlock(b *testing.B) {
 	}
 	defer func() { _ = c.Close(context.Background()) }()
 	set := script.Scripts()
-	c.st.(*node).send = script.NewSender(&instantRunner{acquire: ScriptSHA1(set.Acquire.Source),
-		release: ScriptSHA1(set.Release.Source)})
+	c.st.(*store.Node).SetRunner(script.NewSender(&instantRunner{acquire: ScriptSHA1(set.Acquire.Source),
+		release: ScriptSHA1(set.Release.Source)}))
 	ctx := context.Background()
 	var ids atomic.Int64
 	b.ReportAllocs()

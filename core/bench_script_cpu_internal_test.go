@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core/internal/script"
+	"github.com/lockkit/lockkit/core/internal/store"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -35,7 +36,7 @@ func BenchmarkScriptServerCPU(b *testing.B) {
 	empty := redis.NewScript(`return 1`)
 	takeOnly := redis.NewScript(`redis.call('GET', KEYS[1]) redis.call('TIME') redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1`)
 	dropOnly := redis.NewScript(`redis.call('GET', KEYS[1]) redis.call('SET', KEYS[1], 'x', 'PX', 10000) return 0`)
-	label := holderLabel("bench")
+	label := store.HolderLabel("bench")
 	snd := script.NewSender(rdb) // EVALSHA, with the hashes the server gave (as a Client sends)
 	type pair func(key, token string) error
 	variants := []struct {
@@ -93,7 +94,7 @@ func runServerCPU(b *testing.B, rdb *redis.Client, g int, name string, op func(k
 	b.ResetTimer()
 	for w := range g {
 		wg.Go(func() {
-			key, token := "lockkit:{bench-"+name+"-"+strconv.Itoa(w)+"}", newToken()
+			key, token := "lockkit:{bench-"+name+"-"+strconv.Itoa(w)+"}", store.NewToken()
 			for range per {
 				if err := op(key, token); err != nil {
 					errs[w] = err

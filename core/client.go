@@ -3,7 +3,6 @@ package core
 import (
 	"context"
 	"errors"
-	"github.com/lockkit/lockkit/core/internal/wait"
 	"log/slog"
 	"reflect"
 	"strconv"
@@ -11,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lockkit/lockkit/core/internal/store"
+	"github.com/lockkit/lockkit/core/internal/wait"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -24,7 +25,7 @@ import (
 type Client struct {
 	id     string       // random, published in release messages and prefixed to hold ids
 	holds  atomic.Int64 // hold ids of re-entering acquisitions
-	st     store
+	st     store.Store
 	opt    options
 	hook   *Hook
 	wd     *watchdog
@@ -47,9 +48,9 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	id := wait.ClientIDPrefix + newToken()[:16]
-	n := newNode(rdb, id, &o)
-	n.fenced = true
+	id := wait.ClientIDPrefix + store.NewToken()[:16]
+	n := store.NewNode(rdb, id, o.store())
+	n.Fenced = true
 	return newClient(n, o, id, 0), nil
 }
 
@@ -74,11 +75,11 @@ func isNil(rdb redis.UniversalClient) bool {
 	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
-func newClient(st store, o options, id string, quorum int) *Client {
+func newClient(st store.Store, o options, id string, quorum int) *Client {
 	c := &Client{id: id, st: st, opt: o, hook: chainHooks(o.hooks)}
 	c.bgCtx, c.bgStop = context.WithCancel(context.Background())
 	c.wd = newWatchdog(c)
-	c.room = wait.NewQueues(st.router(), id, quorum)
+	c.room = wait.NewQueues(st.Router(), id, quorum)
 	return c
 }
 
@@ -155,7 +156,7 @@ func (c *Client) Close(ctx context.Context) error {
 			first = err
 		}
 	}
-	c.st.close()
+	c.st.Close()
 	return first
 }
 
@@ -177,7 +178,7 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 	if ao.guard != "" && (ao.fair || !sameSlot(ao.guard, name) || len(ao.guard) > 2*maxNameLen) {
 		return nil, invalid("guard key (%d bytes) must have the lock's hash tag {name} as its first and cannot be used with Fair", len(ao.guard))
 	}
-	if ao.fair && !c.st.caps().fair {
+	if ao.fair && !c.st.Caps().Fair {
 		return nil, invalid("fair mode is not supported over Redlock")
 	}
 	if c.closed.Load() {
@@ -202,9 +203,9 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 		}
 		return c.take(ctx, l, wait, ao, name)
 	}
-	l.k.init(c.opt.prefix, name)
+	l.k.Init(c.opt.prefix, name)
 	l.token = ao.owner + ao.token
-	l.outer = heldIn(ctx, c, l.k.main)
+	l.outer = heldIn(ctx, c, l.k.Main)
 	if l.outer != nil && l.token != "" && l.outer.token != l.token {
 		l.outer = nil // another owner's acquisition: not nested in the context's hold
 	}
@@ -213,21 +214,21 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 		if l.outer != nil {
 			l.token = l.outer.token
 		} else {
-			l.token = newToken()
+			l.token = store.NewToken()
 		}
 	}
 	if l.token != "" && (ao.owner != "" || ao.token != "" || l.outer != nil) {
 		l.hold = c.id + "/" + strconv.FormatInt(c.holds.Add(1), 10) // unique among the owner's holds
 	}
 	l.tok = l.token
-	l.req = acquireReq{token: l.tok, hold: l.hold, ttl: ttl, ttlArg: ms(ttl)}
+	l.req = store.AcquireReq{Token: l.tok, Hold: l.hold, TTL: ttl, TTLArg: store.MS(ttl)}
 	switch {
-	case l.outer != nil && c.st.caps().reentryFence:
-		l.req.entry = l.outer.fence // the acquisition the context holds, and no other
+	case l.outer != nil && c.st.Caps().ReentryFence:
+		l.req.Entry = l.outer.fence // the acquisition the context holds, and no other
 	case l.outer != nil || ao.owner != "":
-		l.req.entry = "0" // any acquisition of the token (Redlock's nodes may record different fences)
+		l.req.Entry = "0" // any acquisition of the token (Redlock's nodes may record different fences)
 	}
-	l.req.guard = ao.guard
+	l.req.Guard = ao.guard
 	return c.take(ctx, l, wait, ao, name)
 }
 
@@ -239,19 +240,19 @@ func (c *Client) take(ctx context.Context, l *Lock, wait bool, ao acquireOptions
 	hctx := ctx
 	h := c.hook
 	if h != nil && h.WaitStart != nil {
-		if x := h.WaitStart(ctx, WaitInfo{Name: name, Key: l.k.main, TTL: ttl, Limit: l.Limit(), Mode: l.Mode()}); x != nil {
+		if x := h.WaitStart(ctx, WaitInfo{Name: name, Key: l.k.Main, TTL: ttl, Limit: l.Limit(), Mode: l.Mode()}); x != nil {
 			hctx = x
 		}
 	}
 	res, sent, attempts, err := c.wait(hctx, l, wait, ao, start)
 	if h != nil && h.WaitDone != nil {
-		h.WaitDone(hctx, WaitInfo{Name: name, Key: l.k.main, TTL: ttl, Limit: l.Limit(), Mode: l.Mode(), Attempts: attempts,
-			Duration: time.Since(start), Outcome: Outcome(err), Err: err})
+		h.WaitDone(hctx, WaitInfo{Name: name, Key: l.k.Main, TTL: ttl, Limit: l.Limit(), Mode: l.Mode(), Attempts: attempts,
+			Duration: time.Since(start), Outcome: outcome(err), Err: err})
 	}
 	if err != nil {
 		return nil, err
 	}
-	return c.handOut(ctx, hctx, l, res.fence, res.holds, sent)
+	return c.handOut(ctx, hctx, l, res.Fence, res.Holds, sent)
 }
 
 // handOut makes l, acquired with fence and holds by an attempt sent at sent, a held lock: its
@@ -264,10 +265,10 @@ func (c *Client) handOut(ctx, hctx context.Context, l *Lock, fence, holds int64,
 	if o := l.outer; o != nil && !o.maxAt.IsZero() && (l.maxAt.IsZero() || o.maxAt.Before(l.maxAt)) {
 		l.maxAt, l.limit = o.maxAt, o.limit // work nested in a limited hold ends with it
 	}
-	l.k.held(fence)
+	l.k.Held(fence)
 	parent, held := hctx, 0
 	if h := c.hook; h != nil && h.Acquired != nil {
-		if !l.nested() && !c.wd.holding(l.k.main, l.tok) {
+		if !l.nested() && !c.wd.holding(l.k.Main, l.tok) {
 			held = 1
 		}
 		if x := h.Acquired(hctx, HoldInfo{Lock: l, TTL: l.ttl, Held: held}); x != nil {
@@ -289,7 +290,7 @@ func (c *Client) handOut(ctx, hctx context.Context, l *Lock, fence, holds int64,
 }
 
 // wait runs the acquire attempts of one call (see waitCall).
-func (c *Client) wait(ctx context.Context, l *Lock, wait bool, ao acquireOptions, start time.Time) (acquireResult, time.Time, int, error) {
+func (c *Client) wait(ctx context.Context, l *Lock, wait bool, ao acquireOptions, start time.Time) (store.AcquireResult, time.Time, int, error) {
 	wc := waitCall{c: c, l: l, ao: ao, wait: wait, start: start, backoff: c.opt.backoffMin, maxBack: c.opt.backoffMax}
 	err := wc.run(ctx)
 	return wc.res, wc.sent, wc.attempts, err

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 
-	"github.com/lockkit/lockkit/core/internal/script"
+	"github.com/lockkit/lockkit/core/internal/store"
 )
 
 // learnDigest names the call's waiter with its token's digest, asking the server for it once per
@@ -30,9 +30,9 @@ func (wc *waitCall) learnDigest(ctx context.Context) error {
 
 // tokenDigest asks the server for the SHA-1 (hex) of token.
 func (c *Client) tokenDigest(ctx context.Context, token string) (string, error) {
-	n, ok := c.st.(*node)
+	n, ok := c.st.(*store.Node)
 	if !ok {
 		return "", errors.New("lockkit: no Redis-side queue on this store") // (fair mode and permits run on one node)
 	}
-	return script.Digest(ctx, n.send, token)
+	return n.Digest(ctx, token)
 }

@@ -8,7 +8,9 @@ import (
 )
 
 // Error is the type of the package's sentinel errors. Match them with errors.Is; ErrorType gives a
-// short, stable label for logs, metrics and traces.
+// short, stable label for logs, metrics and traces. The typed errors (*NotAcquiredError,
+// *LostError, ...) wrap their sentinel: errors.As(err, &t) with t an interface{ ErrorType() string }
+// finds the label of any error of this package.
 type Error struct {
 	msg string
 	typ string
@@ -68,11 +70,8 @@ func (e *NotAcquiredError) Error() string {
 	return fmt.Sprintf("lockkit: lock %q not acquired after %d attempt(s) (held for %v more)", e.Name, e.Attempts, e.RetryAfter)
 }
 
-// Is reports whether target is ErrNotAcquired.
-func (e *NotAcquiredError) Is(target error) bool { return target == ErrNotAcquired }
-
-// ErrorType returns "not_acquired".
-func (e *NotAcquiredError) ErrorType() string { return ErrNotAcquired.typ }
+// Unwrap returns ErrNotAcquired, which gives the error its ErrorType.
+func (e *NotAcquiredError) Unwrap() error { return ErrNotAcquired }
 
 // GuardedError is returned when the guard key of WithGuard exists. It matches ErrGuarded.
 type GuardedError struct {
@@ -87,11 +86,8 @@ func (e *GuardedError) Error() string {
 	return fmt.Sprintf("lockkit: lock %q not taken: guard key exists", e.Name)
 }
 
-// Is reports whether target is ErrGuarded.
-func (e *GuardedError) Is(target error) bool { return target == ErrGuarded }
-
-// ErrorType returns "guarded".
-func (e *GuardedError) ErrorType() string { return ErrGuarded.typ }
+// Unwrap returns ErrGuarded, which gives the error its ErrorType.
+func (e *GuardedError) Unwrap() error { return ErrGuarded }
 
 // LostError is the cause of a lost lock's context and is returned by Do when the lock was lost while
 // fn ran. It matches ErrLost.
@@ -113,14 +109,13 @@ func (e *LostError) Error() string {
 	return fmt.Sprintf("lockkit: lock %q lost (%s)", e.Name, e.Reason)
 }
 
-// Is reports whether target is ErrLost.
-func (e *LostError) Is(target error) bool { return target == ErrLost }
-
-// Unwrap returns the last renewal error.
-func (e *LostError) Unwrap() error { return e.Err }
-
-// ErrorType returns "lost".
-func (e *LostError) ErrorType() string { return ErrLost.typ }
+// Unwrap returns ErrLost, which gives the error its ErrorType, and the last renewal error.
+func (e *LostError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{ErrLost}
+	}
+	return []error{ErrLost, e.Err}
+}
 
 // MaxHoldError is the cause of the context of a hold that reached its WithMaxHold limit, and is
 // returned by Do (joined with fn's error), Release and Extend afterwards. It matches ErrMaxHold.
@@ -136,11 +131,8 @@ func (e *MaxHoldError) Error() string {
 	return fmt.Sprintf("lockkit: lock %q: maximum hold of %v reached", e.Name, e.Limit)
 }
 
-// Is reports whether target is ErrMaxHold.
-func (e *MaxHoldError) Is(target error) bool { return target == ErrMaxHold }
-
-// ErrorType returns "max_hold".
-func (e *MaxHoldError) ErrorType() string { return ErrMaxHold.typ }
+// Unwrap returns ErrMaxHold, which gives the error its ErrorType.
+func (e *MaxHoldError) Unwrap() error { return ErrMaxHold }
 
 // redisError wraps an error from Redis; it matches ErrUnavailable and the wrapped error.
 type redisError struct {
@@ -167,10 +159,10 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
 }
 
-// Outcome classifies the result of an acquire call for instrumentation: "acquired"; "contended"
+// outcome classifies the result of an acquire call for instrumentation (WaitInfo.Outcome): "acquired"; "contended"
 // (TryAcquire found the lock taken); "timeout" (the WithWait limit or the context's deadline passed);
 // "cancelled" (the context was cancelled); "guarded" (the WithGuard key exists); or "error".
-func Outcome(err error) string {
+func outcome(err error) string {
 	if err == nil {
 		return "acquired"
 	}

@@ -114,7 +114,7 @@ func ExampleWithOwner() {
 		log.Fatal(err)
 	}
 	defer in.Release(ctx)
-	fmt.Println(in.Reentrant(), in.Fence() == l.Fence())
+	fmt.Println(in.Holds() > 1, in.Fence() == l.Fence())
 }
 
 func ExampleWithToken() {
@@ -134,7 +134,7 @@ func ExampleWithToken() {
 		log.Fatal(err)
 	}
 	defer again.Release(ctx)
-	fmt.Println(l.Reentrant(), again.Reentrant())
+	fmt.Println(l.Holds() > 1, again.Holds() > 1)
 }
 
 func ExampleWithGuard() {

@@ -1,5 +1,7 @@
 package core
 
+import "github.com/lockkit/lockkit/core/internal/store"
+
 // WaitersParked returns how many waiters of c are waiting for a lock (test hook).
 func WaitersParked(c *Client) int {
 	return c.room.Parked()
@@ -26,15 +28,12 @@ func ParseLockState(v string) (LockState, bool) {
 	if v == "" {
 		return LockState{}, true
 	}
-	lv, ok := parseLockValue(v)
+	token, holds, fence, ok := store.ReadValue(v)
 	if !ok {
 		return LockState{}, false
 	}
-	holds := 0
-	for _, h := range splitHolds(lv.holds) {
-		if h != "" {
-			holds++
-		}
-	}
-	return LockState{Exists: true, Token: lv.token, Holds: holds, Fence: lv.fence}, true
+	return LockState{Exists: true, Token: token, Holds: len(holds), Fence: fence}, true
 }
+
+// Outcome is what WaitInfo.Outcome reports for an acquire call that returned err.
+func Outcome(err error) string { return outcome(err) }

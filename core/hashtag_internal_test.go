@@ -1,6 +1,10 @@
 package core
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/lockkit/lockkit/core/internal/store"
+)
 
 // Issue #16, defect 8: a key's slot is decided by its first hash tag, as Redis reads it.
 func TestHashTag_asRedisReadsIt(t *testing.T) {
@@ -28,9 +32,9 @@ func TestHashTag_asRedisReadsIt(t *testing.T) {
 			t.Errorf("sameSlot(%q, %q) = %v, want %v", tc.key, tc.name, got, tc.same)
 		}
 	}
-	var k keys
-	k.init("lockkit:", "a}b")
-	if hashTag(k.main) != "a" || !sameSlot(k.main, "a}b") {
-		t.Errorf("lock key %q hashes as %q", k.main, hashTag(k.main))
+	var k store.Keys
+	k.Init("lockkit:", "a}b")
+	if hashTag(k.Main) != "a" || !sameSlot(k.Main, "a}b") {
+		t.Errorf("lock key %q hashes as %q", k.Main, hashTag(k.Main))
 	}
 }

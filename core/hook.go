@@ -62,7 +62,9 @@ type WaitInfo struct {
 	Acquired bool
 	// RetryAfter is the holder's remaining TTL after a failed attempt (Attempt).
 	RetryAfter time.Duration
-	// Outcome classifies the call's result, see Outcome (WaitDone).
+	// Outcome classifies the call's result (WaitDone): "acquired"; "contended" (TryAcquire found
+	// the lock taken); "timeout" (the WithWait limit or the context's deadline passed); "cancelled"
+	// (the context was cancelled); "guarded" (the WithGuard key exists); or "error".
 	Outcome string
 	// Duration is the time the call spent (WaitDone).
 	Duration time.Duration
@@ -73,8 +75,8 @@ type WaitInfo struct {
 // HoldInfo describes a hold: a Lock from its acquisition to its end. Which fields are set depends on
 // the event.
 type HoldInfo struct {
-	// Lock is the hold; it identifies the hold across events and gives its Name, Key, Fence, Holds
-	// and Reentrant.
+	// Lock is the hold; it identifies the hold across events and gives its Name, Key, Fence and
+	// Holds.
 	Lock *Lock
 	// TTL is the hold's TTL (Acquired), or the TTL a renewal asked for (Renewed).
 	TTL time.Duration

@@ -2,14 +2,12 @@ package core
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
-	"github.com/lockkit/lockkit/core/internal/wait"
-	"os"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/lockkit/lockkit/core/internal/store"
+	"github.com/lockkit/lockkit/core/internal/wait"
 )
 
 // LockInfo is what Inspect reads about a name: who holds it and in which mode (a lock, a write,
@@ -80,21 +78,6 @@ type HolderInfo struct {
 	Label string
 }
 
-// holderLabel is the label the acquire scripts record: "host pid label".
-func holderLabel(label string) string {
-	host, err := os.Hostname()
-	if err != nil || host == "" || strings.ContainsAny(host, " \x00") {
-		host = "unknown"
-	}
-	return host + " " + strconv.Itoa(os.Getpid()) + " " + strings.ReplaceAll(label, "\x00", "?")
-}
-
-// digest returns the digest of an owner token as HolderInfo reports it.
-func digest(token string) string {
-	sum := sha256.Sum256([]byte(token))
-	return hex.EncodeToString(sum[:6])
-}
-
 // Inspect reads what Redis holds about the named lock: whether it is held, by whom (a digest of
 // the owner token, the hold count, since when, the holder's host, pid and label), its remaining
 // TTL, its fence and how many fair waiters are queued; and the same about each permit of the
@@ -115,15 +98,30 @@ func (c *Client) Inspect(ctx context.Context, name string) (LockInfo, error) {
 	if err := validFullName(name); err != nil {
 		return LockInfo{}, err
 	}
-	var k, p keys
-	k.init(c.opt.prefix, name)
-	p.initSem(c.opt.prefix, name, 0)
-	info, err := c.st.inspect(ctx, &k, &p)
+	var k, p store.Keys
+	k.Init(c.opt.prefix, name)
+	p.InitSem(c.opt.prefix, name, 0)
+	si, err := c.st.Inspect(ctx, &k, &p)
 	if err != nil && !errors.Is(err, ErrUnavailable) {
 		err = unavailable("inspect", err)
 	}
-	info.Name, info.Key = name, k.main
+	info := LockInfo{Name: name, Key: k.Main, Held: si.Held, Mode: si.Mode, Holders: holders(si.Holders), TTL: si.TTL,
+		Fence: si.Fence, Queued: si.Queued, Permits: holders(si.Permits), Limit: si.Limit,
+		PermitsQueued: si.PermitsQueued, Readers: holders(si.Readers), RWQueued: si.RWQueued}
+	if si.Writer != nil {
+		w := HolderInfo(*si.Writer)
+		info.Writer = &w
+	}
 	return info, err
+}
+
+// holders converts what the store read (store.Holder has HolderInfo's fields).
+func holders(hs []store.Holder) []HolderInfo {
+	var out []HolderInfo
+	for _, h := range hs {
+		out = append(out, HolderInfo(h))
+	}
+	return out
 }
 
 // ForceRelease is an operator's action: it deletes the named lock whoever holds it, every permit of
@@ -142,10 +140,10 @@ func (c *Client) ForceRelease(ctx context.Context, name string) (bool, error) {
 	if err := validFullName(name); err != nil {
 		return false, err
 	}
-	var k, p keys
-	k.init(c.opt.prefix, name)
-	p.initSem(c.opt.prefix, name, 0)
-	ok, err := c.st.forceRelease(ctx, &k, &p, wait.ClientIDPrefix+"force/"+newToken()[:12])
+	var k, p store.Keys
+	k.Init(c.opt.prefix, name)
+	p.InitSem(c.opt.prefix, name, 0)
+	ok, err := c.st.ForceRelease(ctx, &k, &p, wait.ClientIDPrefix+"force/"+store.NewToken()[:12])
 	if err != nil && !errors.Is(err, ErrUnavailable) {
 		err = unavailable("force release", err)
 	}
@@ -163,153 +161,4 @@ func validFullName(name string) error {
 		return invalid("a lock name starting with '@' must be a namespaced name, @NAMESPACE/NAME (see Namespaced)")
 	}
 	return nil
-}
-
-var errInspectReply = errors.New("unexpected inspect reply")
-
-// parseInspect reads inspect.lua's reply.
-func parseInspect(v []any) (LockInfo, error) {
-	var info LockInfo
-	if len(v) != 8 {
-		return info, errInspectReply
-	}
-	val, _ := v[0].(string)
-	pttl, _ := v[1].(int64)
-	queued, _ := v[2].(int64)
-	nowMS, _ := v[3].(int64)
-	permits, _ := v[4].([]any)
-	pqueued, _ := v[5].(int64)
-	rw, _ := v[6].([]any)
-	rwQueued, _ := v[7].(int64)
-	info.Queued, info.PermitsQueued, info.RWQueued = int(queued), int(pqueued), int(rwQueued)
-	if val != "" {
-		lv, ok := parseLockValue(val)
-		if !ok {
-			return info, errInspectReply
-		}
-		info.Fence = lv.fence
-		if lv.token != "" && !isMark(lv.token) {
-			info.Held = true
-			if pttl > 0 {
-				info.TTL = time.Duration(pttl) * time.Millisecond
-			}
-			h := HolderInfo{Mode: "lock", Digest: digest(lv.token), Holds: int64(len(splitHolds(lv.holds))), Fence: lv.fence, TTL: info.TTL}
-			at, _ := parseAcquired(lv.acquired)
-			parseHolder(&h, strconv.FormatInt(at.UnixMilli(), 10)+" "+lv.label, nowMS)
-			info.Holders = append(info.Holders, h)
-		}
-	}
-	parseLeases(permits, nowMS, func(h HolderInfo, limit int) {
-		if limit > 0 && (info.Limit == 0 || limit < info.Limit) {
-			info.Limit = limit
-		}
-		h.Mode = "permit"
-		info.Permits = append(info.Permits, h)
-		info.Holders = append(info.Holders, h)
-	})
-	parseLeases(rw, nowMS, func(h HolderInfo, limit int) {
-		if limit == 1 {
-			h.Mode = "write"
-			info.Writer = &h
-		} else {
-			h.Mode = "read"
-			info.Readers = append(info.Readers, h)
-		}
-		info.Holders = append(info.Holders, h)
-	})
-	if len(info.Holders) > 0 {
-		info.Held, info.Mode = true, info.Holders[0].Mode
-		if info.TTL == 0 {
-			for _, h := range info.Holders {
-				info.TTL = max(info.TTL, h.TTL)
-			}
-		}
-		if info.Mode != "lock" {
-			info.Fence = 0
-			for _, h := range info.Holders {
-				info.Fence = max(info.Fence, h.Fence)
-			}
-		}
-	}
-	return info, nil
-}
-
-// parseLeases reads the leases inspect.lua lists (token, expiry, limit, fence, label each) and
-// passes each holder and its limit to add.
-func parseLeases(list []any, nowMS int64, add func(h HolderInfo, limit int)) {
-	for i := 0; i+4 < len(list); i += 5 {
-		tok, _ := list[i].(string)
-		expiry, _ := list[i+1].(string)
-		limit, _ := list[i+2].(string)
-		fence, _ := list[i+3].(string)
-		label, _ := list[i+4].(string)
-		h := HolderInfo{Digest: digest(tok), Holds: 1}
-		h.Fence, _ = strconv.ParseInt(fence, 10, 64)
-		if at, err := strconv.ParseInt(expiry, 10, 64); err == nil {
-			h.TTL = time.Duration(at-nowMS) * time.Millisecond
-		}
-		n, _ := strconv.Atoi(limit)
-		parseHolder(&h, label, nowMS)
-		add(h, n)
-	}
-}
-
-// isMark reports whether a lock value's token is a family's mark (lock.lua): permits or read-write
-// holds have the name, and the lock key only keeps its fence.
-func isMark(token string) bool { return token[0] == 1 }
-
-// lockValue is a lock's value in Redis (see internal/script/lua/lock.lua): NUL-separated fields.
-type lockValue struct {
-	token, acquired, holds, label string
-	fence                         int64
-}
-
-// parseLockValue reads a lock's value: TOKEN FENCE HOLDS W RELEASED ACQUIRED LABEL [EXTRA] when
-// held, "" FENCE RELEASED when free.
-func parseLockValue(v string) (lockValue, bool) {
-	f := strings.SplitN(v, "\x00", 8)
-	if (f[0] == "" && len(f) != 3) || (f[0] != "" && len(f) < 7) {
-		return lockValue{}, false
-	}
-	fence, err := strconv.ParseInt(f[1], 10, 64)
-	if err != nil {
-		return lockValue{}, false
-	}
-	lv := lockValue{token: f[0], fence: fence}
-	if lv.token != "" {
-		lv.holds, lv.acquired, lv.label = f[2], f[5], f[6]
-	}
-	return lv, true
-}
-
-// parseAcquired reads a lock's ACQUIRED field: "SECONDS.MICROSECONDS" (the server's clock), or
-// milliseconds (Redlock, the client's clock).
-func parseAcquired(s string) (time.Time, bool) {
-	sec, us, dot := strings.Cut(s, ".")
-	a, err1 := strconv.ParseInt(sec, 10, 64)
-	if !dot {
-		return time.UnixMilli(a), err1 == nil
-	}
-	b, err2 := strconv.ParseInt(us, 10, 64)
-	return time.Unix(a, b*1000), err1 == nil && err2 == nil
-}
-
-// splitHolds returns the hold ids of a lock's value.
-func splitHolds(holds string) []string { return strings.Fields(holds) }
-
-// parseHolder fills h from the label an acquisition recorded, "acquired-ms host pid label" (empty
-// when taken by an older lockkit version).
-func parseHolder(h *HolderInfo, m string, nowMS int64) {
-	if m == "" {
-		return
-	}
-	parts := strings.SplitN(m, " ", 4)
-	if at, err := strconv.ParseInt(parts[0], 10, 64); err == nil {
-		h.Acquired = time.UnixMilli(at)
-		h.HeldFor = time.Duration(nowMS-at) * time.Millisecond
-	}
-	if len(parts) == 4 {
-		h.Host, h.Label = parts[1], parts[3]
-		h.PID, _ = strconv.Atoi(parts[2])
-	}
 }

@@ -3,25 +3,27 @@ package core
 import (
 	"strings"
 	"testing"
+
+	"github.com/lockkit/lockkit/core/internal/store"
 )
 
 // A lock's names cost one allocation, also for a name too long for the compiler's stack buffer
 // of a concatenation, and are what docs/keys.md says.
 func TestKeys_init_oneAllocation(t *testing.T) {
 	name := strings.Repeat("n", 40)
-	var k keys
-	if n := testing.AllocsPerRun(100, func() { k.init("lockkit:", name) }); n != 1 {
+	var k store.Keys
+	if n := testing.AllocsPerRun(100, func() { k.Init("lockkit:", name) }); n != 1 {
 		t.Fatalf("keys.init allocates %v times, want 1", n)
 	}
 	main := "lockkit:{" + name + "}"
-	if k.name != name || k.main != main || k.channel != main+":released" || k.queue != main+":queue" ||
-		k.dls != main+":queue:deadlines" {
+	if k.Name != name || k.Main != main || k.Channel != main+":released" || k.Queue != main+":queue" ||
+		k.Deadlines != main+":queue:deadlines" {
 		t.Fatalf("keys %+v", k)
 	}
-	var p keys
-	p.initSem("p:", "x", 3)
-	if p.main != "p:{x}:permits" || p.channel != p.main+":released" || p.queue != p.main+":queue" ||
-		p.dls != p.main+":queue:deadlines" {
+	var p store.Keys
+	p.InitSem("p:", "x", 3)
+	if p.Main != "p:{x}:permits" || p.Channel != p.Main+":released" || p.Queue != p.Main+":queue" ||
+		p.Deadlines != p.Main+":queue:deadlines" {
 		t.Fatalf("semaphore keys %+v", p)
 	}
 }

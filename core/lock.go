@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/lockkit/lockkit/core/internal/store"
 )
 
 // A hold's state: held until it ends (see Lock.end), and then why.
@@ -25,7 +27,7 @@ const (
 // lock that does not exist.
 type Lock struct {
 	c        *Client
-	k        keys
+	k        store.Keys
 	token    string
 	tok      any // token, boxed once for the scripts
 	hold     any // this hold's id among the owner's holds (see lib.lua)
@@ -34,7 +36,7 @@ type Lock struct {
 	fence    int64
 	holds    int64
 	fair     bool
-	req      acquireReq
+	req      store.AcquireReq
 	acquired time.Time
 	limit    time.Duration // WithMaxHold; 0: none
 	maxAt    time.Time     // acquired + limit; zero: none
@@ -94,7 +96,7 @@ func (unlinked) Err() error            { return nil }
 func heldIn(ctx context.Context, c *Client, key string) *Lock {
 	l, _ := ctx.Value(heldKey{}).(*Lock)
 	for ; l != nil; l = l.outer {
-		if l.c == c && l.k.main == key {
+		if l.c == c && l.k.Main == key {
 			return l
 		}
 	}
@@ -112,7 +114,7 @@ func (l *Lock) Name() string {
 	if l == nil {
 		return ""
 	}
-	return l.k.name
+	return l.k.Name
 }
 
 // Key returns the Redis key of the lock.
@@ -120,7 +122,7 @@ func (l *Lock) Key() string {
 	if l == nil {
 		return ""
 	}
-	return l.k.main
+	return l.k.Main
 }
 
 // Token returns the owner token. Hand it to WithOwner to re-enter the lock from elsewhere; keep it
@@ -150,16 +152,13 @@ func (l *Lock) Fence() int64 {
 }
 
 // Holds returns the owner's hold count right after this acquisition: 1 for a fresh acquisition,
-// more when re-entered.
+// more when it re-entered a lock the owner already held.
 func (l *Lock) Holds() int64 {
 	if l == nil {
 		return 0
 	}
 	return l.holds
 }
-
-// Reentrant reports whether this acquisition re-entered a lock the owner already held.
-func (l *Lock) Reentrant() bool { return l.Holds() > 1 }
 
 // Context returns a context derived from the one passed to Acquire (with its values and its
 // cancellation) that is also cancelled when the lock is released (cause ErrReleased), lost (cause a
@@ -200,7 +199,7 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if err := l.heldErr(); err != nil {
 		return 0, err
 	}
-	d, ok, err := l.c.st.pttl(ctx, &l.k, l.tok, l.ttl)
+	d, ok, err := l.c.st.PTTL(ctx, &l.k, l.tok, l.ttl)
 	if err != nil {
 		return 0, unavailable("pttl", err)
 	}
@@ -230,7 +229,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		return err
 	}
 	sent := time.Now()
-	ok, err := l.c.st.extend(ctx, &l.k, l.tok, ttl)
+	ok, err := l.c.st.Extend(ctx, &l.k, l.tok, ttl)
 	if err != nil {
 		return unavailable("extend", err)
 	}

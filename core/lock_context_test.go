@@ -62,7 +62,7 @@ func TestContext_madeLate_keepsTheCause(t *testing.T) {
 			t.Fatal("Context is not one live context")
 		}
 		inner, err := c.TryAcquire(ctx, "ctx-c", time.Second)
-		if err != nil || !inner.Reentrant() {
+		if err != nil || inner.Holds() == 1 {
 			t.Fatalf("re-entry through the context: %v", err)
 		}
 		_ = inner.Release(context.Background())

@@ -56,7 +56,6 @@ func TestLock_nil_everyMethodAnswers(t *testing.T) {
 	call("Token", func() { check(t, "Token", l.Token(), "") })
 	call("Fence", func() { check(t, "Fence", l.Fence(), int64(0)) })
 	call("Holds", func() { check(t, "Holds", l.Holds(), int64(0)) })
-	call("Reentrant", func() { check(t, "Reentrant", l.Reentrant(), false) })
 	call("Limit", func() { check(t, "Limit", l.Limit(), 0) })
 	call("Mode", func() { check(t, "Mode", l.Mode(), "") })
 	typ := reflect.TypeFor[*core.Lock]()

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"slices"
 	"time"
+
+	"github.com/lockkit/lockkit/core/internal/store"
 )
 
 // maxSetNames bounds the names of one AcquireAll.
@@ -98,11 +100,11 @@ func (s *LockSet) Release(ctx context.Context) error {
 		if len(live) == 0 {
 			continue
 		}
-		ks := make([]*keys, len(live))
+		ks := make([]*store.Keys, len(live))
 		for i, l := range live {
 			ks[i] = &l.k
 		}
-		left, err := c.st.releaseAll(ctx, ks, live[0].tok, live[0].hold, nil)
+		left, err := c.st.ReleaseAll(ctx, ks, live[0].tok, live[0].hold, nil)
 		for i, l := range live {
 			var n int64
 			if err == nil {
@@ -189,8 +191,8 @@ func (c *Client) acquireAll(ctx context.Context, names []string, ttl time.Durati
 		return nil, invalid("names: a set takes 1 to %d names, got %d", maxSetNames, len(names))
 	case ao.fair || ao.owner != "" || ao.token != "" || ao.guard != "" || ao.permits != 0 || ao.rw != 0:
 		return nil, invalid("Fair, WithOwner, WithToken, WithGuard, Permits, Read and Write cannot be used with a set (AcquireAll)")
-	case !c.st.caps().sets:
-		return nil, errNoSets
+	case !c.st.Caps().Sets:
+		return nil, invalid("sets of locks (AcquireAll) are not supported over Redlock")
 	}
 	full := make([]string, len(names))
 	seen := make(map[string]bool, len(names))

@@ -3,11 +3,13 @@ package core
 import (
 	"context"
 	"errors"
-	"github.com/lockkit/lockkit/core/internal/wait"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/lockkit/lockkit/core/internal/store"
+	"github.com/lockkit/lockkit/core/internal/wait"
 )
 
 // setCall is one AcquireAll or TryAcquireAll call: its locks, grouped by slot, and its attempts.
@@ -20,27 +22,27 @@ type setCall struct {
 	backoff time.Duration
 	locks   []*Lock   // in the order of the names given
 	groups  [][]*Lock // by slot, in slot order, each sorted by name
-	req     acquireReq
+	req     store.AcquireReq
 }
 
 // prepare makes the set's locks (one fresh token for all) and groups them by slot: on a cluster
 // by the slot of each name's hash tag, elsewhere all in one group.
 func (sc *setCall) prepare(full []string) {
-	c, tok := sc.c, newToken()
+	c, tok := sc.c, store.NewToken()
 	limit := c.opt.maxHold
 	if sc.ao.limited {
 		limit = sc.ao.maxHold
 	}
-	sc.req = acquireReq{token: tok, hold: any("0"), ttl: sc.ttl}
+	sc.req = store.AcquireReq{Token: tok, Hold: any("0"), TTL: sc.ttl}
 	bySlot := map[int][]*Lock{}
 	for _, name := range full {
-		l := &Lock{c: c, ttl: sc.ttl, limit: limit, token: tok, tok: tok, hold: sc.req.hold}
-		l.k.init(c.opt.prefix, name)
+		l := &Lock{c: c, ttl: sc.ttl, limit: limit, token: tok, tok: tok, hold: sc.req.Hold}
+		l.k.Init(c.opt.prefix, name)
 		l.req = sc.req
 		sc.locks = append(sc.locks, l)
 		slot := 0
-		if c.st.router().Sharded() {
-			slot = int(redisSlot(l.k.main))
+		if c.st.Router().Sharded() {
+			slot = int(redisSlot(l.k.Main))
 		}
 		bySlot[slot] = append(bySlot[slot], l)
 	}
@@ -51,7 +53,7 @@ func (sc *setCall) prepare(full []string) {
 	slices.Sort(slots)
 	for _, s := range slots {
 		g := bySlot[s]
-		slices.SortFunc(g, func(a, b *Lock) int { return strings.Compare(a.k.name, b.k.name) })
+		slices.SortFunc(g, func(a, b *Lock) int { return strings.Compare(a.k.Name, b.k.Name) })
 		sc.groups = append(sc.groups, g)
 	}
 }
@@ -61,9 +63,9 @@ func (sc *setCall) run(ctx context.Context) (*LockSet, error) {
 	c, first := sc.c, sc.locks[0]
 	hctx := ctx
 	h := c.hook
-	info := WaitInfo{Name: first.k.name, Key: first.k.main, TTL: sc.ttl}
+	info := WaitInfo{Name: first.k.Name, Key: first.k.Main, TTL: sc.ttl}
 	for _, l := range sc.locks {
-		info.Names = append(info.Names, l.k.name)
+		info.Names = append(info.Names, l.k.Name)
 	}
 	if h != nil && h.WaitStart != nil {
 		if x := h.WaitStart(ctx, info); x != nil {
@@ -72,7 +74,7 @@ func (sc *setCall) run(ctx context.Context) (*LockSet, error) {
 	}
 	set, attempts, err := sc.attempts(hctx)
 	if h != nil && h.WaitDone != nil {
-		info.Attempts, info.Duration, info.Outcome, info.Err = attempts, time.Since(sc.start), Outcome(err), err
+		info.Attempts, info.Duration, info.Outcome, info.Err = attempts, time.Since(sc.start), outcome(err), err
 		h.WaitDone(hctx, info)
 	}
 	return set, err
@@ -100,7 +102,7 @@ func (sc *setCall) attempts(ctx context.Context) (*LockSet, int, error) {
 		}
 		sent, busy, retry, err := sc.attempt(ctx, n)
 		if h := c.hook; h != nil && h.Attempt != nil {
-			h.Attempt(ctx, WaitInfo{Name: sc.locks[0].k.name, Key: sc.locks[0].k.main, TTL: sc.ttl, Attempts: n,
+			h.Attempt(ctx, WaitInfo{Name: sc.locks[0].k.Name, Key: sc.locks[0].k.Main, TTL: sc.ttl, Attempts: n,
 				Woken: w != nil, Acquired: err == nil && busy == nil, RetryAfter: retry, Err: err})
 		}
 		switch {
@@ -117,12 +119,12 @@ func (sc *setCall) attempts(ctx context.Context) (*LockSet, int, error) {
 			return nil, n, sc.notAcquired(busy, retry, n, nil)
 		}
 		// Wait for the release of the lock found taken (or its expiry), then try again.
-		if w != nil && w.Channel() != busy.k.channel {
+		if w != nil && w.Channel() != busy.k.Channel {
 			c.room.Leave(w, false)
 			w = nil
 		}
 		if w == nil {
-			if w = c.room.Join(busy.k.channel, "", false); w == nil {
+			if w = c.room.Join(busy.k.Channel, "", false); w == nil {
 				return nil, n, ErrClosed
 			}
 			select { // a release may have come before the subscription: try again at once
@@ -161,36 +163,36 @@ func (sc *setCall) attempts(ctx context.Context) (*LockSet, int, error) {
 // what it took; or the error that ended it, after giving back what it may have taken.
 func (sc *setCall) attempt(ctx context.Context, n int) (sent []time.Time, busy *Lock, retry time.Duration, err error) {
 	c := sc.c
-	sc.req.waiting = markNone
+	sc.req.Waiting = store.MarkNone
 	if sc.wait {
-		sc.req.waiting = markWaiting
+		sc.req.Waiting = store.MarkWaiting
 		if n > 1 {
-			sc.req.waiting = markWaited
+			sc.req.Waiting = store.MarkWaited
 		}
 	}
 	sent = make([]time.Time, len(sc.groups))
 	for gi, g := range sc.groups {
-		ks := make([]*keys, len(g))
+		ks := make([]*store.Keys, len(g))
 		for i, l := range g {
 			ks[i] = &l.k
 		}
 		sent[gi] = time.Now()
-		res, aerr := c.st.takeAll(ctx, ks, &sc.req)
+		res, aerr := c.st.TakeAll(ctx, ks, &sc.req)
 		switch {
 		case aerr != nil:
-			if mayHaveRun(aerr) {
+			if store.MayHaveRun(aerr) {
 				for _, l := range g {
 					c.giveBack(l, aerr)
 				}
 			}
 			sc.giveBack(ctx, gi)
 			return nil, nil, 0, unavailable("acquire", aerr)
-		case res.busy >= 0:
+		case res.Busy >= 0:
 			sc.giveBack(ctx, gi)
-			return nil, g[res.busy], res.retryAfter, nil
+			return nil, g[res.Busy], res.RetryAfter, nil
 		}
 		for i, l := range g {
-			l.fence = res.fences[i]
+			l.fence = res.Fences[i]
 		}
 	}
 	return sent, nil, 0, nil
@@ -200,13 +202,13 @@ func (sc *setCall) attempt(ctx context.Context, n int) (sent []time.Time, busy *
 // failed slot comes after them): nothing stays held by a failed attempt.
 func (sc *setCall) giveBack(ctx context.Context, upto int) {
 	for _, g := range sc.groups[:upto] {
-		ks := make([]*keys, len(g))
+		ks := make([]*store.Keys, len(g))
 		fences := make([]int64, len(g))
 		for i, l := range g {
 			ks[i], fences[i] = &l.k, l.fence
 		}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(sc.ttl, 5*time.Second))
-		if _, err := sc.c.st.releaseAll(rctx, ks, sc.req.token, sc.req.hold, fences); mayHaveRun(err) {
+		if _, err := sc.c.st.ReleaseAll(rctx, ks, sc.req.Token, sc.req.Hold, fences); store.MayHaveRun(err) {
 			for _, l := range g {
 				sc.c.giveBack(l, err)
 			}
@@ -245,9 +247,9 @@ func (sc *setCall) handOut(ctx context.Context, sent []time.Time) (*LockSet, err
 
 // notAcquired is the error of a set call that ended without its locks.
 func (sc *setCall) notAcquired(busy *Lock, retry time.Duration, attempts int, cause error) error {
-	name := sc.locks[0].k.name
+	name := sc.locks[0].k.Name
 	if busy != nil {
-		name = busy.k.name
+		name = busy.k.Name
 	}
 	e := &NotAcquiredError{Name: name, RetryAfter: retry, Attempts: attempts}
 	if sc.wait {

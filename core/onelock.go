@@ -13,7 +13,7 @@ func kindOf(l *Lock) string {
 	switch {
 	case l.rw != nil:
 		return modeName(l.rw.mode)
-	case l.k.sem != nil:
+	case l.k.Sem != nil:
 		return "permit"
 	}
 	return "lock"
@@ -43,7 +43,7 @@ func (c *Client) selfExcluded(ctx context.Context, name string, ao *acquireOptio
 		l.mu.Lock()
 		held, parent := l.state == stateHeld, l.vctx.Context
 		l.mu.Unlock()
-		if l.c == c && l.k.name == name && held {
+		if l.c == c && l.k.Name == name && held {
 			have := kindOf(l)
 			switch {
 			case have == want, have == "write" && want == "read", have == "read" && want == "write":

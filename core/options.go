@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/lockkit/lockkit/core/internal/store"
 )
 
 // Option configures a Client.
@@ -26,6 +28,12 @@ type options struct {
 	label       string        // WithLabel
 	logger      *slog.Logger  // WithLogger (loggerSet: given; nil or unset: slog.Default())
 	loggerSet   bool
+}
+
+// store is what the store needs of o (core/internal/store).
+func (o *options) store() *store.Config {
+	return &store.Config{Label: o.label, Pipeline: o.pipeline, Replicas: o.replicas, ReplicaWait: o.replicaWait,
+		NodeTimeout: o.nodeTimeout, Drift: o.drift, Invalid: invalid, Quorum: quorumError}
 }
 
 func defaultOptions() options {
@@ -198,7 +206,7 @@ func WithWait(d time.Duration) AcquireOption {
 
 // WithOwner re-enters the lock held by the given owner token, usually the Token of a lock held
 // elsewhere (another goroutine without the lock's context, or another process): the call adds a
-// hold to that owner's acquisition, keeps its fence and reports Reentrant. It never takes the lock
+// hold to that owner's acquisition, keeps its fence and reports Holds() > 1. It never takes the lock
 // afresh: if the owner does not hold the lock (it was released, expired, force-released or lost),
 // the call fails at once, without waiting, with an error matching ErrNotHeld and ErrLost. The token
 // must be 1 to 128 bytes, without a NUL byte, and not start with a control byte. To take a lock afresh under a token of your own, see
@@ -213,7 +221,7 @@ func WithOwner(token string) AcquireOption {
 // WithToken acquires under the given owner token (1 to 128 bytes, no NUL byte, not starting with a
 // control byte: those mark the holds of a name's other kinds, see docs/keys.md) instead of a new
 // random one: if that token holds the lock already, the call re-enters it as WithOwner does;
-// otherwise it takes the lock afresh (a new fence, Reentrant false), waiting as any acquisition.
+// otherwise it takes the lock afresh (a new fence, Holds() 1), waiting as any acquisition.
 // Choose tokens that are unique per unit of work, e.g. derived from a task ID, so that a unit of
 // work delivered twice re-enters its own lock instead of waiting for itself (asynqlock does this).
 // A hold of an earlier acquisition under the same token (one that was force-released or expired

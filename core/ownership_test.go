@@ -51,7 +51,7 @@ func TestReentry_afterLoss_neverTakesTheLock(t *testing.T) {
 				}
 				if err == nil {
 					t.Fatalf("the re-entry took the lock: reentrant %v, holds %d, fence %d (the hold's fence %d)",
-						in.Reentrant(), in.Holds(), in.Fence(), held.Fence())
+						in.Holds() > 1, in.Holds(), in.Fence(), held.Fence())
 				}
 				if !errors.Is(err, core.ErrNotHeld) || !errors.Is(err, core.ErrLost) {
 					t.Fatalf("re-entry after the loss: %v, want ErrNotHeld and ErrLost", err)
@@ -96,8 +96,8 @@ func TestRenewal_onlyTheAcquisitionItBelongsTo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fresh.Reentrant() || fresh.Fence() <= old.Fence() {
-		t.Fatalf("WithToken after the loss: reentrant %v, fence %d (old %d): want a fresh acquisition", fresh.Reentrant(), fresh.Fence(), old.Fence())
+	if fresh.Holds() > 1 || fresh.Fence() <= old.Fence() {
+		t.Fatalf("WithToken after the loss: reentrant %v, fence %d (old %d): want a fresh acquisition", fresh.Holds() > 1, fresh.Fence(), old.Fence())
 	}
 	if _, err := old.TTL(ctx); !errors.Is(err, core.ErrNotHeld) {
 		t.Fatalf("TTL of the old hold: %v, want ErrNotHeld", err)

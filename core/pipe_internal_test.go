@@ -8,6 +8,7 @@ import (
 
 	"github.com/lockkit/lockkit/core/internal/pipe"
 	"github.com/lockkit/lockkit/core/internal/script"
+	"github.com/lockkit/lockkit/core/internal/store"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -47,8 +48,7 @@ func TestGiveBack_waitsForAnAcquisitionLeftInThePipeline(t *testing.T) {
 	if err := rdb.ScriptLoad(ctx, script.Scripts().Acquire.Source).Err(); err != nil {
 		t.Fatal(err)
 	}
-	n := c.st.(*node)
-	n.send = script.NewSender(splitRunner{acquire: pipe.New(rdb, 1), rest: srv.Client(t)}) // (the rest: no delay)
+	c.st.(*store.Node).SetRunner(script.NewSender(splitRunner{acquire: pipe.New(rdb, 1), rest: srv.Client(t)})) // (the rest: no delay)
 
 	ap, err := rdb.AsyncAutoPipeline() // the Sender's pipeliner: go-redis caches one per client
 	if err != nil {

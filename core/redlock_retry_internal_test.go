@@ -2,9 +2,11 @@ package core
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/core/internal/store"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -71,17 +73,17 @@ func TestRedlock_retryAttempt_ownHold(t *testing.T) {
 	defer l.Release(ctx)
 	first := any("0") // the first attempt's hold id (a fresh token's)
 	// The first attempt's give-back, arriving now at the first node: it must leave the later grant.
-	n := c.st.(*redlock).nodes[0]
-	k := l.k.givenBack(l.token)
-	k.fence, k.fenceA = 0, nil
-	if _, err := n.releaseWith(ctx, &k, l.tok, first, false, nil, n.id); err != nil {
+	n := c.st.(*store.Redlock).Nodes()[0]
+	k := l.k.GivenBack(l.token)
+	k.Fence, k.FenceA = 0, nil
+	if _, err := n.Release(ctx, &k, l.tok, first, false, nil, 0); err != nil {
 		t.Fatal(err)
 	}
-	v, err := rdbs[0].Get(ctx, l.k.main).Result()
+	v, err := rdbs[0].Get(ctx, l.k.Main).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if lv, ok := parseLockValue(v); !ok || lv.token != l.token || lv.holds != l.hold {
+	if tok, holds, _, ok := store.ReadValue(v); !ok || tok != l.token || strings.Join(holds, " ") != l.hold {
 		t.Fatalf("after the first attempt's late give-back the node holds %q, want %s's hold %v", v, l.token, l.hold)
 	}
 }

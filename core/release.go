@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/lockkit/lockkit/core/internal/wait"
 	"log/slog"
 	"slices"
 	"time"
 
 	"github.com/lockkit/lockkit/core/internal/pipe"
+	"github.com/lockkit/lockkit/core/internal/store"
+	"github.com/lockkit/lockkit/core/internal/wait"
 )
 
 // Release gives up this hold. On the owner's last hold the lock is freed and the next waiter
@@ -46,10 +47,10 @@ func (l *Lock) ReleaseSet(ctx context.Context, key string, value []byte, ttl tim
 	if l == nil {
 		return ErrNotHeld
 	}
-	if l.k.sem != nil {
+	if l.k.Sem != nil {
 		return invalid("ReleaseSet is for locks, not permits (Permits) or read-write locks (Read, Write)")
 	}
-	if !sameSlot(key, l.k.name) {
+	if !sameSlot(key, l.k.Name) {
 		return invalid("core.Lock.ReleaseSet: key (%d bytes) must have the lock's hash tag {name} as its first", len(key))
 	}
 	if ttl < time.Millisecond {
@@ -58,10 +59,10 @@ func (l *Lock) ReleaseSet(ctx context.Context, key string, value []byte, ttl tim
 	if l.closedByClient() {
 		return ErrClosed // the lock was released by Close: the value was not written
 	}
-	return l.release(ctx, &releaseSet{key: key, value: value, ttl: ttl})
+	return l.release(ctx, &store.ReleaseSet{Key: key, Value: value, TTL: ttl})
 }
 
-func (l *Lock) release(ctx context.Context, set *releaseSet) error {
+func (l *Lock) release(ctx context.Context, set *store.ReleaseSet) error {
 	if ctx == nil {
 		return invalid("ctx is nil")
 	}
@@ -116,7 +117,7 @@ const (
 // It reports false when the hold had ended already (nothing is done), and the release's error.
 // (A LockSet ends its holds in the same steps, sending their releases together: begin, then one
 // round trip per slot, then finish for each.)
-func (l *Lock) end(ctx context.Context, why int, cause error, give giveMode, set *releaseSet) (bool, error) {
+func (l *Lock) end(ctx context.Context, why int, cause error, give giveMode, set *store.ReleaseSet) (bool, error) {
 	if !l.begin(why, cause) {
 		return false, nil
 	}
@@ -169,7 +170,7 @@ func (l *Lock) finish(why int, sent bool, n int64, err error) error {
 		case err != nil:
 			err = unavailable("release", err) // (an *ackError: released, but not acknowledged)
 		case n < 0:
-			lost := &LostError{Name: l.k.name, Reason: "not_owner"}
+			lost := &LostError{Name: l.k.Name, Reason: "not_owner"}
 			l.setState(stateLost, lost)
 			err = errors.Join(ErrNotHeld, lost)
 			l.c.wd.notOwner(l.e) // this Client's other holds of the lock are gone too
@@ -177,7 +178,7 @@ func (l *Lock) finish(why int, sent bool, n int64, err error) error {
 	}
 	if err != nil && why == stateEnded { // nobody waits for this release's outcome
 		l.c.log(slog.LevelWarn, "releasing a hold ended by its maximum hold failed; it expires within its TTL",
-			slog.String("name", l.k.name), slog.Any("error", err))
+			slog.String("name", l.k.Name), slog.Any("error", err))
 	}
 	l.reportEnd(why == stateLost, max(n, 0), err)
 	return err
@@ -186,7 +187,7 @@ func (l *Lock) finish(why int, sent bool, n int64, err error) error {
 // isAckError reports whether err is (or wraps) an *ackError. (A function of its own: errors.As's
 // target escapes, and finish must not allocate for the release that succeeded.)
 func isAckError(err error) bool {
-	var short *ackError
+	var short *store.AckError
 	return errors.As(err, &short)
 }
 
@@ -252,8 +253,8 @@ func endAll(ctx context.Context, locks []*Lock, why int, cause func(*Lock) error
 }
 
 // sendRelease sends the release of one hold: every release a Client sends goes through here.
-func (c *Client) sendRelease(ctx context.Context, k *keys, tok, hold any, fair bool, set *releaseSet, ttl time.Duration) (int64, error) {
-	return c.st.release(ctx, k, tok, hold, fair, set, ttl)
+func (c *Client) sendRelease(ctx context.Context, k *store.Keys, tok, hold any, fair bool, set *store.ReleaseSet, ttl time.Duration) (int64, error) {
+	return c.st.Release(ctx, k, tok, hold, fair, set, ttl)
 }
 
 func (l *Lock) closedByClient() bool {
@@ -303,7 +304,7 @@ func (l *Lock) lostCause() error {
 // queued or in flight in a pipeline (WithPipelining) is waited for first. Best effort, bounded by
 // the lock's TTL (at most 5s); Close waits for it.
 func (c *Client) giveBack(l *Lock, after error) {
-	k, tok, hold, fair, ttl := l.k.givenBack(l.token), l.tok, l.hold, l.fair, l.ttl
+	k, tok, hold, fair, ttl := l.k.GivenBack(l.token), l.tok, l.hold, l.fair, l.ttl
 	var last error // the last attempt's error, if Redis could not be reached
 	attempt := func(ctx context.Context) bool {
 		n, err := c.sendRelease(ctx, &k, tok, hold, fair, nil, ttl)
@@ -335,7 +336,7 @@ func (c *Client) giveBack(l *Lock, after error) {
 		}
 		if last != nil {
 			c.log(slog.LevelWarn, "giving a lock back failed; it expires within its TTL",
-				slog.String("name", k.name), slog.Duration("ttl", ttl), slog.Any("error", last))
+				slog.String("name", k.Name), slog.Duration("ttl", ttl), slog.Any("error", last))
 		}
 	}()
 }
@@ -386,7 +387,7 @@ func (c *Client) outlived(ctx context.Context, l *Lock, sent time.Time) error {
 func (c *Client) endHolds(set lostSet) {
 	ctx, cancel := context.WithTimeout(c.bgCtx, 5*time.Second) // the locks expire within their TTL anyway
 	defer cancel()
-	cause := func(l *Lock) error { return &MaxHoldError{Name: l.k.name, Limit: l.limit} }
+	cause := func(l *Lock) error { return &MaxHoldError{Name: l.k.Name, Limit: l.limit} }
 	_ = endAll(ctx, set.locks, stateEnded, cause, giveNow)
 }
 
@@ -400,9 +401,9 @@ func (c *Client) lost(ls lostSet) {
 	if ls.why == "expired" {
 		give = giveBackground
 	}
-	cause := func(l *Lock) error { return &LostError{Name: l.k.name, Reason: ls.why, Err: ls.err} }
+	cause := func(l *Lock) error { return &LostError{Name: l.k.Name, Reason: ls.why, Err: ls.err} }
 	_ = endAll(context.Background(), ls.locks, stateLost, cause, give)
-	attrs := []slog.Attr{slog.String("name", ls.locks[0].k.name), slog.String("reason", ls.why)}
+	attrs := []slog.Attr{slog.String("name", ls.locks[0].k.Name), slog.String("reason", ls.why)}
 	if ls.err != nil {
 		attrs = append(attrs, slog.Any("error", ls.err))
 	}

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"slices"
+
+	"github.com/lockkit/lockkit/core/internal/store"
 )
 
 // Read makes Acquire, TryAcquire and Do take the shared (read) side of the read-write lock named
@@ -36,7 +38,7 @@ import (
 // Re-entry: an acquisition through the context of a hold of this Client on the same read-write
 // lock (the hold's Context, or one derived from it) is nested in that hold when the outer hold is
 // a write (Read or Write inside it), or when both are reads. A nested hold sends nothing to Redis:
-// it shares the outer hold's acquisition (its token, lease and Fence), reports Reentrant, and ends
+// it shares the outer hold's acquisition (its token, lease and Fence), reports Holds() > 1, and ends
 // no later than the outer hold (the outer hold's end, whatever its cause, ends it first, with the
 // same cause); its own Release only ends it. Upgrade is refused: Write through the context of a
 // read hold fails with ErrInvalid (two readers upgrading at once would each wait for the other
@@ -105,7 +107,7 @@ func (c *Client) initRW(ctx context.Context, l *Lock, ao *acquireOptions, name s
 	case ao.owner != "" || ao.token != "" || ao.guard != "":
 		return invalid("WithOwner, WithToken and WithGuard cannot be used with Read or Write (a read-write lock is re-entered through a hold's context only)")
 	}
-	if !c.st.caps().permits {
+	if !c.st.Caps().Permits {
 		return invalid("read-write locks (Read, Write) are not supported over Redlock: a quorum of nodes does not keep a writer apart from readers")
 	}
 	limit := MaxPermits // readers share, up to the semaphore bound
@@ -115,19 +117,19 @@ func (c *Client) initRW(ctx context.Context, l *Lock, ao *acquireOptions, name s
 	l.rw = &rwHold{mode: mode}
 	l.fair = true
 	tag := c.opt.prefix + "{" + name + "}"
-	if o := rwHeldIn(ctx, c, tag+rwSuffix); o != nil {
+	if o := rwHeldIn(ctx, c, tag+store.RWSuffix); o != nil {
 		if o.rw.mode == rwRead && mode == rwWrite {
 			return invalid("Write through the context of a read hold of %q (upgrade) is not supported: two readers upgrading at once would wait for each other for ever; release the read hold, then take Write", name)
 		}
-		l.k.initRW(tag, name, o.k.sem.limit)
+		l.k.InitRW(tag, name, o.k.Sem.Limit)
 		l.outer, l.rw.nested = o, true
 		l.token, l.tok, l.hold = o.token, o.tok, o.hold
 		return nil
 	}
-	l.k.initRW(tag, name, limit)
-	l.token = newToken()
+	l.k.InitRW(tag, name, limit)
+	l.token = store.NewToken()
 	l.tok, l.hold = l.token, any("0")
-	l.req = acquireReq{token: l.tok, hold: l.hold, ttl: l.ttl, limit: limit, fair: true}
+	l.req = store.AcquireReq{Token: l.tok, Hold: l.hold, TTL: l.ttl, Limit: limit, Fair: true}
 	return nil
 }
 
@@ -137,7 +139,7 @@ func (c *Client) initRW(ctx context.Context, l *Lock, ao *acquireOptions, name s
 func rwHeldIn(ctx context.Context, c *Client, key string) *Lock {
 	l, _ := ctx.Value(heldKey{}).(*Lock)
 	for l != nil {
-		if l.c == c && l.rw != nil && l.k.main == key {
+		if l.c == c && l.rw != nil && l.k.Main == key {
 			return l
 		}
 		l.mu.Lock()
@@ -161,7 +163,7 @@ func (wc *waitCall) nest(ctx context.Context) error {
 	if err := o.heldErr(); err != nil {
 		return err
 	}
-	wc.res = acquireResult{ok: true, fence: o.fence, holds: o.holds + 1}
+	wc.res = store.AcquireResult{OK: true, Fence: o.fence, Holds: o.holds + 1}
 	return nil
 }
 

@@ -12,7 +12,7 @@ import (
 
 // Through a write hold's context, Read and Write nest in it; through a read hold's, Read nests and
 // Write (upgrade) is refused with ErrInvalid. A nested hold sends nothing to Redis, keeps the
-// outer fence and token, and reports Reentrant.
+// outer fence and token, and reports Holds() > 1.
 func TestRW_reentry_nestedAndUpgradeRefused(t *testing.T) {
 	srv, _, c := setup(t)
 	ctx := context.Background()
@@ -39,9 +39,9 @@ func TestRW_reentry_nestedAndUpgradeRefused(t *testing.T) {
 				t.Fatalf("%s under %s: %v", inner.mode, outer.mode, err)
 			}
 			srv.ResetStats(t)
-			if in.Fence() != o.Fence() || in.Token() != o.Token() || !in.Reentrant() || in.Holds() != 2 || in.Mode() != inner.mode {
+			if in.Fence() != o.Fence() || in.Token() != o.Token() || in.Holds() == 1 || in.Holds() != 2 || in.Mode() != inner.mode {
 				t.Fatalf("%s under %s: fence %d (outer %d) reentrant %v holds %d mode %q", inner.mode, outer.mode,
-					in.Fence(), o.Fence(), in.Reentrant(), in.Holds(), in.Mode())
+					in.Fence(), o.Fence(), in.Holds() > 1, in.Holds(), in.Mode())
 			}
 			// Nested twice: still the outer acquisition.
 			in2, err := c.TryAcquire(in.Context(), "doc", time.Second, core.Read())
@@ -89,7 +89,7 @@ func TestRW_reentry_throughOtherLocks(t *testing.T) {
 		t.Fatalf("write under a lock under a read: %v, want ErrInvalid", err)
 	}
 	in, err := c.TryAcquire(other.Context(), "doc", time.Second, core.Read())
-	if err != nil || !in.Reentrant() || in.Fence() != r.Fence() {
+	if err != nil || in.Holds() == 1 || in.Fence() != r.Fence() {
 		t.Fatalf("read under a lock under a read: %v", err)
 	}
 	_ = in.Release(ctx)

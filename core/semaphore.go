@@ -1,5 +1,7 @@
 package core
 
+import "github.com/lockkit/lockkit/core/internal/store"
+
 // MaxPermits bounds the limit of a semaphore (Permits): 1 <= n <= MaxPermits. Adapters that take
 // a limit (WithLimit) accept the same range.
 const MaxPermits = 100000
@@ -45,10 +47,10 @@ func Permits(n int) AcquireOption {
 // Limit returns the number of permits of the semaphore a permit was taken from (Permits), or 0
 // for a lock or a read-write lock.
 func (l *Lock) Limit() int {
-	if l == nil || l.k.sem == nil || l.rw != nil {
+	if l == nil || l.k.Sem == nil || l.rw != nil {
 		return 0
 	}
-	return l.k.sem.limit
+	return l.k.Sem.Limit
 }
 
 // initPermit prepares l to take a permit (Permits): checks the options and sets its keys and token.
@@ -59,12 +61,12 @@ func (c *Client) initPermit(l *Lock, ao *acquireOptions, name string) error {
 	case ao.owner != "" || ao.token != "" || ao.guard != "":
 		return invalid("WithOwner, WithToken and WithGuard cannot be used with Permits (a permit is never re-entered)")
 	}
-	if !c.st.caps().permits {
+	if !c.st.Caps().Permits {
 		return invalid("semaphores (Permits) are not supported over Redlock: a quorum of nodes does not bound the permits held")
 	}
-	l.k.initSem(c.opt.prefix, name, ao.permits)
-	l.token = newToken()
+	l.k.InitSem(c.opt.prefix, name, ao.permits)
+	l.token = store.NewToken()
 	l.tok, l.hold = l.token, any("0")
-	l.req = acquireReq{token: l.tok, hold: l.hold, ttl: l.ttl, limit: ao.permits}
+	l.req = store.AcquireReq{Token: l.tok, Hold: l.hold, TTL: l.ttl, Limit: ao.permits}
 	return nil
 }

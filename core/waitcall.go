@@ -3,10 +3,12 @@ package core
 import (
 	"context"
 	"errors"
-	"github.com/lockkit/lockkit/core/internal/wait"
 	"math/rand/v2"
 	"strconv"
 	"time"
+
+	"github.com/lockkit/lockkit/core/internal/store"
+	"github.com/lockkit/lockkit/core/internal/wait"
 )
 
 // waitCall is one Acquire, TryAcquire or Do call's attempts, and its state between them: an
@@ -27,8 +29,8 @@ type waitCall struct {
 	deadline <-chan time.Time // WithWait's limit
 	timer    *time.Timer      // the fallback delay's
 
-	res      acquireResult // the last attempt's answer
-	sent     time.Time     // when the last attempt was sent
+	res      store.AcquireResult // the last attempt's answer
+	sent     time.Time           // when the last attempt was sent
 	attempts int
 	epoch    int64 // the epoch a grant to the call carries (grant.go)
 }
@@ -37,7 +39,7 @@ func (wc *waitCall) run(ctx context.Context) (err error) {
 	if wc.l.nested() {
 		return wc.nest(ctx) // a read-write hold nested in another: no round trip (rwlock.go)
 	}
-	wc.l.req.fair = wc.ao.fair
+	wc.l.req.Fair = wc.ao.fair
 	defer func() { wc.finish(ctx, err) }()
 	if err := ctx.Err(); err != nil {
 		return wc.notAcquired(err)
@@ -53,7 +55,7 @@ func (wc *waitCall) run(ctx context.Context) (err error) {
 		}
 	}
 	for {
-		if wc.w == nil && wc.wait && !wc.ao.fair && wc.l.k.sem == nil && wc.c.room.Busy(wc.l.k.channel) {
+		if wc.w == nil && wc.wait && !wc.ao.fair && wc.l.k.Sem == nil && wc.c.room.Busy(wc.l.k.Channel) {
 			// Local waiters are queued: take a place behind them instead of barging in. (In fair
 			// mode the attempt itself joins the Redis-side queue and cannot barge.)
 			if err := wc.join(); err != nil {
@@ -100,59 +102,59 @@ func (wc *waitCall) attempt(ctx context.Context) (done bool, err error) {
 	c, l, k := wc.c, wc.l, &wc.l.k
 	switch {
 	case !wc.wait:
-		l.req.waiting = markNone
+		l.req.Waiting = store.MarkNone
 	case wc.w == nil:
-		l.req.waiting = markWaiting
+		l.req.Waiting = store.MarkWaiting
 	default:
-		l.req.waiting = markWaited
+		l.req.Waiting = store.MarkWaited
 	}
-	if wc.attempts > 0 && k.sem == nil && c.st.caps().attemptHolds {
+	if wc.attempts > 0 && k.Sem == nil && c.st.Caps().AttemptHolds {
 		// Each Redlock attempt after the first takes its own hold id: a failed attempt's give-back
 		// (undo) may reach a node after a later attempt of this call was granted there (the node
 		// kept the failed attempt's grant, which the later one re-entered), and must drop only its
 		// own hold, not the later grant.
-		l.req.hold = l.hold.(string) + "~" + strconv.Itoa(wc.attempts)
+		l.req.Hold = l.hold.(string) + "~" + strconv.Itoa(wc.attempts)
 	}
 	wc.sent = time.Now()
-	r, aerr := c.st.acquire(ctx, k, &l.req)
+	r, aerr := c.st.Acquire(ctx, k, &l.req)
 	wc.attempts++
-	wc.epoch = r.epoch
+	wc.epoch = r.Epoch
 	if h := c.hook; h != nil && h.Attempt != nil {
-		h.Attempt(ctx, WaitInfo{Name: k.name, Key: k.main, TTL: l.ttl, Limit: l.Limit(), Mode: l.Mode(), Attempts: wc.attempts, Woken: wc.woken,
-			Acquired: r.ok, RetryAfter: r.retryAfter, Err: aerr})
+		h.Attempt(ctx, WaitInfo{Name: k.Name, Key: k.Main, TTL: l.ttl, Limit: l.Limit(), Mode: l.Mode(), Attempts: wc.attempts, Woken: wc.woken,
+			Acquired: r.OK, RetryAfter: r.RetryAfter, Err: aerr})
 	}
-	if wc.woken && aerr == nil && !r.ok && !r.guarded && !c.wd.holding(k.main, l.tok) {
+	if wc.woken && aerr == nil && !r.OK && !r.Guarded && !c.wd.holding(k.Main, l.tok) {
 		c.room.LostRace(wc.w) // another process took the lock we were woken for
 	}
 	wc.woken = false
 	switch {
 	case aerr != nil:
-		if !c.st.caps().undoes && mayHaveRun(aerr) {
+		if !c.st.Caps().Undoes && store.MayHaveRun(aerr) {
 			c.giveBack(l, aerr) // (Redlock gives back what its nodes may have granted itself)
 		}
 		if cerr := ctx.Err(); cerr != nil {
 			return true, wc.notAcquired(cerr)
 		}
 		return true, unavailable("acquire", aerr)
-	case r.notHeld:
+	case r.NotHeld:
 		// A re-entry whose owner no longer holds the lock: this Client's holds of that
 		// acquisition are lost too (their next renewal would say so).
 		wc.res = r
-		lost := &LostError{Name: k.name, Reason: "not_owner"}
-		c.wd.lostToken(k.main, l.tok)
+		lost := &LostError{Name: k.Name, Reason: "not_owner"}
+		c.wd.lostToken(k.Main, l.tok)
 		return true, errors.Join(ErrNotHeld, lost)
-	case r.ok:
+	case r.OK:
 		wc.res = r
-		l.hold = l.req.hold // the hold this attempt took (see above)
+		l.hold = l.req.Hold // the hold this attempt took (see above)
 		return true, c.outlived(ctx, l, wc.sent)
-	case r.guarded:
+	case r.Guarded:
 		wc.res = r
 		if wc.w != nil {
 			// No release will follow (the lock stays free behind the guard): the next local waiter
 			// must find the guard too.
 			c.room.PassOn(wc.w)
 		}
-		return true, &GuardedError{Name: k.name, Key: wc.ao.guard, Value: r.value}
+		return true, &GuardedError{Name: k.Name, Key: wc.ao.guard, Value: r.Value}
 	}
 	wc.res = r
 	if !wc.wait {
@@ -163,7 +165,7 @@ func (wc *waitCall) attempt(ctx context.Context) (done bool, err error) {
 
 // join queues the call behind the Client's other waiters for the lock.
 func (wc *waitCall) join() error {
-	if wc.w = wc.c.room.Join(wc.l.k.channel, wc.digest, wc.handoff()); wc.w == nil {
+	if wc.w = wc.c.room.Join(wc.l.k.Channel, wc.digest, wc.handoff()); wc.w == nil {
 		return ErrClosed
 	}
 	return nil
@@ -198,16 +200,16 @@ func (wc *waitCall) ready(ctx context.Context) error {
 func (wc *waitCall) park(ctx context.Context) error {
 	head := wc.c.room.Requeue(wc.w)
 	d := wc.backoff
-	if wc.res.epoch != 0 {
+	if wc.res.Epoch != 0 {
 		// Queued in Redis for a fair lock: a release hands the lock over with a grant message
 		// (grant.go); polls only keep the waiter's place and catch the holder's expiry.
 		d = wc.maxBack
 	}
-	if wc.res.busy && wc.res.retryAfter+time.Millisecond < d {
+	if wc.res.Busy && wc.res.RetryAfter+time.Millisecond < d {
 		// The holder's TTL runs out first (PTTL 0: within a millisecond): be there when it does.
-		d = wc.res.retryAfter + time.Millisecond
+		d = wc.res.RetryAfter + time.Millisecond
 	}
-	if !head && !wc.ao.fair && wc.l.k.sem == nil {
+	if !head && !wc.ao.fair && wc.l.k.Sem == nil {
 		// Only the first local waiter polls as a fallback; the others are woken in turn and poll
 		// rarely, so that many parked waiters cost Redis almost nothing. (Every fair waiter and
 		// every permit waiter polls within a third of its queue timeout: the poll keeps its place
@@ -253,13 +255,13 @@ func (wc *waitCall) finish(ctx context.Context, err error) {
 	}
 	if err != nil && wc.handoff() && wc.wait && wc.attempts > 0 {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		_ = wc.c.st.dequeue(dctx, &wc.l.k, &wc.l.req)
+		_ = wc.c.st.Dequeue(dctx, &wc.l.k, &wc.l.req)
 		cancel()
 	}
 }
 
 func (wc *waitCall) notAcquired(cause error) error {
-	e := &NotAcquiredError{Name: wc.l.k.name, RetryAfter: wc.res.retryAfter, Attempts: wc.attempts}
+	e := &NotAcquiredError{Name: wc.l.k.Name, RetryAfter: wc.res.RetryAfter, Attempts: wc.attempts}
 	if wc.wait {
 		e.Waited = max(time.Since(wc.start), 1)
 	}
@@ -271,7 +273,7 @@ func (wc *waitCall) notAcquired(cause error) error {
 
 // handoff reports whether the call's waiting attempts queue it in Redis, where a release may grant
 // it the lock or a permit directly: a fair lock, a permit.
-func (wc *waitCall) handoff() bool { return wc.ao.fair || wc.l.k.sem != nil }
+func (wc *waitCall) handoff() bool { return wc.ao.fair || wc.l.k.Sem != nil }
 
 // handoffStart prepares such a call: every waiting attempt queues it in Redis, so it polls often
 // enough to stay queued (at least every third of its queue timeout); and if this Client subscribes
@@ -284,8 +286,8 @@ func (wc *waitCall) handoffStart() error {
 	if !wc.wait {
 		return nil
 	}
-	wc.l.req.waiterTTL = wc.c.opt.waiterTTL
-	if wc.c.room.Subscribed(wc.l.k.channel) {
+	wc.l.req.WaiterTTL = wc.c.opt.waiterTTL
+	if wc.c.room.Subscribed(wc.l.k.Channel) {
 		return wc.join()
 	}
 	return nil
@@ -306,8 +308,8 @@ func (wc *waitCall) claim(ctx context.Context) (bool, error) {
 	}
 	g := wc.c.room.TakeGrant(wc.w)
 	lease := wc.l.ttl
-	if wc.l.k.sem == nil {
-		lease = min(lease, wc.l.req.waiterTTL)
+	if wc.l.k.Sem == nil {
+		lease = min(lease, wc.l.req.WaiterTTL)
 	}
 	if !g.OK || g.Epoch != wc.epoch || time.Since(wc.sent) > lease/2 || wc.c.opt.replicas > 0 {
 		return false, nil
@@ -315,6 +317,6 @@ func (wc *waitCall) claim(ctx context.Context) (bool, error) {
 	if lease < wc.l.ttl {
 		wc.l.lease = lease
 	}
-	wc.res = acquireResult{ok: true, fence: g.Fence, holds: 1}
+	wc.res = store.AcquireResult{OK: true, Fence: g.Fence, Holds: 1}
 	return true, wc.c.outlived(ctx, wc.l, wc.sent)
 }

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/lockkit/lockkit/core/internal/store"
 )
 
 // drift is the safety margin kept before a lock's expiry: TTL × the drift factor (0.01 by default,
@@ -66,8 +68,8 @@ func (w *watchdog) add(l *Lock, sent time.Time, held int) bool {
 	if w.stopped {
 		return false
 	}
-	e := w.held[l.k.main]
-	if e != nil && !e.gone && e.tok == l.tok && l.holds == 1 && e.k.fence != l.k.fence {
+	e := w.held[l.k.Main]
+	if e != nil && !e.gone && e.tok == l.tok && l.holds == 1 && e.k.Fence != l.k.Fence {
 		// A fresh acquisition under the token (WithToken) while this Client held an earlier one:
 		// that one is gone (expired, or force-released), and its holds are lost.
 		stale, e = w.lose(e, "not_owner", nil), nil
@@ -76,7 +78,7 @@ func (w *watchdog) add(l *Lock, sent time.Time, held int) bool {
 		e = &l.own
 		*e = entry{k: &l.k, tok: l.tok, idx: -1}
 		e.locks = e.one[:0]
-		w.held[l.k.main] = e
+		w.held[l.k.Main] = e
 	}
 	fresh := len(e.locks) == 0
 	e.counted += held
@@ -134,8 +136,8 @@ func (w *watchdog) unschedule(e *entry) {
 	if e.idx >= 0 {
 		heap.Remove(&w.h, e.idx)
 	}
-	if w.held[e.k.main] == e {
-		delete(w.held, e.k.main)
+	if w.held[e.k.Main] == e {
+		delete(w.held, e.k.Main)
 	}
 }
 
@@ -269,7 +271,7 @@ func (w *watchdog) run() {
 // collect takes the entries due now (and those due within a quarter of their interval, so that
 // renewals travel in large batches), the entries whose validity deadline passed, and the locks
 // whose WithMaxHold deadline passed. It sets the timer for the next due entry.
-func (w *watchdog) collect(now time.Time) (batch []*entry, items []renewItem, lost, ended []lostSet) {
+func (w *watchdog) collect(now time.Time) (batch []*entry, items []store.RenewItem, lost, ended []lostSet) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for len(w.h) > 0 {
@@ -288,7 +290,7 @@ func (w *watchdog) collect(now time.Time) (batch []*entry, items []renewItem, lo
 		e.inflight = true
 		heap.Fix(&w.h, 0)
 		batch = append(batch, e)
-		items = append(items, renewItem{k: e.k, token: e.tok, ttl: e.ttl, seq: e.seq})
+		items = append(items, store.RenewItem{K: e.k, Token: e.tok, TTL: e.ttl, Seq: e.seq})
 	}
 	wait := time.Hour
 	if len(w.h) > 0 {
@@ -304,7 +306,7 @@ const maxRenewers = 4
 
 // dispatch sends a round of renewals as pipelines of at most batchSize scripts, on at most
 // maxRenewers goroutines.
-func (w *watchdog) dispatch(batch []*entry, items []renewItem) {
+func (w *watchdog) dispatch(batch []*entry, items []store.RenewItem) {
 	size := w.c.opt.batchSize
 	chunks := (len(batch) + size - 1) / size
 	var next atomic.Int64
@@ -324,7 +326,7 @@ func (w *watchdog) dispatch(batch []*entry, items []renewItem) {
 	}
 }
 
-func (w *watchdog) renew(batch []*entry, items []renewItem) {
+func (w *watchdog) renew(batch []*entry, items []store.RenewItem) {
 	sent := time.Now()
 	w.mu.Lock()
 	deadline := batch[0].valid
@@ -337,14 +339,14 @@ func (w *watchdog) renew(batch []*entry, items []renewItem) {
 	w.pipelines.Add(1)
 	w.scripts.Add(int64(len(items)))
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	err := w.c.st.renew(ctx, items)
+	err := w.c.st.Renew(ctx, items)
 	cancel()
 	took := time.Since(sent)
 
 	var lost []lostSet
 	type report struct {
 		l  *Lock // the entry's outermost hold
-		it renewItem
+		it store.RenewItem
 	}
 	var reports []report
 	var failed []slog.Attr // name and error of the entries whose renewals started failing
@@ -356,23 +358,23 @@ func (w *watchdog) renew(batch []*entry, items []renewItem) {
 		}
 		e.inflight = false
 		it := &items[i]
-		if it.err == nil && err != nil {
-			it.err = err
+		if it.Err == nil && err != nil {
+			it.Err = err
 		}
 		if hook && len(e.locks) > 0 {
 			reports = append(reports, report{l: e.locks[0], it: *it})
 		}
 		switch {
-		case it.err == nil && it.ok:
+		case it.Err == nil && it.OK:
 			w.renewed(e, it, sent)
-		case it.err == nil:
+		case it.Err == nil:
 			lost = append(lost, w.lose(e, "not_owner", nil))
 			continue
 		default:
 			if e.lastErr == nil && len(e.locks) > 0 { // the first failure of a run: say so once
-				failed = append(failed, slog.Attr{Key: e.locks[0].k.name, Value: slog.AnyValue(it.err)})
+				failed = append(failed, slog.Attr{Key: e.locks[0].k.Name, Value: slog.AnyValue(it.Err)})
 			}
-			e.lastErr = it.err
+			e.lastErr = it.Err
 			e.next = time.Now().Add(min(w.interval(e.ttl)/8, 250*time.Millisecond))
 		}
 		heap.Fix(&w.h, e.idx)
@@ -382,8 +384,8 @@ func (w *watchdog) renew(batch []*entry, items []renewItem) {
 	}
 	w.mu.Unlock()
 	for _, r := range reports {
-		w.c.hook.Renewed(r.l.Context(), HoldInfo{Lock: r.l, TTL: r.it.ttl, Start: sent, Duration: took,
-			Renewed: r.it.ok, Err: r.it.err})
+		w.c.hook.Renewed(r.l.Context(), HoldInfo{Lock: r.l, TTL: r.it.TTL, Start: sent, Duration: took,
+			Renewed: r.it.OK, Err: r.it.Err})
 	}
 	for _, f := range failed {
 		w.c.log(slog.LevelWarn, "renewal failed; retrying until the lock's validity ends", slog.String("name", f.Key),
@@ -395,10 +397,10 @@ func (w *watchdog) renew(batch []*entry, items []renewItem) {
 }
 
 // renewed records a successful renewal sent at sent; the caller holds w.mu.
-func (w *watchdog) renewed(e *entry, it *renewItem, sent time.Time) {
+func (w *watchdog) renewed(e *entry, it *store.RenewItem, sent time.Time) {
 	e.lastErr = nil
-	ttl := it.ttl
-	if it.seq != e.seq {
+	ttl := it.TTL
+	if it.Seq != e.seq {
 		// Extend changed the TTL while this renewal was in flight. Redis keeps at least it.ttl from
 		// when the renewal ran (renewals never shorten), but the holder counts on the TTL it asked
 		// for last: never more than that.
@@ -407,7 +409,7 @@ func (w *watchdog) renewed(e *entry, it *renewItem, sent time.Time) {
 	if v := sent.Add(ttl - w.c.opt.drift(ttl)); v.After(e.valid) {
 		e.valid = v
 	}
-	if it.seq == e.seq {
+	if it.Seq == e.seq {
 		e.next = sent.Add(w.interval(ttl))
 	}
 }

@@ -3,12 +3,14 @@ package core
 import (
 	"container/heap"
 	"time"
+
+	"github.com/lockkit/lockkit/core/internal/store"
 )
 
 // entry is one held lock (key + owner token) as the watchdog sees it. Reentrant Locks of the same
 // owner in this client share it.
 type entry struct {
-	k        *keys
+	k        *store.Keys
 	tok      any // owner token
 	ttl      time.Duration
 	valid    time.Time // local validity deadline: last successful send + ttl − drift

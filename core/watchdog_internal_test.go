@@ -3,6 +3,8 @@ package core
 import (
 	"testing"
 	"time"
+
+	"github.com/lockkit/lockkit/core/internal/store"
 )
 
 // A renewal reply that lands after Extend changed the TTL (defect 2 of issue #16) cannot lengthen
@@ -11,7 +13,7 @@ func TestWatchdog_staleRenewalReply_cannotOutlastExtend(t *testing.T) {
 	w := newWatchdog(&Client{opt: defaultOptions()})
 	sent := time.Now()
 	e := &entry{ttl: 6 * time.Second, idx: -1}
-	it := renewItem{ttl: e.ttl, seq: e.seq} // in flight with the old TTL
+	it := store.RenewItem{TTL: e.ttl, Seq: e.seq} // in flight with the old TTL
 	w.extended(e, sent.Add(time.Millisecond), 300*time.Millisecond)
 	valid, next := e.valid, e.next
 	w.renewed(e, &it, sent)
@@ -21,7 +23,7 @@ func TestWatchdog_staleRenewalReply_cannotOutlastExtend(t *testing.T) {
 	if !e.valid.Equal(valid) || !e.next.Equal(next) {
 		t.Fatalf("stale reply moved validity %v→%v or next renewal %v→%v", valid, e.valid, next, e.next)
 	}
-	fresh := renewItem{ttl: e.ttl, seq: e.seq}
+	fresh := store.RenewItem{TTL: e.ttl, Seq: e.seq}
 	later := sent.Add(100 * time.Millisecond)
 	w.renewed(e, &fresh, later)
 	if want := later.Add(300*time.Millisecond - w.c.opt.drift(300*time.Millisecond)); !e.valid.Equal(want) {

@@ -114,7 +114,7 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Term, error) {
 	if err != nil {
 		return nil, err
 	}
-	if l.Reentrant() {
+	if l.Holds() > 1 {
 		_ = l.Release(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("%w: campaigning with the context of this election's own term", core.ErrInvalid)
 	}

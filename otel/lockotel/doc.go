@@ -39,7 +39,7 @@
 // seconds); an attempt that acquires at once records no event, and lockkit.lock.attempts is only
 // recorded when it is not 1. Its lockkit.lock.outcome is
 // acquired, contended (TryAcquire found the lock taken), timeout, cancelled, guarded or error (see
-// core.Outcome). Only "error" (Redis unavailable, client closed) sets the span's status to Error:
+// core.WaitInfo.Outcome). Only "error" (Redis unavailable, client closed) sets the span's status to Error:
 // not getting a lock is an outcome, not a failure.
 //
 // lock.hold records lockkit.lock.fence, and on a re-entered lock lockkit.lock.reentrant=true and

@@ -6,11 +6,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lockkit/lockkit/core"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/lockkit/lockkit/core"
 )
 
 // Span and event names.
@@ -45,7 +44,7 @@ const (
 	attrMode         = attribute.Key("lockkit.lock.mode")          // read or write (core.Read, core.Write)
 )
 
-// Attribute values besides core.Outcome's.
+// Attribute values besides core.WaitInfo.Outcome's.
 const (
 	outcomeAcquired = "acquired"
 	outcomeError    = "error"
@@ -333,7 +332,7 @@ func (h *hook) endHold(ctx context.Context, s *holdState, outcome, reason string
 		// Default values are left out to spare the SDK's time: no reentrant/holds on a fresh hold.
 		attrs := append((*buf)[:0], attrName.String(name), attrFence.Int64(s.l.Fence()),
 			attrTTL.Float64(s.ttl.Seconds()), attrHoldOutcome.String(outcome))
-		if s.l.Reentrant() {
+		if s.l.Holds() > 1 {
 			attrs = append(attrs, attrReentrant.Bool(true), attrHolds.Int64(s.l.Holds()))
 		}
 		if n := s.l.Limit(); n > 0 {

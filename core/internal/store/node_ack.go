@@ -1,4 +1,4 @@
-package core
+package store
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 
 // conn returns a connection of its own to the master that holds key, or nil when the client
 // cannot give one (then a pipeline carries the script and WAIT together).
-func (n *node) conn(ctx context.Context, key string) (*redis.Conn, error) {
+func (n *Node) conn(ctx context.Context, key string) (*redis.Conn, error) {
 	var m *redis.Client
 	switch c := n.rdb.(type) {
 	case *redis.ClusterClient:
@@ -44,7 +44,7 @@ func (n *node) conn(ctx context.Context, key string) (*redis.Conn, error) {
 // maintenance notifications (Redis before 8) turns them off in those Options, under the lock of
 // whichever client or Conn set it up: Conns that set up connections concurrently would race on it
 // (go test -race). Once m has set one up, the Options say so and no later connection writes them.
-func (n *node) prime(ctx context.Context, m *redis.Client) error {
+func (n *Node) prime(ctx context.Context, m *redis.Client) error {
 	addr := m.Options().Addr
 	n.primeMu.Lock()
 	done := n.primed[addr]
@@ -75,7 +75,7 @@ func firstKey(call script.Call) string {
 // acked runs call on one connection and, when need says its reply wrote what must survive a
 // failover, WAITs there for the replicas. It returns how many acknowledged (n.replicas when
 // nothing needed them).
-func (n *node) acked(ctx context.Context, call script.Call, need func(reply any) (bool, error)) (int64, error) {
+func (n *Node) acked(ctx context.Context, call script.Call, need func(reply any) (bool, error)) (int64, error) {
 	cn, err := n.conn(ctx, firstKey(call))
 	if err != nil {
 		return 0, err
@@ -95,17 +95,17 @@ func (n *node) acked(ctx context.Context, call script.Call, need func(reply any)
 }
 
 // wait sends WAIT on cn.
-func (n *node) wait(ctx context.Context, cn *redis.Conn) (int64, error) {
-	return cn.Do(ctx, "WAIT", n.replicas, ms(n.replicaWait)).Int64()
+func (n *Node) wait(ctx context.Context, cn *redis.Conn) (int64, error) {
+	return cn.Do(ctx, "WAIT", n.replicas, MS(n.replicaWait)).Int64()
 }
 
 // ackedPipeline is acked over a client that gives no connection of its own: the script and WAIT
 // travel in one pipeline, so WAIT is sent whatever the reply.
-func (n *node) ackedPipeline(ctx context.Context, call script.Call, need func(reply any) (bool, error)) (int64, error) {
+func (n *Node) ackedPipeline(ctx context.Context, call script.Call, need func(reply any) (bool, error)) (int64, error) {
 	send := func(ev *redis.Cmd) (*redis.Cmd, *redis.IntCmd) {
 		p := n.rdb.Pipeline()
 		_ = p.Process(ctx, ev)
-		w := redis.NewIntCmd(ctx, "WAIT", n.replicas, ms(n.replicaWait))
+		w := redis.NewIntCmd(ctx, "WAIT", n.replicas, MS(n.replicaWait))
 		_ = p.Process(ctx, w)
 		_, _ = p.Exec(ctx)
 		return ev, w
@@ -128,14 +128,14 @@ func (n *node) ackedPipeline(ctx context.Context, call script.Call, need func(re
 // fails with an *ackError: the watchdog does not count it toward the lock's validity and tries
 // again, so a holder whose replicas stall loses its lock at its validity deadline, before a
 // replica promoted with an older copy can let anyone else take it.
-func (n *node) renewAcked(ctx context.Context, items []renewItem) error {
+func (n *Node) renewAcked(ctx context.Context, items []RenewItem) error {
 	groups := map[string][]int{}
 	conns := map[string]*redis.Conn{}
 	var order []string
 	for i := range items {
 		key := ""
 		if n.cluster {
-			key = items[i].k.main
+			key = items[i].K.Main
 		} else if i > 0 {
 			groups[order[0]] = append(groups[order[0]], i) // one master: one connection
 			continue
@@ -169,14 +169,14 @@ func (n *node) renewAcked(ctx context.Context, items []renewItem) error {
 
 // renewGroup renews items[idx] (every item when idx is nil) over cn and waits for the replicas;
 // with cn nil, WAIT travels in the renewals' pipeline.
-func (n *node) renewGroup(ctx context.Context, cn *redis.Conn, items []renewItem, idx []int) error {
+func (n *Node) renewGroup(ctx context.Context, cn *redis.Conn, items []RenewItem, idx []int) error {
 	if idx == nil {
 		idx = make([]int, len(items))
 		for i := range idx {
 			idx[i] = i
 		}
 	}
-	part := make([]renewItem, len(idx))
+	part := make([]RenewItem, len(idx))
 	for j, i := range idx {
 		part[j] = items[i]
 	}
@@ -187,7 +187,7 @@ func (n *node) renewGroup(ctx context.Context, cn *redis.Conn, items []renewItem
 	w, err := n.renewVia(ctx, newPipe, part, cn == nil)
 	renewed := false
 	for j := range part {
-		renewed = renewed || (part[j].err == nil && part[j].ok)
+		renewed = renewed || (part[j].Err == nil && part[j].OK)
 	}
 	if renewed {
 		var acked int64
@@ -198,32 +198,32 @@ func (n *node) renewGroup(ctx context.Context, cn *redis.Conn, items []renewItem
 			acked, werr = w.Result()
 		}
 		for j := range part {
-			if part[j].err != nil || !part[j].ok {
+			if part[j].Err != nil || !part[j].OK {
 				continue
 			}
 			switch {
 			case werr != nil:
-				part[j].ok, part[j].err = false, werr
+				part[j].OK, part[j].Err = false, werr
 			case acked < int64(n.replicas):
-				part[j].ok, part[j].err = false, &ackError{what: "the renewal", acked: acked,
+				part[j].OK, part[j].Err = false, &AckError{what: "the renewal", acked: acked,
 					want: int64(n.replicas), wait: n.replicaWait}
 			}
 		}
 	}
 	for j, i := range idx {
-		items[i].ok, items[i].err = part[j].ok, part[j].err
+		items[i].OK, items[i].Err = part[j].OK, part[j].Err
 	}
 	return err
 }
 
-// ackError reports that fewer replicas than WithReplicaAck asks for acknowledged a write in time.
-type ackError struct {
+// AckError reports that fewer replicas than WithReplicaAck asks for acknowledged a write in time.
+type AckError struct {
 	what        string // "the lock", "the renewal", "the extension", or "the value" of ReleaseSet
 	acked, want int64
 	wait        time.Duration
 }
 
-func (e *ackError) Error() string {
+func (e *AckError) Error() string {
 	msg := fmt.Sprintf("only %d of %d replicas acknowledged %s within %v", e.acked, e.want, e.what, e.wait)
 	if e.what == ackedValue {
 		msg += ": the value was written and the lock released, but the write may not survive a failover"
@@ -232,6 +232,6 @@ func (e *ackError) Error() string {
 }
 
 // ErrorType returns "replica_ack": instrumentation counts such errors apart.
-func (e *ackError) ErrorType() string { return "replica_ack" }
+func (e *AckError) ErrorType() string { return "replica_ack" }
 
 const ackedValue = "the value"

@@ -1,4 +1,4 @@
-package core
+package store
 
 import (
 	"context"
@@ -54,7 +54,7 @@ func (f *flights) of(k flightKey) *rlAcquire {
 
 // key names the hold a takes.
 func (a *rlAcquire) key() flightKey {
-	return flightKey{key: a.k.main, token: a.r.token, hold: a.r.hold}
+	return flightKey{key: a.k.Main, token: a.r.Token, hold: a.r.Hold}
 }
 
 // land records that one of the requests still running when the attempt stopped waiting returned;
@@ -116,6 +116,6 @@ func (a *rlAcquire) releaseAfter(ctx context.Context, i int) error {
 
 // inFlight returns the acquisition of the hold (k, token, hold) if its requests to some nodes are
 // still running, or nil.
-func (rl *redlock) inFlight(k *keys, token, hold any) *rlAcquire {
-	return rl.flights.of(flightKey{key: k.main, token: token, hold: hold})
+func (rl *Redlock) inFlight(k *Keys, token, hold any) *rlAcquire {
+	return rl.flights.of(flightKey{key: k.Main, token: token, hold: hold})
 }

@@ -1,4 +1,4 @@
-package core
+package store
 
 import (
 	"context"
@@ -12,9 +12,9 @@ import (
 // of the grants that arrive after it stopped waiting for them. One allocation holds all of it.
 type rlAcquire struct {
 	fan
-	rl  *redlock
-	k   *keys
-	r   acquireReq  // the request, with the fence floor of this attempt
+	rl  *Redlock
+	k   *Keys
+	r   AcquireReq  // the request, with the fence floor of this attempt
 	own []nodeGrant // each node's answer, written by its goroutine
 	got []nodeGrant // the answers that came while the attempt waited; errNodeTimeout for the others
 	buf [2 * inlineNodes]nodeGrant
@@ -38,14 +38,14 @@ type rlAcquire struct {
 }
 
 type nodeGrant struct {
-	res acquireResult
+	res AcquireResult
 	err error
 }
 
 func (a *rlAcquire) call(ctx context.Context, i int) bool {
 	g := &a.own[i]
-	g.res, g.err = a.rl.nodes[i].acquire(ctx, a.k, &a.r)
-	return g.err == nil && g.res.ok
+	g.res, g.err = a.rl.nodes[i].Acquire(ctx, a.k, &a.r)
+	return g.err == nil && g.res.OK
 }
 
 func (a *rlAcquire) keep(i int) { a.got[i] = a.own[i] }
@@ -83,30 +83,30 @@ func (a *rlAcquire) decide(keep bool, fence int64, late int) {
 // or a lost reply, of a failed acquisition.
 func (a *rlAcquire) settleLate(i int, keep bool) {
 	g, n := &a.own[i], a.rl.nodes[i]
-	granted := g.err == nil && g.res.ok
+	granted := g.err == nil && g.res.OK
 	switch {
-	case keep && granted && g.res.fence != a.fence:
-		ctx, cancel := context.WithTimeout(context.Background(), a.rl.nodeTimeout(a.r.ttl))
-		_ = n.raiseFence(ctx, a.k, a.r.token, a.fence)
+	case keep && granted && g.res.Fence != a.fence:
+		ctx, cancel := context.WithTimeout(context.Background(), a.rl.nodeTimeout(a.r.TTL))
+		_ = n.raiseFence(ctx, a.k, a.r.Token, a.fence)
 		cancel()
-	case !keep && (granted || mayHaveRun(g.err)):
-		ctx, cancel := context.WithTimeout(context.Background(), a.rl.nodeTimeout(a.r.ttl))
+	case !keep && (granted || MayHaveRun(g.err)):
+		ctx, cancel := context.WithTimeout(context.Background(), a.rl.nodeTimeout(a.r.TTL))
 		pipe.Settle(ctx, g.err) // (a grant left running in the node's pipeline: after it)
-		_, _ = n.releaseWith(ctx, a.k, a.r.token, a.r.hold, false, nil, n.id)
+		_, _ = n.releaseWith(ctx, a.k, a.r.Token, a.r.Hold, false, nil, n.id)
 		cancel()
 	}
 }
 
-func (rl *redlock) acquire(ctx context.Context, k *keys, r *acquireReq) (acquireResult, error) {
-	if r.fair {
-		return acquireResult{}, invalid("fair mode is not supported over Redlock")
+func (rl *Redlock) Acquire(ctx context.Context, k *Keys, r *AcquireReq) (AcquireResult, error) {
+	if r.Fair {
+		return AcquireResult{}, rl.opt.Invalid("fair mode is not supported over Redlock")
 	}
 	start := time.Now()
 	a := &rlAcquire{rl: rl, k: k, r: *r}
 	// One fence floor for every node, from this client's clock: nodes whose counters agree answer
 	// the same fence, and the write-back is only needed when they diverged.
-	a.r.floor = start.UnixMilli() * 1000
-	a.r.floorArg = a.r.floor
+	a.r.Floor = start.UnixMilli() * 1000
+	a.r.FloorArg = a.r.Floor
 	if n := len(rl.nodes); n <= inlineNodes {
 		a.own, a.got = a.buf[:n], a.buf[n:2*n]
 	} else {
@@ -116,10 +116,10 @@ func (rl *redlock) acquire(ctx context.Context, k *keys, r *acquireReq) (acquire
 	// A quorum of grants settles an acquisition, unless a guard is checked: any node may hold the
 	// guard key, so every node must answer.
 	need := rl.quorum
-	if r.guard != "" {
+	if r.Guard != "" {
 		need = 0
 	}
-	answered := rl.fanWithin(ctx, rl.nodeTimeout(r.ttl), need, &a.fan, a)
+	answered := rl.fanWithin(ctx, rl.nodeTimeout(r.TTL), need, &a.fan, a)
 	late := 0
 	for i := range a.got {
 		if !answered[i] {
@@ -128,67 +128,67 @@ func (rl *redlock) acquire(ctx context.Context, k *keys, r *acquireReq) (acquire
 		}
 	}
 	res, err := rl.acquireQuorum(ctx, k, &a.r, a.got, start)
-	a.decide(err == nil && res.ok, res.fence, late)
+	a.decide(err == nil && res.OK, res.Fence, late)
 	return res, err
 }
 
 // acquireQuorum turns the nodes' answers to an acquisition into one; it writes the fence back or
 // undoes the grants as needed.
-func (rl *redlock) acquireQuorum(ctx context.Context, k *keys, r *acquireReq, got []nodeGrant, start time.Time) (acquireResult, error) {
+func (rl *Redlock) acquireQuorum(ctx context.Context, k *Keys, r *AcquireReq, got []nodeGrant, start time.Time) (AcquireResult, error) {
 	var ok, failed, notHeld int
-	var out acquireResult
+	var out AcquireResult
 	for _, g := range got {
 		switch {
 		case g.err != nil:
 			failed++
-		case g.res.notHeld:
+		case g.res.NotHeld:
 			notHeld++
-		case g.res.guarded:
-			out.guarded, out.value = true, g.res.value
-		case g.res.ok:
+		case g.res.Guarded:
+			out.Guarded, out.Value = true, g.res.Value
+		case g.res.OK:
 			ok++
-			out.fence = max(out.fence, g.res.fence)
-			out.holds = max(out.holds, g.res.holds)
-		case g.res.busy && (!out.busy || g.res.retryAfter < out.retryAfter):
-			out.busy, out.retryAfter = true, g.res.retryAfter
+			out.Fence = max(out.Fence, g.res.Fence)
+			out.Holds = max(out.Holds, g.res.Holds)
+		case g.res.Busy && (!out.Busy || g.res.RetryAfter < out.RetryAfter):
+			out.Busy, out.RetryAfter = true, g.res.RetryAfter
 		}
 	}
-	validity := r.ttl - time.Since(start) - rl.opt.drift(r.ttl)
-	if ok >= rl.quorum && !out.guarded && validity > 0 {
-		if err := rl.writeBack(ctx, k, r, got, out.fence); err != nil {
+	validity := r.TTL - time.Since(start) - rl.opt.Drift(r.TTL)
+	if ok >= rl.quorum && !out.Guarded && validity > 0 {
+		if err := rl.writeBack(ctx, k, r, got, out.Fence); err != nil {
 			rl.undo(k, r, got)
-			return acquireResult{}, err
+			return AcquireResult{}, err
 		}
-		out.ok = true
+		out.OK = true
 		return out, nil
 	}
 	rl.undo(k, r, got)
 	switch {
-	case out.guarded:
-		return acquireResult{guarded: true, value: out.value}, nil
+	case out.Guarded:
+		return AcquireResult{Guarded: true, Value: out.Value}, nil
 	case notHeld > 0 && ok+failed < rl.quorum:
 		// A re-entry: the token cannot hold the lock on a quorum any more.
-		return acquireResult{notHeld: true}, nil
+		return AcquireResult{NotHeld: true}, nil
 	case failed > len(rl.nodes)-rl.quorum:
 		errs := make([]error, len(got))
 		for i := range got {
 			errs[i] = got[i].err
 		}
-		return acquireResult{}, rl.quorumErr("acquire", ok, errs)
+		return AcquireResult{}, rl.quorumErr("acquire", ok, errs)
 	case ok >= rl.quorum: // validity used up by slow nodes: try again later
-		return acquireResult{busy: true, retryAfter: r.ttl / 10}, nil
+		return AcquireResult{Busy: true, RetryAfter: r.TTL / 10}, nil
 	}
-	return acquireResult{busy: out.busy, retryAfter: out.retryAfter}, nil
+	return AcquireResult{Busy: out.Busy, RetryAfter: out.RetryAfter}, nil
 }
 
 // writeBack makes sure a quorum's fence counters are at least fence before the lock is handed out,
 // so that any later quorum sees it. Nodes already there are not written to.
-func (rl *redlock) writeBack(ctx context.Context, k *keys, r *acquireReq, got []nodeGrant, fence int64) error {
+func (rl *Redlock) writeBack(ctx context.Context, k *Keys, r *AcquireReq, got []nodeGrant, fence int64) error {
 	have := 0
 	var lag []int
 	for i, g := range got {
-		if g.err == nil && g.res.ok {
-			if g.res.fence >= fence {
+		if g.err == nil && g.res.OK {
+			if g.res.Fence >= fence {
 				have++
 			} else {
 				lag = append(lag, i)
@@ -203,9 +203,9 @@ func (rl *redlock) writeBack(ctx context.Context, k *keys, r *acquireReq, got []
 	for _, j := range lag {
 		todo[j] = true
 	}
-	answered := rl.fan(ctx, r.ttl, 0, func(ctx context.Context, i int, n *node) bool {
+	answered := rl.fan(ctx, r.TTL, 0, func(ctx context.Context, i int, n *Node) bool {
 		if todo[i] {
-			werrs[i] = n.raiseFence(ctx, k, r.token, fence)
+			werrs[i] = n.raiseFence(ctx, k, r.Token, fence)
 		}
 		return true
 	}, nil)
@@ -225,7 +225,7 @@ func (rl *redlock) writeBack(ctx context.Context, k *keys, r *acquireReq, got []
 
 // undo releases what a failed attempt took, on every node that granted it or whose reply was lost
 // (best effort). Nodes that had not answered yet are undone by settleLate when they do.
-func (rl *redlock) undo(k *keys, r *acquireReq, got []nodeGrant) {
+func (rl *Redlock) undo(k *Keys, r *AcquireReq, got []nodeGrant) {
 	taken := false
 	for _, g := range got {
 		if g.undo() {
@@ -235,10 +235,10 @@ func (rl *redlock) undo(k *keys, r *acquireReq, got []nodeGrant) {
 	if !taken {
 		return // nothing taken (the common case of a busy lock): no round trip, no goroutine
 	}
-	rl.fan(context.Background(), r.ttl, 0, func(ctx context.Context, i int, n *node) bool {
+	rl.fan(context.Background(), r.TTL, 0, func(ctx context.Context, i int, n *Node) bool {
 		if got[i].undo() {
 			pipe.Settle(ctx, got[i].err)
-			_, _ = n.releaseWith(ctx, k, r.token, r.hold, false, nil, n.id)
+			_, _ = n.releaseWith(ctx, k, r.Token, r.Hold, false, nil, n.id)
 		}
 		return true
 	}, nil)
@@ -246,14 +246,14 @@ func (rl *redlock) undo(k *keys, r *acquireReq, got []nodeGrant) {
 
 // undo reports whether the node may hold a grant that a failed attempt must give back.
 func (g *nodeGrant) undo() bool {
-	return (g.err == nil && g.res.ok) || (g.err != errNodeTimeout && mayHaveRun(g.err))
+	return (g.err == nil && g.res.OK) || (g.err != errNodeTimeout && MayHaveRun(g.err))
 }
 
 // rlRelease is one Redlock release: the request and the nodes' answers, in one allocation.
 type rlRelease struct {
 	fan
-	rl                   *redlock
-	k                    *keys
+	rl                   *Redlock
+	k                    *Keys
 	token, hold, payload any
 	after                *rlAcquire    // the hold's acquisition, if requests of it still run
 	own, got             []nodeRelease // as in rlAcquire
@@ -279,7 +279,7 @@ func (x *rlRelease) call(ctx context.Context, i int) bool {
 func (x *rlRelease) keep(i int) { x.got[i] = x.own[i] }
 func (x *rlRelease) late(int)   {}
 
-func (rl *redlock) release(ctx context.Context, k *keys, token, hold any, _ bool, set *releaseSet, lockTTL time.Duration) (int64, error) {
+func (rl *Redlock) Release(ctx context.Context, k *Keys, token, hold any, _ bool, set *ReleaseSet, lockTTL time.Duration) (int64, error) {
 	if set != nil {
 		return rl.releaseSet(ctx, k, token, hold, set, lockTTL)
 	}

@@ -1,4 +1,4 @@
-package core
+package store
 
 import (
 	"context"
@@ -25,7 +25,7 @@ func settle[T any](answered []bool, vals []T, errs []error) ([]T, []error) {
 }
 
 // nodeTimeout is how long one node may take to answer: WithNodeTimeout, or TTL/20 (at least 10 ms).
-func (rl *redlock) nodeTimeout(ttl time.Duration) time.Duration {
+func (rl *Redlock) nodeTimeout(ttl time.Duration) time.Duration {
 	if rl.timeout > 0 {
 		return rl.timeout
 	}
@@ -117,7 +117,7 @@ func (f *fan) stop() []bool {
 }
 
 // wait waits for f's signal, the timer (nil: none) or ctx, and reports whether the signal came.
-func (rl *redlock) wait(ctx context.Context, f *fan, t *time.Timer) bool {
+func (rl *Redlock) wait(ctx context.Context, f *fan, t *time.Timer) bool {
 	var timeout <-chan time.Time
 	if t != nil {
 		timeout = t.C
@@ -132,7 +132,7 @@ func (rl *redlock) wait(ctx context.Context, f *fan, t *time.Timer) bool {
 }
 
 // timer returns a stopped timer from the Client's pool, set to fire after d.
-func (rl *redlock) timer(d time.Duration) *time.Timer {
+func (rl *Redlock) timer(d time.Duration) *time.Timer {
 	if t, ok := rl.timers.Get().(*time.Timer); ok {
 		t.Reset(d)
 		return t
@@ -142,7 +142,7 @@ func (rl *redlock) timer(d time.Duration) *time.Timer {
 
 // putTimer stops t and returns it to the pool. (Since Go 1.23 a stopped or reset timer delivers
 // no stale value.)
-func (rl *redlock) putTimer(t *time.Timer) {
+func (rl *Redlock) putTimer(t *time.Timer) {
 	t.Stop()
 	rl.timers.Put(t)
 }
@@ -155,11 +155,11 @@ func (rl *redlock) putTimer(t *time.Timer) {
 // With need > 0 it also stops waiting once need calls of fn returned true (a quorum that settles
 // the outcome), so that the slowest node does not set the latency. The other calls go on in the
 // background, to their end or the per-node timeout, and count as late.
-func (rl *redlock) fan(ctx context.Context, ttl time.Duration, need int, fn func(ctx context.Context, i int, n *node) bool, late func(i int)) []bool {
+func (rl *Redlock) fan(ctx context.Context, ttl time.Duration, need int, fn func(ctx context.Context, i int, n *Node) bool, late func(i int)) []bool {
 	return rl.fanFor(ctx, rl.nodeTimeout(ttl), need, fn, late)
 }
 
-func (rl *redlock) fanFor(ctx context.Context, t time.Duration, need int, fn func(ctx context.Context, i int, n *node) bool, late func(i int)) []bool {
+func (rl *Redlock) fanFor(ctx context.Context, t time.Duration, need int, fn func(ctx context.Context, i int, n *Node) bool, late func(i int)) []bool {
 	j := &funcJob{rl: rl, fn: fn, lateFn: late}
 	return rl.fanWithin(ctx, t, need, &j.fan, j)
 }
@@ -169,7 +169,7 @@ func (rl *redlock) fanFor(ctx context.Context, t time.Duration, need int, fn fun
 // abandoned: their requests may as well stop), or else by the last node to answer. One deadline
 // for every node: go-redis honours it on sockets with ContextTimeoutEnabled; the wait honours it
 // regardless.
-func (rl *redlock) fanWithin(ctx context.Context, t time.Duration, need int, f *fan, job fanJob) []bool {
+func (rl *Redlock) fanWithin(ctx context.Context, t time.Duration, need int, f *fan, job fanJob) []bool {
 	nctx, cancel := context.WithTimeout(ctx, t)
 	f.start(rl.work, len(rl.nodes), nctx, cancel, need, job)
 	if !rl.wait(nctx, f, nil) {
@@ -182,8 +182,8 @@ func (rl *redlock) fanWithin(ctx context.Context, t time.Duration, need int, f *
 // answers where its caller reads them through settle.
 type funcJob struct {
 	fan
-	rl     *redlock
-	fn     func(ctx context.Context, i int, n *node) bool
+	rl     *Redlock
+	fn     func(ctx context.Context, i int, n *Node) bool
 	lateFn func(i int)
 }
 

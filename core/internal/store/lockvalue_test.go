@@ -1,4 +1,4 @@
-package core
+package store
 
 import (
 	"context"
@@ -14,41 +14,41 @@ import (
 type lockRig struct {
 	t   *testing.T
 	rdb *redis.Client
-	n   *node
-	k   keys
+	n   *Node
+	k   Keys
 }
 
 func newLockRig(t *testing.T) *lockRig {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	r := &lockRig{t: t, rdb: rdb, n: newNode(rdb, "c:test", &options{})}
-	r.k.init("lockkit:", "chain")
+	r := &lockRig{t: t, rdb: rdb, n: NewNode(rdb, "c:test", &Config{})}
+	r.k.Init("lockkit:", "chain")
 	return r
 }
 
 // semKeys are the keys of the semaphore of the rig's name.
-func (r *lockRig) semKeys() *keys {
-	var p keys
-	p.initSem("lockkit:", "chain", 0)
+func (r *lockRig) semKeys() *Keys {
+	var p Keys
+	p.InitSem("lockkit:", "chain", 0)
 	return &p
 }
 
 // take acquires the lock for token and returns its fence.
 func (r *lockRig) take(token string) int64 {
 	r.t.Helper()
-	res, err := r.n.acquire(context.Background(), &r.k, &acquireReq{token: token, hold: "0", ttl: time.Second})
-	if err != nil || !res.ok {
+	res, err := r.n.Acquire(context.Background(), &r.k, &AcquireReq{Token: token, Hold: "0", TTL: time.Second})
+	if err != nil || !res.OK {
 		r.t.Fatalf("acquire %s: %+v %v", token, res, err)
 	}
-	return res.fence
+	return res.Fence
 }
 
 // release sends the release script of token's acquisition with that fence; what a replay sends.
 func (r *lockRig) release(token string, fence int64) int64 {
 	r.t.Helper()
 	k := r.k
-	k.held(fence)
-	n, err := r.n.release(context.Background(), &k, token, "0", false, nil, time.Second)
+	k.Held(fence)
+	n, err := r.n.Release(context.Background(), &k, token, "0", false, nil, time.Second)
 	if err != nil {
 		r.t.Fatalf("release %s: %v", token, err)
 	}
@@ -84,7 +84,7 @@ func TestLockValue_releaseChain(t *testing.T) {
 	// Another holder's lock expires (the key goes) after a's release: a's replay, coming within
 	// go-redis' retry window, is still recognized.
 	fy := r.take("y")
-	r.rdb.Del(ctx, r.k.main) // y's lock expired
+	r.rdb.Del(ctx, r.k.Main) // y's lock expired
 	fv := r.take("v")
 	if n := r.release("a", fa); n != 0 {
 		t.Fatalf("replayed release after a later lock expired: %d, want 0", n)
@@ -95,7 +95,7 @@ func TestLockValue_releaseChain(t *testing.T) {
 	_ = fy
 	// ForceRelease breaks the chain the same way.
 	fz := r.take("z")
-	if ok, err := r.n.forceRelease(ctx, &r.k, r.semKeys(), "c:force/x"); err != nil || !ok {
+	if ok, err := r.n.ForceRelease(ctx, &r.k, r.semKeys(), "c:force/x"); err != nil || !ok {
 		t.Fatalf("force release: %v %v", ok, err)
 	}
 	if n := r.release("z", fz); n != -1 {
@@ -112,7 +112,7 @@ func TestLockValue_releaseChain(t *testing.T) {
 		t.Fatal("w's release failed")
 	}
 	// A free lock keeps its fence for a while, then goes.
-	if d := r.rdb.PTTL(ctx, r.k.main).Val(); d <= 0 || d > 10*time.Second {
+	if d := r.rdb.PTTL(ctx, r.k.Main).Val(); d <= 0 || d > 10*time.Second {
 		t.Fatalf("free lock PTTL %v, want (0, 10s]", d)
 	}
 }

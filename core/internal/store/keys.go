@@ -1,0 +1,131 @@
+package store
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"strconv"
+)
+
+// Keys holds the Redis names of one lock or one semaphore (docs/Keys.md is the schema). Every key
+// carries the {name} hash tag, so on a cluster they share a slot. A lock's names are substrings of
+// one string, so computing them costs a single allocation.
+type Keys struct {
+	Name      string
+	Main      string   // the lock; a semaphore's permits (ZSET token -> lease expiry)
+	Channel   string   // main + ":released"
+	Queue     string   // the Redis-side queue of waiters (fair lock, semaphore): main + ":queue"
+	Deadlines string   // its waiters' deadlines: main + ":queue:deadlines"
+	Sem       *SemKeys // a semaphore's other keys (Permits), nil for a lock
+	Fence     int64    // the fence of the acquisition held (see held)
+	FenceA    any      // fence, boxed once
+}
+
+// SemKeys are a semaphore's other names and its limit.
+type SemKeys struct {
+	Limit                         int
+	Limits, Fences, Lock, Receipt string // lock: the name's lock key (one name, one lock)
+	Strict                        bool   // a read-write lock's: strict FIFO (sem_acquire.lua's fair '2')
+}
+
+// Init sets k to the keys of the lock name.
+func (k *Keys) Init(prefix, name string) {
+	// One concatenation: main built apart first would be a second allocation once it is longer
+	// than the compiler's stack buffer (32 bytes).
+	s := prefix + "{" + name + "}:released" + prefix + "{" + name + "}:queue:deadlines"
+	k.slice(name, s, len(prefix)+len(name)+2)
+}
+
+// setMain sets the names derived from main: its release channel, queue and deadlines.
+func (k *Keys) setMain(name, main string) {
+	k.slice(name, main+":released"+main+":queue:deadlines", len(main))
+}
+
+// slice sets k's names from s, main + ":released" + main + ":queue:deadlines" with main n bytes
+// long: each name is a substring of s.
+func (k *Keys) slice(name, s string, n int) {
+	q := n + len(":released")
+	k.Name, k.Main = name, s[:n]
+	k.Channel = s[:q]
+	k.Queue = s[q : q+n+len(":queue")]
+	k.Deadlines = s[q:]
+}
+
+// InitSem sets k to the keys of the semaphore name: prefix{name}:permits (ZSET token -> lease
+// expiry), :permits:limits (ZSET token -> limit), :permits:fences (HASH token -> fence, token NUL
+// -> holder label), :permits:queue (+ :deadlines, queue.lua), :permits:receipt and the name's lock
+// key prefix{name}, which holds the family's mark and the name's fence while permits are held.
+func (k *Keys) InitSem(prefix, name string, limit int) {
+	tag := prefix + "{" + name + "}"
+	p := tag + ":permits"
+	k.setMain(name, p)
+	k.Sem = &SemKeys{Limit: limit, Limits: p + ":limits", Fences: p + ":fences", Lock: tag,
+		Receipt: p + ":receipt"}
+}
+
+// InitRW sets k to the keys of the read-write lock name, whose lock key is tag (prefix{name}): a
+// semaphore's keys under tag:rw (tag:rw ZSET token -> lease expiry, :rw:limits, :rw:fences,
+// :rw:queue, :rw:receipt; docs/keys.md) and the lock key itself, limit being 1 for a writer.
+func (k *Keys) InitRW(tag, name string, limit int) {
+	m := tag + RWSuffix
+	k.setMain(name, m)
+	k.Sem = &SemKeys{Limit: limit, Limits: m + ":limits", Fences: m + ":fences", Lock: tag,
+		Receipt: m + ":receipt", Strict: true}
+}
+
+// RWSuffix follows a lock's key in the keys of the read-write lock of the same name.
+const RWSuffix = ":rw"
+
+// fairArg is sem_acquire's and sem_release's fair argument: '2' (strict FIFO) for a read-write
+// lock, else '1' for a Fair caller, '0' otherwise.
+func (s *SemKeys) fairArg(fair bool) string {
+	switch {
+	case s.Strict:
+		return "2"
+	case fair:
+		return "1"
+	}
+	return "0"
+}
+
+// Held records the fence of the acquisition the holder took or entered. A lock's release passes it
+// (a replayed release finds it in the lock's chain of owner releases, lk_drop in lock.lua); a
+// permit's release receipt is named after it, so a replayed release finds its own receipt whatever
+// other permits were released in between.
+func (k *Keys) Held(fence int64) {
+	k.Fence, k.FenceA = fence, fence
+	if k.Sem != nil {
+		s := *k.Sem
+		s.Receipt += ":" + strconv.FormatInt(fence, 10)
+		k.Sem = &s
+	}
+}
+
+// GivenBack returns the keys a give-back of token's acquisition releases with (see giveBack): the
+// fence is unknown then, so a permit's release receipt is named after the token instead. Under the
+// permits' bare receipt name, the receipt another give-back of the name left could answer
+// "released" for a permit that has not reached Redis yet, and the give-back would stop trying.
+func (k Keys) GivenBack(token string) Keys {
+	if k.Sem != nil && k.Fence == 0 {
+		s := *k.Sem
+		s.Receipt += ":t:" + token
+		k.Sem = &s
+	}
+	return k
+}
+
+// fenceArg is the held acquisition's fence as a script argument.
+func (k *Keys) fenceArg() any {
+	if k.FenceA == nil {
+		return k.Fence
+	}
+	return k.FenceA
+}
+
+// NewToken returns 128 random bits, hex encoded.
+func NewToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	var h [32]byte
+	hex.Encode(h[:], b[:])
+	return string(h[:])
+}

@@ -1,0 +1,9 @@
+package wait
+
+import (
+	"testing"
+
+	"github.com/lockkit/lockkit/internal/leaktest"
+)
+
+func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }
