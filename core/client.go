@@ -19,9 +19,9 @@ import (
 // goroutines whatever the number of locks: the renewal watchdog, and the reader and writer of the
 // shared release subscription. They start when first needed and stop on Close. (A Redlock Client
 // also sends its requests to the nodes from worker goroutines, as many as requests in flight; a
-// worker exits after one to two seconds without work, or on Close. WithPipelining uses the go-redis
-// client's automatic pipeliner, whose goroutines belong to the go-redis client and stop when it is
-// closed.)
+// worker exits after one to two seconds without work, or on Close. Pipelining (WithPipelining) uses
+// the go-redis client's automatic pipeliner, built when many commands are first in flight at once,
+// whose goroutines belong to the go-redis client and stop when it is closed.)
 type Client struct {
 	id     string       // random, published in release messages and prefixed to hold ids
 	holds  atomic.Int64 // hold ids of re-entering acquisitions

@@ -21,9 +21,9 @@
 //     lockkit command (cmd/lockkit) does both from a shell.
 //   - Permits(n) turns an acquisition into one of n permits of a counting semaphore: a held permit
 //     is a Lock with its own lease, renewal, context, fence and release (docs/guarantees.md).
-//   - WithPipelining coalesces the Client's commands into pipelines (go-redis's automatic
-//     pipelining) while many are in flight at once; a lone caller's commands still go straight
-//     out. Off by default (docs/topologies.md).
+//   - The Client coalesces its commands into pipelines (go-redis's automatic pipelining) while
+//     many are in flight at once; a lone caller's commands still go straight out. On by default;
+//     WithPipelining(0) turns it off (docs/topologies.md).
 //   - Read and Write take the shared or the exclusive side of a read-write lock: many readers or
 //     one writer, served first come first served (a stream of readers cannot starve a writer), each
 //     hold a Lock with its own lease, context and fence; reads nest in a write through its context.

@@ -36,6 +36,9 @@ func (o *options) store() *store.Config {
 		NodeTimeout: o.nodeTimeout, Drift: o.drift, Invalid: invalid, Quorum: quorumError}
 }
 
+// defaultPipelining is WithPipelining's default threshold.
+const defaultPipelining = 8
+
 func defaultOptions() options {
 	return options{
 		prefix:      "lockkit:",
@@ -45,6 +48,7 @@ func defaultOptions() options {
 		waiterTTL:   5 * time.Second,
 		batchSize:   1000,
 		driftFactor: 0.01,
+		pipeline:    defaultPipelining,
 	}
 }
 
@@ -336,13 +340,13 @@ func hashTag(key string) string {
 // so that one script may touch both on a cluster. (The prefix has no braces.)
 func sameSlot(key, name string) bool { return hashTag(key) == hashTag("{"+name+"}") }
 
-// WithPipelining coalesces the Client's lock traffic into pipelines while at least minInFlight of
-// its commands are in flight at once (the new one included), through go-redis's automatic
-// pipelining (its AsyncAutoPipeline, EXPERIMENTAL upstream). Below that a command goes straight
-// out, as without the option: a lone caller pays nothing for it. Under concurrency, many callers'
-// acquisitions and releases then share one round trip and one read and write on each side, which
-// raises throughput and lowers Redis's CPU per lock. 0 turns it off; 8 is a good start (go-redis's
-// own threshold for holding back a flush); 1 pipelines every command.
+// WithPipelining sets when the Client's lock traffic is coalesced into pipelines: while at least
+// minInFlight of its commands are in flight at once (the new one included), through go-redis's
+// automatic pipelining (its AsyncAutoPipeline, EXPERIMENTAL upstream). It is on by default, from
+// 8 commands in flight (go-redis's own threshold for holding back a flush); 0 turns it off, 1
+// pipelines every command. Below the threshold a command goes straight out: a lone caller pays
+// nothing for it. Under concurrency, many callers' acquisitions and releases share one round trip
+// and one read and write on each side, which raises throughput and lowers Redis's CPU per lock.
 //
 // Each call's context still bounds it; a call abandoned while its command was queued or in flight
 // is handled as a lost reply (an acquisition is given back once the command has run). Renewals

@@ -35,8 +35,10 @@ func (w *worker) set() {
 	sctx, sc := w.h.newCall(ctx, &hold{Client: w.slot.idx, Gen: gen, Name: names[0], Kind: kind, TTL: ttl})
 	members := setMembers{}
 	for _, n := range names {
+		// Each lock of a set gets its Client's WithDefaultMaxHold (the last client's, in the lock
+		// variants): recorded, so that the oracle knows the limit that may end it.
 		members[n] = &call{h: w.h, set: sc, hold: &hold{Client: w.slot.idx, Gen: gen, Name: n, Kind: "set", TTL: ttl,
-			Call: sc.hold.Call}}
+			MaxHold: w.slot.maxHold, Call: sc.hold.Call}}
 	}
 	sc.members = members
 	var opts []core.AcquireOption
