@@ -202,3 +202,60 @@ func TestGuard_hugeKey_notEchoedInError(t *testing.T) {
 		t.Fatalf("1 MiB guard key: ErrInvalid %v, error of %d bytes", errors.Is(err, core.ErrInvalid), len(err.Error()))
 	}
 }
+
+// Defect 6: a release replayed by go-redis (its first reply was lost) after another owner took and
+// released the same name in between must still answer "released", not "not held".
+func TestSafety_replayedRelease_afterAnotherOwnersRelease(t *testing.T) {
+	srv := redistest.Start(t)
+	replay := &replayHook{}
+	rdbA := srv.Client(t)
+	rdbA.AddHook(replay)
+	a := newClient(t, rdbA)
+	b := newClient(t, srv.Client(t))
+	ctx := context.Background()
+	la, err := a.Acquire(ctx, "x", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replay.arm(func() { // between the release and its replay, B takes and releases "x"
+		lb, err := b.TryAcquire(ctx, "x", 5*time.Second)
+		if err != nil {
+			t.Errorf("B: %v", err)
+			return
+		}
+		if err := lb.Release(ctx); err != nil {
+			t.Errorf("B release: %v", err)
+		}
+	})
+	if err := la.Release(ctx); err != nil {
+		t.Fatalf("replayed release: %v", err)
+	}
+	if !replay.fired() {
+		t.Fatal("the release was not replayed")
+	}
+}
+
+// Defect 7: an acquisition whose reply is lost after the script ran must not leave the lock taken
+// by nobody for its TTL.
+func TestSafety_lostAcquireReply_givesTheLockBack(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	lose := &loseReplyHook{}
+	lossy := srv.Client(t)
+	lossy.AddHook(lose)
+	a := newClient(t, lossy)
+	b := newClient(t, rdb)
+	ctx := context.Background()
+	lose.armed.Store(true)
+	if _, err := a.Acquire(ctx, "x", time.Minute); !errors.Is(err, core.ErrUnavailable) {
+		t.Fatalf("acquire with a lost reply: %v", err)
+	}
+	if !lose.ran.Load() {
+		t.Fatal("the script did not run: the test proves nothing")
+	}
+	l, err := b.Acquire(ctx, "x", time.Second, core.WithWait(2*time.Second))
+	if err != nil {
+		t.Fatalf("the lock stayed orphaned: %v", err)
+	}
+	_ = l.Release(ctx)
+}

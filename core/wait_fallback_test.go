@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -132,88 +131,4 @@ func (s *lastMillisecond) ProcessHook(next redis.ProcessHook) redis.ProcessHook 
 }
 func (s *lastMillisecond) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
-}
-
-// The lock's key keeps its fence while held and for a while after its release; both ways it
-// expires, and fences keep increasing once it is gone (the server's clock floors them).
-func TestFence_keyExpiry_fencesStillIncrease(t *testing.T) {
-	_, rdb, c := setup(t)
-	ctx := context.Background()
-	l, err := c.Acquire(ctx, "x", time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f1 := l.Fence()
-	if pttl := rdb.PTTL(ctx, "lockkit:{x}").Val(); pttl <= 0 {
-		t.Fatalf("held lock PTTL %v: it must expire", pttl)
-	}
-	in, err := c.Acquire(l.Context(), "x", time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if in.Fence() != f1 {
-		t.Fatalf("re-entry answered fence %d, want the hold's %d", in.Fence(), f1)
-	}
-	_ = in.Release(ctx)
-	_ = l.Release(ctx)
-	if st := lockState(t, rdb, "lockkit:{x}"); st.Held() || st.Fence != f1 {
-		t.Fatalf("released lock: %+v, want free with fence %d", st, f1)
-	}
-	if pttl := rdb.PTTL(ctx, "lockkit:{x}").Val(); pttl <= 0 {
-		t.Fatalf("free lock PTTL %v: it must expire", pttl)
-	}
-	rdb.PExpire(ctx, "lockkit:{x}", 5*time.Millisecond)
-	eventually(t, time.Second, "the free lock to expire", func() bool { return rdb.Exists(ctx, "lockkit:{x}").Val() == 0 })
-	l2, err := c.Acquire(ctx, "x", time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if l2.Fence() <= f1 {
-		t.Fatalf("fence after the key expired: %d, not above %d", l2.Fence(), f1)
-	}
-	_ = l2.Release(ctx)
-}
-
-// Every key lockkit writes carries a TTL, whatever the path that wrote it.
-func TestKeys_everyKeyExpires(t *testing.T) {
-	srv, rdb, c := setup(t)
-	other := newClient(t, srv.Client(t))
-	ctx := context.Background()
-	check := func(when string) {
-		t.Helper()
-		keys, err := rdb.Keys(ctx, "*").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, k := range keys {
-			if pttl := rdb.PTTL(ctx, k).Val(); pttl < 0 {
-				t.Errorf("%s: key %q has no TTL (%v)", when, k, pttl)
-			}
-		}
-	}
-	a, _ := c.Acquire(ctx, "a", time.Second)
-	in, _ := c.Acquire(a.Context(), "a", 2*time.Second)
-	co, _ := other.Acquire(ctx, "a", time.Second, core.WithOwner(a.Token()))
-	f, _ := c.Acquire(ctx, "f", time.Second, core.Fair())
-	var queued atomic.Bool
-	go func() {
-		l, err := other.Acquire(ctx, "f", time.Second, core.Fair(), core.WithWait(3*time.Second))
-		if err == nil {
-			queued.Store(true)
-			_ = l.Release(ctx)
-		}
-	}()
-	eventually(t, 2*time.Second, "a fair waiter queued", func() bool { return rdb.Exists(ctx, "lockkit:{f}:queue").Val() == 1 })
-	g, _ := c.Acquire(ctx, "g", time.Second, core.WithGuard("lockkit:{g}:done"))
-	_ = a.Extend(ctx, 3*time.Second)
-	check("while held")
-	_ = g.ReleaseSet(ctx, "lockkit:{g}:done", []byte("ok"), time.Minute)
-	for _, l := range []*core.Lock{in, co, a, f} {
-		_ = l.Release(ctx)
-	}
-	eventually(t, 3*time.Second, "the fair waiter served", queued.Load)
-	check("after release")
-	if n := len(rdb.Keys(ctx, "lockkit:{a}*").Val()); n == 0 {
-		t.Fatal("no key left to check: the test proves nothing")
-	}
 }
