@@ -142,8 +142,15 @@ func (c *Client) Do(ctx context.Context, name string, ttl time.Duration, fn func
 
 // Close releases every lock the Client holds (their contexts are cancelled with ErrClosed as the
 // cause), wakes every waiter with ErrClosed and stops the Client's goroutines. Calls after Close
-// return ErrClosed. It returns the first release error.
+// return ErrClosed. It returns the first release error. A nil ctx is refused with ErrInvalid and
+// the Client stays open.
 func (c *Client) Close(ctx context.Context) error {
+	switch {
+	case c == nil:
+		return invalid("Close on a nil *Client")
+	case ctx == nil:
+		return invalid("ctx is nil (the Client stays open)")
+	}
 	if c.closed.Swap(true) {
 		return nil
 	}

@@ -145,6 +145,26 @@ func TestInvalid_callArguments(t *testing.T) {
 	if err := s.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
+
+	// A nil context holds no lock; Close refuses it and the Client stays open; a nil Client's
+	// Close is an error, not a panic.
+	if l, ok := core.FromContext(noCtx); l != nil || ok {
+		t.Errorf("FromContext(nil) = %v, %v", l, ok)
+	}
+	if s, ok := core.SetFromContext(noCtx); s != nil || ok {
+		t.Errorf("SetFromContext(nil) = %v, %v", s, ok)
+	}
+	wantInvalid(t, "Close(nil ctx)", c.Close(noCtx), "ctx is nil")
+	if l, err := c.TryAcquire(ctx, "after", time.Second); err != nil {
+		t.Fatalf("after Close(nil): %v, want the Client still open", err)
+	} else {
+		_ = l.Release(ctx)
+	}
+	var none *core.Client
+	wantInvalid(t, "nil Client's Close", none.Close(ctx), "nil *Client")
+	var typedNil *redis.Client
+	_, err = core.NewRedlock([]redis.UniversalClient{rdb, typedNil, rdb})
+	wantInvalid(t, "NewRedlock(typed nil node)", err, "redlock node 1 is nil")
 }
 
 // TestInvalid_clientOptions: New refuses each out-of-range option, naming it.

@@ -105,6 +105,9 @@ func heldIn(ctx context.Context, c *Client, key string) *Lock {
 
 // FromContext returns the innermost Lock whose context ctx is, or derives from.
 func FromContext(ctx context.Context) (*Lock, bool) {
+	if ctx == nil {
+		return nil, false
+	}
 	l, ok := ctx.Value(heldKey{}).(*Lock)
 	return l, ok && l != nil
 }

@@ -41,6 +41,9 @@ func (c *setCtx) Value(key any) any {
 // sets are nested. It gives a function run under a set's context (DoAll, or an adapter's WithKeys)
 // every lock of the set and so every fence (LockSet.Locks), where FromContext gives one lock.
 func SetFromContext(ctx context.Context) (*LockSet, bool) {
+	if ctx == nil {
+		return nil, false
+	}
 	s, ok := ctx.Value(setKey{}).(*LockSet)
 	return s, ok && s != nil
 }

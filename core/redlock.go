@@ -29,7 +29,7 @@ func NewRedlock(nodes []redis.UniversalClient, opts ...Option) (*Client, error) 
 		return nil, invalid("redlock needs at least one node")
 	}
 	for i, n := range nodes {
-		if n == nil {
+		if isNil(n) {
 			return nil, invalid("redlock node %d is nil", i)
 		}
 		if _, ok := n.(*redis.ClusterClient); ok {

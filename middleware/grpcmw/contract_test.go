@@ -64,6 +64,10 @@ func TestOptions_errorShape(t *testing.T) {
 		err.Error() != "lockkit: grpcmw: UnaryServerInterceptor needs a *core.Client" {
 		t.Errorf("nil client: panicked with %v", err)
 	}
+	if err, _ := panicOf(func() { grpcmw.ByMetadata("") }).(error); !errors.Is(err, core.ErrInvalid) ||
+		err.Error() != "lockkit: grpcmw: ByMetadata: the metadata name is empty" {
+		t.Errorf("ByMetadata(\"\"): panicked with %v, want an error matching core.ErrInvalid", err)
+	}
 	if p := panicOf(func() { grpcmw.UnaryServerInterceptor(&core.Client{}, grpcmw.WithLimit(core.MaxPermits)) }); p != nil {
 		t.Errorf("WithLimit(core.MaxPermits): panicked with %v", p)
 	}

@@ -272,8 +272,12 @@ func ByRequest() KeyFunc {
 
 // ByMetadata returns a KeyFunc that reads the key from the named request metadata (header), for
 // unary and streaming calls alike. A call that sends the header twice fails with
-// codes.InvalidArgument.
+// codes.InvalidArgument. It panics with an error matching core.ErrInvalid if name is empty (no
+// call could carry the key).
 func ByMetadata(name string) KeyFunc {
+	if name == "" {
+		panic(invalidOption("ByMetadata: the metadata name is empty"))
+	}
 	name = strings.ToLower(name)
 	return func(ctx context.Context, _ string, _ any) (string, error) {
 		switch v := metadata.ValueFromIncomingContext(ctx, name); len(v) {
