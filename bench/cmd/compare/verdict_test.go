@@ -97,8 +97,8 @@ func TestIssueTargets_missingFigures(t *testing.T) {
 	s.fail("uncontended", "16", lk, errors.New("boom"))
 	fill(s, "uncontended", "16", "ops_s", map[string][]float64{raw: {100}})
 	ts := issueTargets(s, wantAll)
-	if len(ts) != 3 { // cpu, commands, ops/s: lockkit failed there, so every one is unmeasured
-		t.Fatalf("%d targets, want 3: %+v", len(ts), ts)
+	if len(ts) != 4 { // cpu, commands, ops/s, #38's ops/s vs redislock: lockkit failed there, so every one is unmeasured
+		t.Fatalf("%d targets, want 4: %+v", len(ts), ts)
 	}
 	for _, tg := range ts {
 		if tg.pass() || tg.result() != "**FAIL** (not measured)" {
@@ -133,6 +133,9 @@ func TestWriteVerdicts(t *testing.T) {
 	fill(s, "uncontended", "1", "cpu_op_us", map[string][]float64{lk: {105}, raw: {52}})
 	fill(s, "uncontended", "1", "ops_s", map[string][]float64{lk: {99}, raw: {100}})
 	fill(s, "uncontended", "1", "total_op", map[string][]float64{lk: {6}})
+	fill(s, "uncontended", "1", "allocs_op", map[string][]float64{lk: {13}})
+	fill(s, "uncontended", "1", "ops_s", map[string][]float64{twoScriptName: {105}})
+	fill(s, "redlock-hot", "1 ms", "cs_s", map[string][]float64{lockkitRedlockConfig().name: {600, 1, 650}})
 	anchor := redislockDefaults().name
 	fill(s, "hot", "0 ms", "wait_p99_ms", map[string][]float64{lk: {2.9}, anchor: {6.9}})
 	fill(s, "hot", "0 ms", "top_cs", map[string][]float64{lk: {2}, anchor: {8}})
@@ -142,7 +145,9 @@ func TestWriteVerdicts(t *testing.T) {
 	doc := b.String()
 	for _, want := range []string{
 		"The targets (issue #22", "1.3× the raw SET NX floor", "at most 15 commands per critical section",
-		"**2 of 7 checks FAIL in this run**", // cpu 2.02× and fair 44 fail; commands, ops/s and 3 contended checks pass
+		"**3 of 10 checks FAIL in this run**", // cpu 2.02×, fair 44 and the Redlock round at 1 cs/s fail; the rest pass
+		"| #38 ops/s, lockkit (defaults) ÷ two-script floor | uncontended | 1 goroutine | 0.94 | ≥ 0.9 | lockkit: 99.0; two-script floor: 105 | pass |",
+		"| #38 allocations per lock+unlock, lockkit (defaults) | uncontended | 1 goroutine | 13.0 | ≤ 14 | – | pass |",
 		"| Redis server CPU per lock+unlock, lockkit ÷ raw floor | uncontended | 1 goroutine | 2.02 | ≤ 1.3 | lockkit: 105; raw floor: 52.0 | **FAIL** |",
 		"| ops/s, lockkit ÷ raw floor | uncontended | 1 goroutine | 0.99 | ≥ 0.95 | lockkit: 99.0; raw floor: 100 | pass |",
 		"| commands per lock+unlock, lockkit (top-level + in-script) | uncontended | 1 goroutine | 6.00 | ≤ 7 | – | pass |",
