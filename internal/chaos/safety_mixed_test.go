@@ -29,8 +29,8 @@ import (
 // The seed and its replay work as for TestChaosSafety (-seed N or LOCKKIT_SAFETY_SEED); the run
 // lasts 8 s (LOCKKIT_CHAOS=full: 80 s; LOCKKIT_SAFETY_DURATION sets twice this length).
 // LOCKKIT_SAFETY_SKIP leaves out what it leaves out of the lock variants (force, keyloss, set, ctx,
-// ...); LOCKKIT_SAFETY_MARKLOSS=1 lets a DEL delete a family's mark without its leases (see
-// delLockSrc).
+// ...). A DEL of the lock key deletes it alone (a family's mark without its leases) or with the
+// leases of the family whose mark it holds (see mixedDel).
 func TestChaosSafetyMixed(t *testing.T) {
 	seed := safetySeed(t)
 	t.Logf("mixed-kinds safety checker seed %d: replay with -args -seed %d or LOCKKIT_SAFETY_SEED=%d", seed, seed, seed)

@@ -17,9 +17,9 @@ var knownHashes = map[string]string{
 	"release_all":   "77538efedc4d42f41c092f0687482a66ad1d6420",
 	"release_fair":  "c2b976a1c13e622a712f3e7808afdcaf477124cd",
 	"renew":         "d902577c7d38e6138205718467acc44a60359ddf",
-	"sem_acquire":   "f076f9b276af62d241106c35ee0b7ab54030fd9c",
-	"sem_dequeue":   "225e9aa4d4825cf462ca6419cb37f06dee6f0088",
+	"sem_acquire":   "fa2a146e18de5a42e9938d01d5fa55e591aaf9d2",
+	"sem_dequeue":   "e7c42d266cdc0158e65022692fa89f0108431b41",
 	"sem_pttl":      "8de78698e7b2b0825ac741d73ca3fad10d6b5bd6",
-	"sem_release":   "ce34b8e852bdf1d9027bacdac5da2b0e0ec5fe57",
-	"sem_renew":     "e1880e890064e2b19ab0336322eb1d640f2a33e9",
+	"sem_release":   "0281f46ae930b522cd32ba943294372c0c5ea06f",
+	"sem_renew":     "6cffdf8d3bc1835ae1eb751c0e4bc5333745d6a0",
 }

@@ -9,7 +9,12 @@
 -- the name's lock key holds the family's mark (lock.lua), which keeps the name's last fence, keeps
 -- every other kind of hold out and lives at least as long as the family's longest lease; the last
 -- lease released frees the name. A lease is live while the server's clock is below its expiry;
--- expired leases are dropped by the next acquire or release (sem_reclaim).
+-- expired leases are dropped by the next acquire or release (sem_reclaim). A lease counts only
+-- while the lock key holds its family's mark: when the key is lost alone (evicted, deleted, lost in
+-- a failover), another kind of hold may be granted the name, so the family's leases are lost as a
+-- lock is when its key goes. Their renewals, Extends, releases and replayed acquisitions answer
+-- "not held" (sem_marked), and the family's next fresh mark drops them (sem_orphans) rather than
+-- reviving them.
 --! include lock.lua
 --! include queue.lua
 --! include grant.lua
@@ -20,14 +25,32 @@ local function sem_mark(lock, permits)
   return '\1' .. permits:sub(#lock + 2)
 end
 
+-- sem_marked reports whether the lock key holds the family's mark: the family's leases are holds
+-- of the name only while it does (see above). One GET and a prefix compare, no parse.
+local function sem_marked(lock, permits)
+  local v = redis.call('GET', lock)
+  local mark = sem_mark(lock, permits) .. '\0'
+  return v and v:sub(1, #mark) == mark
+end
+
 -- sem_other returns the lock's value when another kind of hold has the name (a lock's owner, or
--- another family's live mark), else nil.
+-- another family's live mark), else nil and the value (lk_live: nil for a missing key).
 local function sem_other(lock, permits)
   local s = lk_live(lock, lk_get(lock))
   if s and s.tok ~= '' and s.tok ~= sem_mark(lock, permits) then
-    return s
+    return s, s
   end
-  return nil
+  return nil, s
+end
+
+-- sem_orphans drops the family's leases when s, the lock key's live value (sem_other's), is not
+-- the family's mark, before a grant makes a fresh one: they are expired, or orphans whose mark was
+-- lost (another kind may have held the name since), whose holders must not be revived by the new
+-- mark; their renewals then find no lease. The limits and fences of the dropped go with them.
+local function sem_orphans(lock, permits, limits, fences, s)
+  if not (s and s.tok == sem_mark(lock, permits)) then
+    redis.call('DEL', permits, limits, fences)
+  end
 end
 
 -- sem_vacate frees the name when the family holds no lease any more: the mark becomes a free
@@ -100,11 +123,12 @@ end
 -- sem_held answers an acquisition by a token that holds a live permit already: a replay (go-redis
 -- retries a script whose reply was lost) or a waiter's attempt after a release granted it a permit
 -- (handoff). The lease is lengthened to ttl from now, so that the caller may count its lease from
--- when it sent this attempt. Returns the permit's fence, or nil.
+-- when it sent this attempt. Returns the permit's fence, or nil (also when the family's mark is
+-- gone: the lease is lost, and the attempt goes on as a fresh one).
 local function sem_held(permits, limits, fences, lock, token, ttl)
   local _, ms = now()
   local s = redis.call('ZSCORE', permits, token)
-  if s and tonumber(s) > ms then
+  if s and tonumber(s) > ms and sem_marked(lock, permits) then
     sem_lengthen(permits, limits, fences, lock, token, ms + tonumber(ttl))
     return tonumber(redis.call('HGET', fences, token))
   end
@@ -113,8 +137,9 @@ end
 
 -- sem_grant gives token a permit for ttl ms and returns its fence; label is the holder's
 -- "HOST PID LABEL", recorded with the server's clock for Inspect. The caller made sure that no
--- other kind of hold has the name (sem_other): the fence is the next of the name's one sequence,
--- kept in the lock key's mark, which lives at least as long as the lease.
+-- other kind of hold has the name (sem_other) and dropped the orphans (sem_orphans): the fence is
+-- the next of the name's one sequence, kept in the lock key's mark, which lives at least as long as
+-- the lease.
 local function sem_grant(permits, limits, fences, lock, token, ttl, limit, label)
   local _, ms = now()
   local lease = tonumber(ttl)
@@ -157,9 +182,11 @@ end
 -- a waiter that has no room (the limits). Returns the number of permits granted.
 local function sem_handoff(permits, limits, fences, lock, queue, deadlines, pub)
   local n = 0
-  if sem_other(lock, permits) then
+  local other, cur = sem_other(lock, permits)
+  if other then
     return 0 -- another kind of hold has the name: its release wakes the queue
   end
+  sem_orphans(lock, permits, limits, fences, cur)
   while true do
     local w = q_first(queue, deadlines, false)
     if not w then

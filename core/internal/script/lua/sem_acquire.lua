@@ -10,7 +10,8 @@
 -- live waiter is queued ahead of it, and its grant hands on to the waiters behind it that have room
 -- too (readers behind a reader), as a release would (pub: PUBLISH or SPUBLISH).
 -- lock: the name's lock key (one name, one lock: while another kind of hold has the name, nothing
--- is granted and the caller queues, flagging the name so that its release wakes the family).
+-- is granted and the caller queues, flagging the name so that its release wakes the family; when
+-- the key does not hold the family's mark, the family's leases are dropped first: sem_orphans).
 -- Returns the fence (> 0) when granted (also when replayed, or when a release granted the permit
 -- to this waiter already), -1 - the time until the earliest lease expires when refused, and
 -- {-1 - that time, 'queued', EPOCH} when queued (EPOCH names the queueing in grants).
@@ -21,7 +22,7 @@ if f then
 end
 sem_reclaim(k_permits, k_limits, k_fences)
 local m = q_member(a_ttl, a_timeout, a_token, a_limit, a_label)
-local other = sem_other(k_lock, k_permits)
+local other, cur = sem_other(k_lock, k_permits)
 if other then
   local busy = lk_busy(k_lock, other, a_timeout, '2')
   if tonumber(a_timeout) <= 0 then
@@ -29,6 +30,7 @@ if other then
   end
   return {busy, 'queued', q_wait(k_queue, k_deadlines, m, tonumber(a_timeout))}
 end
+sem_orphans(k_lock, k_permits, k_limits, k_fences, cur)
 local free = sem_room(k_permits, k_limits, a_limit)
 if free > 0 then
   local ahead = 0

@@ -7,7 +7,8 @@
 --! args: token pub msg fair
 -- lock: the name's lock key, which holds the family's mark (sem.lua). receipt: named after the permit's fence (or its token, for a give-back whose fence is unknown).
 -- fair: as sem_acquire's ('0', '1', '2').
--- Returns 0 when released, -1 when the token holds no live permit (nothing published).
+-- Returns 0 when released, -1 when the token holds no live permit, or one whose family's mark is
+-- gone from the lock key (nothing published).
 --! include sem.lua
 local s = redis.call('ZSCORE', k_permits, a_token)
 if not s then
@@ -18,6 +19,9 @@ if not s then
 end
 local own = redis.call('ZSCORE', k_limits, a_token)
 sem_drop(k_permits, k_limits, k_fences, {a_token})
+if not sem_marked(k_lock, k_permits) then
+  return -1 -- the family's mark is gone: the permit was lost (sem.lua); the name is not ours to free
+end
 local _, ms = now()
 if tonumber(s) <= ms then
   sem_reclaim(k_permits, k_limits, k_fences)
