@@ -40,8 +40,10 @@ func (o *oracle) losses(name, fam string) []span {
 			if fam != f.Keys {
 				continue
 			}
-		default: // "fence": the counter only
-			continue
+		default: // "fence": the name's lock key alone, the permits' mark (their holds are lost with it)
+			if fam != "permits" {
+				continue
+			}
 		}
 		out = append(out, f)
 	}
