@@ -177,7 +177,7 @@ func defaultTargets(s *store, want map[string]bool) []target {
 	}
 	if want["redlock"] {
 		for _, row := range []string{lockkitRedlockConfig().name, lockkitRedlockPipelinedConfig().name} {
-			for _, t := range bounds(s, "#38 critical sections/s on the hot key, every round (no stall)", "redlock-hot", row, "", "cs_s", true, fixed(100)) {
+			for _, t := range bounds(s, "#38 critical sections/s on the hot key, every round (no stall), "+row, "redlock-hot", row, "", "cs_s", true, fixed(100)) {
 				t.every = true
 				ts = append(ts, t)
 			}
