@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -135,15 +136,36 @@ func TestCoreBug_redlockRenew_waitsForDeadNode(t *testing.T) {
 	}
 	defer c.Close(context.Background())
 	// The node timeout is 15 ms (TTL/20): on a loaded machine the first calls (dial, NOSCRIPT then
-	// EVAL) may not fit. Warming up is not what this test is about: retry until the nodes answer.
+	// EVAL) may not fit, and an acquisition may return with a quorum of two nodes while the third
+	// node's request was dropped. Warming up is not what this test is about: retry until the lock is
+	// held on all three nodes (a late grant is kept, so wait a little for it), so that two stay up.
+	onAll := func(l *core.Lock) bool {
+		for end := time.Now().Add(100 * time.Millisecond); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+			all := true
+			for _, s := range srvs {
+				v, _ := s.Do(t, "GET", l.Key()).(string)
+				all = all && strings.HasPrefix(v, l.Token()+"\x00")
+			}
+			if all {
+				return true
+			}
+		}
+		return false
+	}
 	var l *core.Lock
-	for try := 0; try < 20; try++ {
-		if l, err = c.Acquire(context.Background(), "k", 300*time.Millisecond); !errors.Is(err, core.ErrUnavailable) {
+	for try := 0; ; try++ {
+		l, err = c.Acquire(context.Background(), "k", 300*time.Millisecond)
+		if err == nil && onAll(l) {
 			break
 		}
-	}
-	if err != nil {
-		t.Fatal(err)
+		if err == nil {
+			_ = l.Release(context.Background())
+		} else if !errors.Is(err, core.ErrUnavailable) {
+			t.Fatal(err)
+		}
+		if try == 20 {
+			t.Fatalf("never held on all three nodes in 20 tries (last: %v)", err)
+		}
 	}
 	if err := pxs[0].Blackhole(0); err != nil {
 		t.Fatal(err)
