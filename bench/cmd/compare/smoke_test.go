@@ -32,7 +32,8 @@ func TestHarness_roundAndReport(t *testing.T) {
 	if got := h.res.get("held", "300 locks", "lockkit", "lost"); got.n != 1 || got.med != 0 {
 		t.Errorf("lockkit lost %+v held locks", got)
 	}
-	if got := h.res.get("held", "300 locks", "redislock + DIY ticker", "goroutines"); got.med < 300 {
+	// One goroutine per lock (a process-wide count: a few of the harness's may end meanwhile).
+	if got := h.res.get("held", "300 locks", "redislock + DIY ticker", "goroutines"); got.med < 0.95*300 {
 		t.Errorf("DIY ticker added %v goroutines for 300 locks", got.med)
 	}
 	if got := h.res.get("held", "300 locks", "lockkit", "trips_int"); got.med <= 0 {
