@@ -84,6 +84,11 @@ func TestRedlock_acquireReleaseOnEveryNode(t *testing.T) {
 	}
 }
 
+// timeoutSlack is what a call bounded by the node timeout may take beyond it on a loaded CI host
+// (two test binaries and a race build beside it took more than 200 ms). Well under the 3 s read
+// timeout a call without the node timeout would wait for a paused node.
+const timeoutSlack = time.Second
+
 func TestRedlock_quorum_twoDownWorks_threeDownFailsClearly(t *testing.T) {
 	srvs := redistest.StartN(t, 5)
 	const nodeTimeout = 100 * time.Millisecond
@@ -107,7 +112,7 @@ func TestRedlock_quorum_twoDownWorks_threeDownFailsClearly(t *testing.T) {
 	if qe.OK != 2 || qe.Nodes != 5 || qe.Quorum != 3 || len(qe.Errs) != 3 {
 		t.Fatalf("quorum error %+v", qe)
 	}
-	if took > nodeTimeout+200*time.Millisecond {
+	if took > nodeTimeout+timeoutSlack {
 		t.Fatalf("failing took %v, more than the per-node timeout", took)
 	}
 	t.Logf("3 of 5 down: %v after %v", err, took)
@@ -127,7 +132,7 @@ func TestRedlock_pausedNode_costsAtMostNodeTimeout(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if took > nodeTimeout+200*time.Millisecond {
+		if took > nodeTimeout+timeoutSlack {
 			t.Fatalf("acquire with a paused node took %v, per-node timeout %v", took, nodeTimeout)
 		}
 		_ = l.Release(ctx)
@@ -140,7 +145,7 @@ func TestRedlock_pausedNode_costsAtMostNodeTimeout(t *testing.T) {
 	if _, err := c.TryAcquire(ctx, "x", 5*time.Second); !errors.Is(err, core.ErrUnavailable) {
 		t.Fatalf("3 paused: %v", err)
 	}
-	if took := time.Since(start); took > nodeTimeout+200*time.Millisecond {
+	if took := time.Since(start); took > nodeTimeout+timeoutSlack {
 		t.Fatalf("failing with 3 paused nodes took %v", took)
 	}
 }
