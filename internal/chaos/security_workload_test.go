@@ -73,6 +73,12 @@ func (p *aclProbe) await(name string, parked, renewed int) error {
 	}
 }
 
+// heldTTL is the TTL of the holds the workloads keep while a waiter waits and a renewal is awaited:
+// short, so that the watchdog renews within a TTL/3 (0.5 s), yet long enough that a host starved by
+// the tests beside it does not let the hold expire between two renewals (300 ms did once in CI:
+// "permit extend: lock not held").
+const heldTTL = 1500 * time.Millisecond
+
 // acquireInBackground runs an acquire call in a goroutine; its result, released at once, comes on the
 // channel.
 func acquireInBackground(ctx context.Context, c *core.Client, name string, opts ...core.AcquireOption) <-chan error {
@@ -99,7 +105,7 @@ func lockWorkload(ctx context.Context, rdb redis.UniversalClient, replica bool) 
 		return err
 	}
 	defer c.Close(context.Background())
-	l, err := c.Acquire(ctx, "acl", 300*time.Millisecond)
+	l, err := c.Acquire(ctx, "acl", heldTTL)
 	if err != nil {
 		return fmt.Errorf("acquire: %w", err)
 	}
@@ -296,7 +302,7 @@ func permitsWorkload(ctx context.Context, rdb, admin redis.UniversalClient) erro
 	}
 	defer c.Close(context.Background())
 	one := core.Permits(1)
-	h, err := c.Acquire(ctx, "pool", 300*time.Millisecond, one)
+	h, err := c.Acquire(ctx, "pool", heldTTL, one)
 	if err != nil {
 		return fmt.Errorf("permit: %w", err)
 	}
