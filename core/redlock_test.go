@@ -120,7 +120,10 @@ func TestRedlock_quorum_twoDownWorks_threeDownFailsClearly(t *testing.T) {
 
 func TestRedlock_pausedNode_costsAtMostNodeTimeout(t *testing.T) {
 	srvs := redistest.StartN(t, 5)
-	const nodeTimeout = 150 * time.Millisecond
+	// Long enough that the healthy nodes answer within it on a starved CI host (150 ms once did
+	// not: a fence write-back timed out), far below the 3 s read timeout a paused node would cost
+	// without it.
+	const nodeTimeout = 500 * time.Millisecond
 	c := redlockClient(t, srvs, core.WithNodeTimeout(nodeTimeout))
 	ctx := context.Background()
 	srvs[4].Pause(t)
