@@ -210,25 +210,28 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 		}
 		return c.take(ctx, l, wait, ao, name)
 	}
-	l.k.Init(c.opt.prefix, name)
 	l.token = ao.owner + ao.token
+	given := l.token != ""
+	if given {
+		l.k.Init(c.opt.prefix, name)
+	} else {
+		l.token = l.k.InitNew(c.opt.prefix, name) // a fresh token (below: the context's, if it holds the lock)
+	}
+	l.k.Lines = &l.lines
 	l.outer = heldIn(ctx, c, l.k.Main)
-	if l.outer != nil && l.token != "" && l.outer.token != l.token {
+	if l.outer != nil && given && l.outer.token != l.token {
 		l.outer = nil // another owner's acquisition: not nested in the context's hold
 	}
 	l.hold = any("0") // a fresh token's first hold: unique for that token
-	if l.token == "" {
-		if l.outer != nil {
-			l.token = l.outer.token
-		} else {
-			l.token = store.NewToken()
-		}
+	if !given && l.outer != nil {
+		l.token = l.outer.token
 	}
-	if l.token != "" && (ao.owner != "" || ao.token != "" || l.outer != nil) {
+	if given || l.outer != nil {
 		l.hold = c.id + "/" + strconv.FormatInt(c.holds.Add(1), 10) // unique among the owner's holds
 	}
 	l.tok = l.token
-	l.req = store.AcquireReq{Token: l.tok, Hold: l.hold, TTL: ttl, TTLArg: store.MS(ttl)}
+	l.ttlMS = store.MS(ttl)
+	l.req = store.AcquireReq{Token: l.tok, Hold: l.hold, TTL: ttl, TTLArg: &l.ttlMS}
 	switch {
 	case l.outer != nil && c.st.Caps().ReentryFence:
 		l.req.Entry = l.outer.fence // the acquisition the context holds, and no other

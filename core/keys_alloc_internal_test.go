@@ -1,10 +1,14 @@
 package core
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/lockkit/lockkit/core/internal/script"
 	"github.com/lockkit/lockkit/core/internal/store"
+	"github.com/redis/go-redis/v9"
 )
 
 // A lock's names cost one allocation, also for a name too long for the compiler's stack buffer
@@ -25,6 +29,55 @@ func TestKeys_init_oneAllocation(t *testing.T) {
 	if p.Main != "p:{x}:permits" || p.Channel != p.Main+":released" || p.Queue != p.Main+":queue" ||
 		p.Deadlines != p.Main+":queue:deadlines" {
 		t.Fatalf("semaphore keys %+v", p)
+	}
+}
+
+// A fresh lock's names and its token cost one allocation between them.
+func TestKeys_initNew_oneAllocation(t *testing.T) {
+	name := strings.Repeat("n", 40)
+	var k store.Keys
+	var token string
+	if n := testing.AllocsPerRun(100, func() { token = k.InitNew("lockkit:", name) }); n != 1+raceExtra {
+		t.Fatalf("keys.InitNew allocates %v times, want %d", n, 1+raceExtra)
+	}
+	main := "lockkit:{" + name + "}"
+	if k.Name != name || k.Main != main || k.Channel != main+":released" || k.Queue != main+":queue" ||
+		k.Deadlines != main+":queue:deadlines" || len(token) != 32 || strings.Trim(token, "0123456789abcdef") != "" {
+		t.Fatalf("keys %+v, token %q", k, token)
+	}
+	if other := k.InitNew("lockkit:", name); other == token {
+		t.Fatalf("two tokens %q", token)
+	}
+}
+
+// A lone caller's lock + unlock (issue #38): lockkit's own allocations, counted without a server
+// (the replies given at once, as in BenchmarkOverhead_lockUnlock). Seven: the Lock, its token
+// boxed for the scripts, its keys and token (one string), the lock key boxed in the acquire and in
+// the release call, and go-redis's two Cmds. Against a server go-redis adds 7 more (its pool's
+// health check of the connection, 3 per command, and the fence reply boxed): 14 in
+// BenchmarkLockUnlock/impl=lockkit/g=1.
+func TestLockUnlock_loneCallerAllocations(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
+	defer func() { _ = rdb.Close() }()
+	c, err := New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close(context.Background()) }()
+	set := script.Scripts()
+	c.st.(*store.Node).SetRunner(script.NewSender(&instantRunner{acquire: ScriptSHA1(set.Acquire.Source),
+		release: ScriptSHA1(set.Release.Source)}))
+	ctx := context.Background()
+	if n := testing.AllocsPerRun(100, func() {
+		l, err := c.Acquire(ctx, "lone", 8*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 7+raceExtra {
+		t.Fatalf("a lock + unlock allocates %v times, want %d", n, 7+raceExtra)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lockkit/lockkit/core/internal/script"
 	"github.com/lockkit/lockkit/core/internal/store"
 )
 
@@ -45,6 +46,11 @@ type Lock struct {
 	own      entry         // e, when this acquisition created it
 	vctx     valueCtx      // the parent of the lock's context
 	rw       *rwHold       // a read or write hold (Read, Write); nil otherwise
+	// A lock's script arguments that live in the Lock, so that a lone caller's acquire and release
+	// allocate no more than they must: the TTL of the acquire request (req.TTLArg points at it)
+	// and the rooms of the two command lines (k.Lines).
+	ttlMS int64
+	lines script.Lines
 
 	mu    sync.Mutex
 	state int

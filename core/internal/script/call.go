@@ -3,6 +3,7 @@ package script
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 
 	"github.com/lockkit/lockkit/core/internal/pipe"
 	"github.com/redis/go-redis/v9"
@@ -22,10 +23,37 @@ type Runner interface {
 }
 
 // call starts the command line of s with room for n keys and arguments; keys is how many keys.
-func (s *Script) call(keys, n int) Call {
-	argv := make([]any, 3, 3+n)
-	argv[0], argv[2] = s.cmd, keys
-	return Call{s: s, argv: argv}
+func (s *Script) call(keys, n int) Call { return s.callIn(nil, keys, n) }
+
+// callIn is call, in line's room when it is free (see Line).
+func (s *Script) callIn(line *Line, keys, n int) Call {
+	argv := line.take(3 + n)
+	if argv == nil {
+		argv = make([]any, 0, 3+n)
+	}
+	return Call{s: s, argv: append(argv, s.cmd, nil, keys)}
+}
+
+// Line is room for the command line of a call that a longer-lived holder makes once on its hot
+// path (a lock's first acquire attempt, its release: the Lock holds their Lines), so that the
+// call allocates no argv of its own. Only the first call built in a Line takes it (safe for
+// concurrent use: a Redlock acquisition builds its calls to the nodes at once); later calls
+// allocate theirs, for the command of the first may still be on its way (a call abandoned in a
+// pipeline runs on).
+type Line struct {
+	taken atomic.Bool
+	argv  [12]any
+}
+
+// Lines are the Lines of a lock's acquire and release calls.
+type Lines struct{ Acquire, Release Line }
+
+// take returns l's room for n arguments the first time it is asked, else nil (also for a nil l).
+func (l *Line) take(n int) []any {
+	if l == nil || n > len(l.argv) || !l.taken.CompareAndSwap(false, true) {
+		return nil
+	}
+	return l.argv[:0]
 }
 
 // Script returns the script called.

@@ -12,8 +12,11 @@ type Acquire struct {
 }
 
 // Call builds the call.
-func (a *Acquire) Call() Call {
-	c := Scripts().Acquire.call(1, 9)
+func (a *Acquire) Call() Call { return a.CallIn(nil) }
+
+// CallIn builds the call in line's room, when it is free (see Line).
+func (a *Acquire) CallIn(line *Line) Call {
+	c := Scripts().Acquire.callIn(line, 1, 9)
 	c.argv = append(c.argv, a.Lock)
 	if a.Guard != "" {
 		c.argv = append(c.argv, a.Guard)
@@ -45,8 +48,11 @@ type Release struct {
 }
 
 // Call builds the call.
-func (a *Release) Call() Call {
-	c := Scripts().Release.call(1, 9)
+func (a *Release) Call() Call { return a.CallIn(nil) }
+
+// CallIn builds the call in line's room, when it is free (see Line).
+func (a *Release) CallIn(line *Line) Call {
+	c := Scripts().Release.callIn(line, 1, 9)
 	c.argv = append(c.argv, a.Lock)
 	if a.Set != "" {
 		c.argv = append(c.argv, a.Set)

@@ -4,6 +4,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"strconv"
+
+	"github.com/lockkit/lockkit/core/internal/script"
 )
 
 // Keys holds the Redis names of one lock or one semaphore (docs/Keys.md is the schema). Every key
@@ -16,8 +18,11 @@ type Keys struct {
 	Queue     string   // the Redis-side queue of waiters (fair lock, semaphore): main + ":queue"
 	Deadlines string   // its waiters' deadlines: main + ":queue:deadlines"
 	Sem       *SemKeys // a semaphore's other keys (Permits), nil for a lock
-	Fence     int64    // the fence of the acquisition held (see held)
-	FenceA    any      // fence, boxed once
+	Fence     int64    // the fence of the acquisition held (see Held)
+	FenceA    any      // Fence as a script argument, once Held: &Fence (boxed without an allocation)
+	// Lines is room for the command lines of a lock's first acquire attempt and of its release
+	// (script.Line), held by its Lock; nil: each call allocates its own.
+	Lines *script.Lines
 }
 
 // SemKeys are a semaphore's other names and its limit.
@@ -33,6 +38,17 @@ func (k *Keys) Init(prefix, name string) {
 	// than the compiler's stack buffer (32 bytes).
 	s := prefix + "{" + name + "}:released" + prefix + "{" + name + "}:queue:deadlines"
 	k.slice(name, s, len(prefix)+len(name)+2)
+}
+
+// InitNew sets k to the keys of the lock name and returns a new token (NewToken), cut from the
+// same allocation as the keys.
+func (k *Keys) InitNew(prefix, name string) (token string) {
+	var h [32]byte
+	newToken(&h)
+	s := prefix + "{" + name + "}:released" + prefix + "{" + name + "}:queue:deadlines" + string(h[:])
+	keys := len(s) - len(h)
+	k.slice(name, s[:keys], len(prefix)+len(name)+2)
+	return s[keys:]
 }
 
 // setMain sets the names derived from main: its release channel, queue and deadlines.
@@ -90,9 +106,11 @@ func (s *SemKeys) fairArg(fair bool) string {
 // Held records the fence of the acquisition the holder took or entered. A lock's release passes it
 // (a replayed release finds it in the lock's chain of owner releases, lk_drop in lock.lua); a
 // permit's release receipt is named after it, so a replayed release finds its own receipt whatever
-// other permits were released in between.
+// other permits were released in between. It is called once per Keys: the script arguments
+// built afterwards point at Fence.
 func (k *Keys) Held(fence int64) {
-	k.Fence, k.FenceA = fence, fence
+	k.Fence = fence
+	k.FenceA = &k.Fence // (go-redis writes a *int64 as the number)
 	if k.Sem != nil {
 		s := *k.Sem
 		s.Receipt += ":" + strconv.FormatInt(fence, 10)
@@ -123,9 +141,29 @@ func (k *Keys) fenceArg() any {
 
 // NewToken returns 128 random bits, hex encoded.
 func NewToken() string {
+	var h [32]byte
+	newToken(&h)
+	return string(h[:])
+}
+
+// newToken writes a new token (NewToken) to h.
+func newToken(h *[32]byte) {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
-	var h [32]byte
 	hex.Encode(h[:], b[:])
-	return string(h[:])
+}
+
+// acquireLine and releaseLine are the Lines' rooms (nil without Lines).
+func (k *Keys) acquireLine() *script.Line {
+	if k.Lines == nil {
+		return nil
+	}
+	return &k.Lines.Acquire
+}
+
+func (k *Keys) releaseLine() *script.Line {
+	if k.Lines == nil {
+		return nil
+	}
+	return &k.Lines.Release
 }

@@ -106,7 +106,7 @@ func (n *Node) acquireCall(k *Keys, r *AcquireReq) script.Call {
 		ttl = MS(r.TTL)
 	}
 	return (&script.Acquire{Lock: k.Main, Guard: r.Guard, Token: r.Token, TTL: ttl, Hold: r.Hold, Label: n.label,
-		Floor: floor, Waiting: r.Waiting.arg(), Entry: r.Entry}).Call()
+		Floor: floor, Waiting: r.Waiting.arg(), Entry: r.Entry}).CallIn(k.acquireLine())
 }
 
 func (n *Node) Release(ctx context.Context, k *Keys, token, hold any, fair bool, set *ReleaseSet, _ time.Duration) (int64, error) {
@@ -131,7 +131,7 @@ func (n *Node) releaseWith(ctx context.Context, k *Keys, token, hold any, fair b
 		if set != nil {
 			r.Set, r.Value, r.ValueTTL = set.Key, set.Value, MS(set.TTL)
 		}
-		call = r.Call()
+		call = r.CallIn(k.releaseLine())
 	}
 	if set == nil || n.replicas == 0 {
 		return call.Run(ctx, n.send).Int64()

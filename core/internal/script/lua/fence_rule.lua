@@ -4,16 +4,18 @@
 -- server-instructions`). Reads prev (the name's last fence, a number, or nil when this server
 -- knows none), floorArg (the client's floor in µs, a string; '' or nil for none) and clock_t
 -- (clock.lua: TIME's reply once read this run, else nil: TIME is read at most once per run). Sets
--- f (the fence) and at (when: the server's clock "SECONDS.MICROSECONDS" when it read it, else the
--- floor in ms), which the code around it declares.
+-- f (the fence), us (the server's clock in µs when the rule read it, else nil) and at (the floor
+-- in ms, as ACQUIRED records it, when the floor stood in for the clock, else nil), which the code
+-- around it declares. No string is made on the clock's path: the caller writes the clock's
+-- "SECONDS.MICROSECONDS" where it needs it. (tonumber converts its argument twice in Lua 5.1:
+-- only a floor, Redlock's, pays it.)
 do
-  local floor = tonumber(floorArg or '')
+  local floor = floorArg and floorArg ~= '' and tonumber(floorArg)
   if not floor or not prev then
     if not clock_t then
       clock_t = redis.call('TIME')
     end
-    local us = clock_t[1] * 1000000 + clock_t[2]
-    at = clock_t[1] .. '.' .. clock_t[2]
+    us = clock_t[1] * 1000000 + clock_t[2]
     if not floor or us > floor then
       floor = us
     end
