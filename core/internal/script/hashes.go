@@ -17,6 +17,7 @@ var knownHashes = map[string]string{
 	"release_all":   "77538efedc4d42f41c092f0687482a66ad1d6420",
 	"release_fair":  "c2b976a1c13e622a712f3e7808afdcaf477124cd",
 	"renew":         "d902577c7d38e6138205718467acc44a60359ddf",
+	"renew_many":    "e1cb7c6b70e0eae9346f09ac501f021614267190",
 	"sem_acquire":   "fa2a146e18de5a42e9938d01d5fa55e591aaf9d2",
 	"sem_dequeue":   "e7c42d266cdc0158e65022692fa89f0108431b41",
 	"sem_pttl":      "8de78698e7b2b0825ac741d73ca3fad10d6b5bd6",
