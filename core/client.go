@@ -228,7 +228,7 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 		l.hold = c.id + "/" + strconv.FormatInt(c.holds.Add(1), 10) // unique among the owner's holds
 	}
 	l.tok = l.token
-	l.req = store.AcquireReq{Token: l.tok, Hold: l.hold, TTL: ttl, TTLArg: store.MS(ttl)}
+	l.req = &store.AcquireReq{Token: l.tok, Hold: l.hold, TTL: ttl, TTLArg: store.MS(ttl)}
 	switch {
 	case l.outer != nil && c.st.Caps().ReentryFence:
 		l.req.Entry = l.outer.fence // the acquisition the context holds, and no other
@@ -252,6 +252,7 @@ func (c *Client) take(ctx context.Context, l *Lock, wait bool, ao acquireOptions
 		}
 	}
 	res, sent, attempts, err := c.wait(hctx, l, wait, ao, start)
+	l.req = nil // (a held lock does not keep its request)
 	if h != nil && h.WaitDone != nil {
 		h.WaitDone(hctx, WaitInfo{Name: name, Key: l.k.Main, TTL: ttl, Limit: l.Limit(), Mode: l.Mode(), Attempts: attempts,
 			Duration: time.Since(start), Outcome: outcome(err), Err: err})
