@@ -25,6 +25,7 @@ type Node struct {
 	replicaWait time.Duration // and how long to wait for them
 	label       any           // "host pid label", recorded with each fresh acquisition (Inspect)
 	renewChunk  int           // the most locks per renew_many.lua call (Config.RenewChunk)
+	renewBufs   sync.Pool     // of *renewBufs, a renewal round's buffers (renew.go)
 	// Fenced: owner checks (renewal, TTL, Extend) also match the acquisition's fence. Off on
 	// Redlock's nodes, which may record different fences for one acquisition (the quorum's is
 	// written back only where needed).

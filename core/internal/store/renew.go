@@ -32,7 +32,7 @@ type renewSend struct {
 	many   bool
 }
 
-// renewBufs are a renewal round's buffers, reused from round to round (renewPool): a round of a
+// renewBufs are a renewal round's buffers, reused from round to round (Node.renewBufs): a round of a
 // thousand renewals would otherwise allocate about 90 KB more.
 type renewBufs struct {
 	sends []renewSend
@@ -44,8 +44,6 @@ type renewBufs struct {
 	args  []any    // each call's arguments: its TTL, then the prefixes (*string)
 	argv  []any    // the command lines of the renew_many.lua calls
 }
-
-var renewPool = sync.Pool{New: func() any { return new(renewBufs) }}
 
 // renewPlan splits items into the round's script calls: the plain locks in renew_many.lua calls of
 // at most n.renewChunk locks of one TTL (on a cluster, of one slot), a lone lock with renew.lua, and
@@ -158,14 +156,14 @@ func (n *Node) renewCalls(b *renewBufs, items []RenewItem) {
 	}
 }
 
-// release clears b's references (to the items' keys and tokens) and returns it to renewPool.
-func (b *renewBufs) release() {
+// release clears b's references (to the items' keys and tokens) and returns it to pool.
+func (b *renewBufs) release(pool *sync.Pool) {
 	clear(b.sends)
 	clear(b.keys)
 	clear(b.pres)
 	clear(b.args)
 	clear(b.argv)
-	renewPool.Put(b)
+	pool.Put(b)
 }
 
 // renewVia sends the renewals of items in a pipeline of newPipe's (and, for the scripts the server
@@ -173,8 +171,11 @@ func (b *renewBufs) release() {
 // WAIT for the replicas (WithReplicaAck over a client that gives no connection of its own); the
 // last WAIT is returned. It returns an error when every renewal failed.
 func (n *Node) renewVia(ctx context.Context, newPipe func() redis.Pipeliner, items []RenewItem, wait bool) (*redis.IntCmd, error) {
-	b := renewPool.Get().(*renewBufs)
-	defer b.release()
+	b, _ := n.renewBufs.Get().(*renewBufs)
+	if b == nil {
+		b = new(renewBufs)
+	}
+	defer b.release(&n.renewBufs)
 	n.renewPlan(b, items)
 	n.renewCalls(b, items)
 	var w *redis.IntCmd
