@@ -1,7 +1,6 @@
 package core
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"slices"
@@ -181,7 +180,7 @@ func (w *watchdog) nest(l *Lock) bool {
 	l.e = e
 	e.setMaxAt()
 	if e.idx >= 0 {
-		heap.Fix(&w.h, e.idx)
+		w.fix(e)
 		w.arm(e.due()) // (l's WithMaxHold may be due before the scheduler's next wake-up)
 	}
 	return true

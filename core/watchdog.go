@@ -23,6 +23,7 @@ type watchdog struct {
 	mu             sync.Mutex
 	held           map[string]*entry // by lock key
 	h              entryHeap
+	base           time.Time   // the heap's due times count from it (monotonic)
 	t              *time.Timer // the scheduler's timer, reset under mu (nil until the first lock)
 	stop           chan struct{}
 	done           chan struct{}
@@ -32,11 +33,12 @@ type watchdog struct {
 	started            bool
 	stopped            bool
 	wakeAt             time.Time // when the scheduler's timer fires next
+	rounds             sync.Pool // of *round: a renewal round's buffers (watchdog_round.go)
 }
 
 func newWatchdog(c *Client) *watchdog {
 	return &watchdog{c: c, lost: c.lost, endHolds: c.endHolds, held: make(map[string]*entry), stop: make(chan struct{}),
-		done: make(chan struct{})}
+		done: make(chan struct{}), base: time.Now()}
 }
 
 func (w *watchdog) interval(ttl time.Duration) time.Duration {
@@ -108,11 +110,7 @@ func (w *watchdog) add(l *Lock, sent time.Time, held int) bool {
 // schedule (re)places e in the heap; the caller holds w.mu. The scheduler is woken only when e is
 // due before its timer fires: a timer that fires early finds nothing to do and sleeps again.
 func (w *watchdog) schedule(e *entry) {
-	if e.idx < 0 {
-		heap.Push(&w.h, e)
-	} else {
-		heap.Fix(&w.h, e.idx)
-	}
+	w.fix(e)
 	w.arm(e.due())
 }
 
@@ -158,7 +156,7 @@ func (w *watchdog) detach(l *Lock) {
 	} else if !e.gone && !e.maxAt.IsZero() {
 		e.setMaxAt()
 		if e.idx >= 0 {
-			heap.Fix(&w.h, e.idx)
+			w.fix(e)
 		}
 	}
 }
@@ -239,7 +237,11 @@ func (w *watchdog) run() {
 	defer close(w.done)
 	defer w.t.Stop()
 	for {
-		batch, items, lost, ended := w.collect(time.Now())
+		r, _ := w.rounds.Get().(*round)
+		if r == nil {
+			r = new(round)
+		}
+		lost, ended := w.collect(time.Now(), r)
 		for _, ls := range lost {
 			w.lost(ls)
 		}
@@ -252,8 +254,10 @@ func (w *watchdog) run() {
 				}
 			}()
 		}
-		if len(batch) > 0 {
-			w.dispatch(batch, items)
+		if len(r.batch) > 0 {
+			w.dispatch(r)
+		} else {
+			w.rounds.Put(r)
 		}
 		select {
 		case <-w.t.C:
@@ -270,7 +274,7 @@ func (w *watchdog) close() []lostSet {
 	w.stopped = true
 	var sets []lostSet
 	for len(w.h) > 0 {
-		sets = append(sets, w.lose(w.h[0], "closed", nil))
+		sets = append(sets, w.lose(w.h[0].e, "closed", nil))
 	}
 	started := w.started
 	w.mu.Unlock()
