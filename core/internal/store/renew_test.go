@@ -157,11 +157,10 @@ func TestRenew_batchMatchesSingle(t *testing.T) {
 	r := newRenewRig(t)
 	ctx := context.Background()
 	type tc struct {
-		name        string
-		token       string
-		ttl         time.Duration
-		prepare     func(name, token string) *Keys
-		wantPTTLMin time.Duration
+		name    string
+		token   string
+		ttl     time.Duration
+		prepare func(name, token string) *Keys
 	}
 	held := func(ttl time.Duration) func(name, token string) *Keys {
 		return func(name, token string) *Keys { return r.take(name, token, ttl) }
