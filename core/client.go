@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lockkit/lockkit/core/internal/script"
 	"github.com/lockkit/lockkit/core/internal/store"
 	"github.com/lockkit/lockkit/core/internal/wait"
 	"github.com/redis/go-redis/v9"
@@ -36,6 +37,8 @@ type Client struct {
 	bgDone bool           // Close waited for bg: no more give-backs in the background
 	bgCtx  context.Context
 	bgStop context.CancelFunc
+	// scratch pools what an acquisition or a release needs only while it runs (callScratch).
+	scratch sync.Pool
 }
 
 // New returns a Client over a go-redis client: a plain client, a Sentinel failover client or a
@@ -202,13 +205,13 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 		if err := c.initRW(ctx, l, &ao, name); err != nil {
 			return nil, err
 		}
-		return c.take(ctx, l, wait, ao, name)
+		return c.take(ctx, l, wait, ao, name, nil)
 	}
 	if ao.permits != 0 {
 		if err := c.initPermit(l, &ao, name); err != nil {
 			return nil, err
 		}
-		return c.take(ctx, l, wait, ao, name)
+		return c.take(ctx, l, wait, ao, name, nil)
 	}
 	l.token = ao.owner + ao.token
 	given := l.token != ""
@@ -217,7 +220,6 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 	} else {
 		l.token = l.k.InitNew(c.opt.prefix, name) // a fresh token (below: the context's, if it holds the lock)
 	}
-	l.k.Lines = &l.lines
 	l.outer = heldIn(ctx, c, l.k.Main)
 	if l.outer != nil && given && l.outer.token != l.token {
 		l.outer = nil // another owner's acquisition: not nested in the context's hold
@@ -230,8 +232,14 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 		l.hold = c.id + "/" + strconv.FormatInt(c.holds.Add(1), 10) // unique among the owner's holds
 	}
 	l.tok = l.token
-	l.ttlMS = store.MS(ttl)
-	l.req = store.AcquireReq{Token: l.tok, Hold: l.hold, TTL: ttl, TTLArg: &l.ttlMS}
+	sc := c.takeScratch()
+	if sc != nil {
+		sc.ttlMS = store.MS(ttl)
+		sc.req = store.AcquireReq{Token: l.tok, Hold: l.hold, TTL: ttl, TTLArg: &sc.ttlMS}
+		l.req, l.k.Lines = &sc.req, &sc.lines
+	} else {
+		l.req = &store.AcquireReq{Token: l.tok, Hold: l.hold, TTL: ttl, TTLArg: store.MS(ttl)}
+	}
 	switch {
 	case l.outer != nil && c.st.Caps().ReentryFence:
 		l.req.Entry = l.outer.fence // the acquisition the context holds, and no other
@@ -239,12 +247,12 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 		l.req.Entry = "0" // any acquisition of the token (Redlock's nodes may record different fences)
 	}
 	l.req.Guard = ao.guard
-	return c.take(ctx, l, wait, ao, name)
+	return c.take(ctx, l, wait, ao, name, sc)
 }
 
 // take runs the acquire call of a prepared Lock (a lock or a permit) and registers it with the
-// watchdog.
-func (c *Client) take(ctx context.Context, l *Lock, wait bool, ao acquireOptions, name string) (*Lock, error) {
+// watchdog. sc, if not nil, holds l's acquire request (takeScratch).
+func (c *Client) take(ctx context.Context, l *Lock, wait bool, ao acquireOptions, name string, sc *callScratch) (*Lock, error) {
 	ttl := l.ttl
 	start := time.Now()
 	hctx := ctx
@@ -255,6 +263,8 @@ func (c *Client) take(ctx context.Context, l *Lock, wait bool, ao acquireOptions
 		}
 	}
 	res, sent, attempts, err := c.wait(hctx, l, wait, ao, start)
+	l.req, l.k.Lines = nil, nil // (a held lock does not keep its request)
+	c.putScratch(sc, err == nil || answered(err))
 	if h != nil && h.WaitDone != nil {
 		h.WaitDone(hctx, WaitInfo{Name: name, Key: l.k.Main, TTL: ttl, Limit: l.Limit(), Mode: l.Mode(), Attempts: attempts,
 			Duration: time.Since(start), Outcome: outcome(err), Err: err})
@@ -304,4 +314,47 @@ func (c *Client) wait(ctx context.Context, l *Lock, wait bool, ao acquireOptions
 	wc := waitCall{c: c, l: l, ao: ao, wait: wait, start: start, backoff: c.opt.backoffMin, maxBack: c.opt.backoffMax}
 	err := wc.run(ctx)
 	return wc.res, wc.sent, wc.attempts, err
+}
+
+// callScratch is what one acquisition or one release of a plain lock needs only while it runs:
+// the acquire request, its TTL argument and the rooms of the command lines (script.Lines, taken
+// through the Keys). Client.scratch pools them, so that a lone caller's lock + unlock allocates
+// none of it and a held Lock keeps none of it (issue #38: allocations per lock + unlock, memory
+// per held lock).
+type callScratch struct {
+	req   store.AcquireReq
+	ttlMS int64
+	lines script.Lines
+}
+
+// takeScratch returns a callScratch with free rooms, or nil over Redlock: a request to a node may
+// still be on its way when the call returns at a quorum, and must not find its command line reused.
+func (c *Client) takeScratch() *callScratch {
+	if c.st.Caps().Undoes {
+		return nil
+	}
+	sc, _ := c.scratch.Get().(*callScratch)
+	if sc == nil {
+		return new(callScratch)
+	}
+	sc.lines.Reset()
+	return sc
+}
+
+// putScratch gives sc back for another call when done says that every command built in it was
+// answered; otherwise (a reply lost, or a command left in a pipeline when its context ended) the
+// command may still be sent from it, and sc is left to the garbage collector.
+func (c *Client) putScratch(sc *callScratch, done bool) {
+	if sc == nil || !done {
+		return
+	}
+	sc.req = store.AcquireReq{}
+	c.scratch.Put(sc)
+}
+
+// answered reports whether an acquisition's error came from Redis's answers alone (the lock is
+// taken, or a guard), not from a lost reply or an ended context.
+func answered(err error) bool {
+	return (errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrGuarded)) &&
+		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }

@@ -6,18 +6,20 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lockkit/lockkit/core/internal/script"
 	"github.com/lockkit/lockkit/core/internal/store"
 )
 
 // A hold's state: held until it ends (see Lock.end), and then why.
 const (
-	stateHeld     = iota
-	stateReleased // Release, ReleaseSet
-	stateLost     // Redis said the lock is not ours, or renewals missed the validity deadline
-	stateClosed   // released by Client.Close
-	stateEnded    // released by the watchdog: WithMaxHold's limit passed
+	stateHeld     holdState = iota
+	stateReleased           // Release, ReleaseSet
+	stateLost               // Redis said the lock is not ours, or renewals missed the validity deadline
+	stateClosed             // released by Client.Close
+	stateEnded              // released by the watchdog: WithMaxHold's limit passed
 )
+
+// holdState is a hold's state (one byte: see Lock's layout).
+type holdState uint8
 
 // Lock is a held lock. Its methods are safe for concurrent use. Work done under the lock should use
 // Context, which is cancelled the moment the lock is released or lost.
@@ -27,17 +29,18 @@ const (
 // returns an already cancelled context whose cause is ErrNotHeld, so that no work proceeds under a
 // lock that does not exist.
 type Lock struct {
-	c        *Client
-	k        store.Keys
-	token    string
-	tok      any // token, boxed once for the scripts
-	hold     any // this hold's id among the owner's holds (see lib.lua)
-	ttl      time.Duration
-	lease    time.Duration // a fair grant's first lease when shorter than ttl (claim); 0: ttl
-	fence    int64
-	holds    int64
-	fair     bool
-	req      store.AcquireReq
+	c     *Client
+	k     store.Keys
+	token string
+	tok   any // token, boxed once for the scripts
+	hold  any // this hold's id among the owner's holds (see lib.lua)
+	ttl   time.Duration
+	lease time.Duration // a fair grant's first lease when shorter than ttl (claim); 0: ttl
+	fence int64
+	holds int64
+	// req is the acquire request while the acquisition runs (take), nil once it ended: a held
+	// lock does not keep it (issue #38: memory per held lock).
+	req      *store.AcquireReq
 	acquired time.Time
 	limit    time.Duration // WithMaxHold; 0: none
 	maxAt    time.Time     // acquired + limit; zero: none
@@ -46,27 +49,24 @@ type Lock struct {
 	own      entry         // e, when this acquisition created it
 	vctx     valueCtx      // the parent of the lock's context
 	rw       *rwHold       // a read or write hold (Read, Write); nil otherwise
-	// A lock's script arguments that live in the Lock, so that a lone caller's acquire and release
-	// allocate no more than they must: the TTL of the acquire request (req.TTLArg points at it)
-	// and the rooms of the two command lines (k.Lines).
-	ttlMS int64
-	lines script.Lines
 
 	mu    sync.Mutex
-	state int
 	cause error
 	// The lock's context is made by the first call of Context (most holders never ask for it):
 	// ctx and stop, its cancel function. ended is the cause the end of the hold gave it, or gives
 	// it when it is made afterwards; parentEnded says that the parent context had ended first.
-	ctx         context.Context
-	stop        context.CancelCauseFunc
-	ended       error
-	parentEnded bool
-	reported    bool // the Released or Lost hook ran: the hold's one end event
+	ctx   context.Context
+	stop  context.CancelCauseFunc
+	ended error
 	// What the hold's end event carries (HoldInfo.Held, Last): set by the watchdog, under its
 	// mutex, on the hold that ends the Client's hold of the lock.
 	endHeld int
-	endLast bool
+	// The one-byte fields last, packed in one word (issue #38: memory per held lock).
+	parentEnded bool
+	reported    bool // the Released or Lost hook ran: the hold's one end event
+	endLast     bool // (see endHeld)
+	fair        bool
+	state       holdState // (under mu)
 }
 
 // firstLease is how long the acquisition left the lock to live in Redis from when it was sent.

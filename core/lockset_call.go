@@ -38,7 +38,6 @@ func (sc *setCall) prepare(full []string) {
 	for _, name := range full {
 		l := &Lock{c: c, ttl: sc.ttl, limit: limit, token: tok, tok: tok, hold: sc.req.Hold}
 		l.k.Init(c.opt.prefix, name)
-		l.req = sc.req
 		sc.locks = append(sc.locks, l)
 		slot := 0
 		if c.st.Router().Sharded() {

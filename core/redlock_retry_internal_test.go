@@ -75,7 +75,7 @@ func TestRedlock_retryAttempt_ownHold(t *testing.T) {
 	// The first attempt's give-back, arriving now at the first node: it must leave the later grant.
 	n := c.st.(*store.Redlock).Nodes()[0]
 	k := l.k.GivenBack(l.token)
-	k.Fence, k.FenceA = 0, nil
+	k.Fence = 0
 	if _, err := n.Release(ctx, &k, l.tok, first, false, nil, 0); err != nil {
 		t.Fatal(err)
 	}

@@ -117,7 +117,7 @@ const (
 // It reports false when the hold had ended already (nothing is done), and the release's error.
 // (A LockSet ends its holds in the same steps, sending their releases together: begin, then one
 // round trip per slot, then finish for each.)
-func (l *Lock) end(ctx context.Context, why int, cause error, give giveMode, set *store.ReleaseSet) (bool, error) {
+func (l *Lock) end(ctx context.Context, why holdState, cause error, give giveMode, set *store.ReleaseSet) (bool, error) {
 	if !l.begin(why, cause) {
 		return false, nil
 	}
@@ -128,7 +128,15 @@ func (l *Lock) end(ctx context.Context, why int, cause error, give giveMode, set
 	var err error
 	switch give {
 	case giveNow:
+		sc := l.c.takeScratch() // (l.k is this end's alone: begin let only one end through)
+		if sc != nil {
+			l.k.Lines = &sc.lines
+		}
 		n, err = l.c.sendRelease(ctx, &l.k, l.tok, l.hold, l.fair, set, l.ttl)
+		if sc != nil {
+			l.k.Lines = nil
+			l.c.putScratch(sc, err == nil)
+		}
 	case giveBackground:
 		// Declared expired while a renewal may still be on its way: one that reaches Redis in time
 		// re-extends the lock, which nobody would hold for a full TTL (owner-checked: a lock that
@@ -139,7 +147,7 @@ func (l *Lock) end(ctx context.Context, why int, cause error, give giveMode, set
 }
 
 // begin is end's steps 1 and 2: it reports false when the hold had ended already.
-func (l *Lock) begin(why int, cause error) bool {
+func (l *Lock) begin(why holdState, cause error) bool {
 	l.endNested(why, cause) // (read-write holds nested in l end first: rwlock.go)
 	l.mu.Lock()
 	if l.state != stateHeld {
@@ -161,7 +169,7 @@ func (l *Lock) begin(why int, cause error) bool {
 
 // finish is end's steps 3 (the reply of a release that was sent: the holds left n, or err) and 4;
 // it returns the release's error.
-func (l *Lock) finish(why int, sent bool, n int64, err error) error {
+func (l *Lock) finish(why holdState, sent bool, n int64, err error) error {
 	if sent {
 		switch {
 		case err != nil && why == stateReleased && !isAckError(err):
@@ -234,7 +242,7 @@ func (l *Lock) endReported() bool {
 // endAll ends holds that end together (an entry the watchdog gave up, Close, WithMaxHold), inner
 // holds first: a nested hold's context derives from its outer hold's, and its holder must find it
 // ended by the time that context is done. It returns the first release error.
-func endAll(ctx context.Context, locks []*Lock, why int, cause func(*Lock) error, give giveMode) error {
+func endAll(ctx context.Context, locks []*Lock, why holdState, cause func(*Lock) error, give giveMode) error {
 	depth := func(l *Lock) (d int) {
 		for o := l.outer; o != nil; o = o.outer {
 			d++
@@ -281,7 +289,7 @@ func (l *Lock) released() bool {
 	return l.state == stateReleased || l.state == stateClosed
 }
 
-func (l *Lock) setState(s int, cause error) {
+func (l *Lock) setState(s holdState, cause error) {
 	l.mu.Lock()
 	l.state, l.cause = s, cause
 	l.mu.Unlock()
@@ -372,6 +380,7 @@ func (c *Client) outlived(ctx context.Context, l *Lock, sent time.Time) error {
 	}
 	// The lock expires at most TTL from now: there is no point in trying for longer.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.ttl)
+	l.k.Lines = nil // (its own command line: a release that fails may run on from it, see putScratch)
 	_, err := c.sendRelease(rctx, &l.k, l.tok, l.hold, l.fair, nil, l.ttl)
 	cancel()
 	back := "the lock was given back"

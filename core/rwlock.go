@@ -1,7 +1,6 @@
 package core
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"slices"
@@ -129,7 +128,7 @@ func (c *Client) initRW(ctx context.Context, l *Lock, ao *acquireOptions, name s
 	l.k.InitRW(tag, name, limit)
 	l.token = store.NewToken()
 	l.tok, l.hold = l.token, any("0")
-	l.req = store.AcquireReq{Token: l.tok, Hold: l.hold, TTL: l.ttl, Limit: limit, Fair: true}
+	l.req = &store.AcquireReq{Token: l.tok, Hold: l.hold, TTL: l.ttl, Limit: limit, Fair: true}
 	return nil
 }
 
@@ -181,7 +180,7 @@ func (w *watchdog) nest(l *Lock) bool {
 	l.e = e
 	e.setMaxAt()
 	if e.idx >= 0 {
-		heap.Fix(&w.h, e.idx)
+		w.fix(e)
 		w.arm(e.due()) // (l's WithMaxHold may be due before the scheduler's next wake-up)
 	}
 	return true
@@ -195,7 +194,7 @@ func (l *Lock) notNested() error {
 // endNested ends the holds nested in l (a read-write hold), innermost first, each with l's why
 // and cause, before l itself ends; nothing can nest in l afterwards. (A nested hold's context
 // derives from its outer hold's: its holder finds it ended by the time that context is done.)
-func (l *Lock) endNested(why int, cause error) {
+func (l *Lock) endNested(why holdState, cause error) {
 	if l.rw == nil {
 		return
 	}

@@ -67,6 +67,6 @@ func (c *Client) initPermit(l *Lock, ao *acquireOptions, name string) error {
 	l.k.InitSem(c.opt.prefix, name, ao.permits)
 	l.token = store.NewToken()
 	l.tok, l.hold = l.token, any("0")
-	l.req = store.AcquireReq{Token: l.tok, Hold: l.hold, TTL: l.ttl, Limit: ao.permits}
+	l.req = &store.AcquireReq{Token: l.tok, Hold: l.hold, TTL: l.ttl, Limit: ao.permits}
 	return nil
 }

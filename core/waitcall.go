@@ -116,7 +116,7 @@ func (wc *waitCall) attempt(ctx context.Context) (done bool, err error) {
 		l.req.Hold = l.hold.(string) + "~" + strconv.Itoa(wc.attempts)
 	}
 	wc.sent = time.Now()
-	r, aerr := c.st.Acquire(ctx, k, &l.req)
+	r, aerr := c.st.Acquire(ctx, k, l.req)
 	wc.attempts++
 	wc.epoch = r.Epoch
 	if h := c.hook; h != nil && h.Attempt != nil {
@@ -255,7 +255,7 @@ func (wc *waitCall) finish(ctx context.Context, err error) {
 	}
 	if err != nil && wc.handoff() && wc.wait && wc.attempts > 0 {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		_ = wc.c.st.Dequeue(dctx, &wc.l.k, &wc.l.req)
+		_ = wc.c.st.Dequeue(dctx, &wc.l.k, wc.l.req)
 		cancel()
 	}
 }

@@ -1,14 +1,9 @@
 package core
 
 import (
-	"container/heap"
-	"context"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/lockkit/lockkit/core/internal/store"
 )
 
 // drift is the safety margin kept before a lock's expiry: TTL × the drift factor (0.01 by default,
@@ -27,6 +22,7 @@ type watchdog struct {
 	mu             sync.Mutex
 	held           map[string]*entry // by lock key
 	h              entryHeap
+	base           time.Time   // the heap's due times count from it (monotonic)
 	t              *time.Timer // the scheduler's timer, reset under mu (nil until the first lock)
 	stop           chan struct{}
 	done           chan struct{}
@@ -36,11 +32,12 @@ type watchdog struct {
 	started            bool
 	stopped            bool
 	wakeAt             time.Time // when the scheduler's timer fires next
+	rounds             sync.Pool // of *round: a renewal round's buffers (watchdog_round.go)
 }
 
 func newWatchdog(c *Client) *watchdog {
 	return &watchdog{c: c, lost: c.lost, endHolds: c.endHolds, held: make(map[string]*entry), stop: make(chan struct{}),
-		done: make(chan struct{})}
+		done: make(chan struct{}), base: time.Now()}
 }
 
 func (w *watchdog) interval(ttl time.Duration) time.Duration {
@@ -112,11 +109,7 @@ func (w *watchdog) add(l *Lock, sent time.Time, held int) bool {
 // schedule (re)places e in the heap; the caller holds w.mu. The scheduler is woken only when e is
 // due before its timer fires: a timer that fires early finds nothing to do and sleeps again.
 func (w *watchdog) schedule(e *entry) {
-	if e.idx < 0 {
-		heap.Push(&w.h, e)
-	} else {
-		heap.Fix(&w.h, e.idx)
-	}
+	w.fix(e)
 	w.arm(e.due())
 }
 
@@ -134,7 +127,7 @@ func (w *watchdog) arm(at time.Time) {
 func (w *watchdog) unschedule(e *entry) {
 	e.gone = true
 	if e.idx >= 0 {
-		heap.Remove(&w.h, e.idx)
+		w.h.remove(e.idx)
 	}
 	if w.held[e.k.Main] == e {
 		delete(w.held, e.k.Main)
@@ -162,7 +155,7 @@ func (w *watchdog) detach(l *Lock) {
 	} else if !e.gone && !e.maxAt.IsZero() {
 		e.setMaxAt()
 		if e.idx >= 0 {
-			heap.Fix(&w.h, e.idx)
+			w.fix(e)
 		}
 	}
 }
@@ -243,7 +236,11 @@ func (w *watchdog) run() {
 	defer close(w.done)
 	defer w.t.Stop()
 	for {
-		batch, items, lost, ended := w.collect(time.Now())
+		r, _ := w.rounds.Get().(*round)
+		if r == nil {
+			r = new(round)
+		}
+		lost, ended := w.collect(time.Now(), r)
 		for _, ls := range lost {
 			w.lost(ls)
 		}
@@ -256,8 +253,10 @@ func (w *watchdog) run() {
 				}
 			}()
 		}
-		if len(batch) > 0 {
-			w.dispatch(batch, items)
+		if len(r.batch) > 0 {
+			w.dispatch(r)
+		} else {
+			w.rounds.Put(r)
 		}
 		select {
 		case <-w.t.C:
@@ -268,159 +267,13 @@ func (w *watchdog) run() {
 	}
 }
 
-// collect takes the entries due now (and those due within a quarter of their interval, so that
-// renewals travel in large batches), the entries whose validity deadline passed, and the locks
-// whose WithMaxHold deadline passed. It sets the timer for the next due entry.
-func (w *watchdog) collect(now time.Time) (batch []*entry, items []store.RenewItem, lost, ended []lostSet) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for len(w.h) > 0 {
-		e := w.h[0]
-		if !now.Before(e.valid) {
-			lost = append(lost, w.lose(e, "expired", e.lastErr))
-			continue
-		}
-		if !e.maxAt.IsZero() && !now.Before(e.maxAt) {
-			ended = append(ended, w.ended(e, now))
-			continue
-		}
-		if e.inflight || e.next.After(now.Add(w.interval(e.ttl)/4)) {
-			break
-		}
-		e.inflight = true
-		heap.Fix(&w.h, 0)
-		batch = append(batch, e)
-		items = append(items, store.RenewItem{K: e.k, Token: e.tok, TTL: e.ttl, Seq: e.seq})
-	}
-	wait := time.Hour
-	if len(w.h) > 0 {
-		wait = max(w.h[0].due().Sub(now), 0)
-	}
-	w.wakeAt = now.Add(wait)
-	w.t.Reset(wait)
-	return batch, items, lost, ended
-}
-
-// maxRenewers bounds the goroutines sending one round of renewals, whatever the number of locks.
-const maxRenewers = 4
-
-// dispatch sends a round of renewals as pipelines of at most batchSize scripts, on at most
-// maxRenewers goroutines.
-func (w *watchdog) dispatch(batch []*entry, items []store.RenewItem) {
-	size := w.c.opt.batchSize
-	chunks := (len(batch) + size - 1) / size
-	var next atomic.Int64
-	for range min(chunks, maxRenewers) {
-		w.batches.Add(1)
-		go func() {
-			defer w.batches.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= chunks {
-					return
-				}
-				lo, hi := i*size, min((i+1)*size, len(batch))
-				w.renew(batch[lo:hi:hi], items[lo:hi:hi])
-			}
-		}()
-	}
-}
-
-func (w *watchdog) renew(batch []*entry, items []store.RenewItem) {
-	sent := time.Now()
-	w.mu.Lock()
-	deadline := batch[0].valid
-	for _, e := range batch {
-		if e.valid.Before(deadline) {
-			deadline = e.valid
-		}
-	}
-	w.mu.Unlock()
-	w.pipelines.Add(1)
-	w.scripts.Add(int64(len(items)))
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	err := w.c.st.Renew(ctx, items)
-	cancel()
-	took := time.Since(sent)
-
-	var lost []lostSet
-	type report struct {
-		l  *Lock // the entry's outermost hold
-		it store.RenewItem
-	}
-	var reports []report
-	var failed []slog.Attr // name and error of the entries whose renewals started failing
-	hook := w.c.hook != nil && w.c.hook.Renewed != nil
-	w.mu.Lock()
-	for i, e := range batch {
-		if e.gone {
-			continue
-		}
-		e.inflight = false
-		it := &items[i]
-		if it.Err == nil && err != nil {
-			it.Err = err
-		}
-		if hook && len(e.locks) > 0 {
-			reports = append(reports, report{l: e.locks[0], it: *it})
-		}
-		switch {
-		case it.Err == nil && it.OK:
-			w.renewed(e, it, sent)
-		case it.Err == nil:
-			lost = append(lost, w.lose(e, "not_owner", nil))
-			continue
-		default:
-			if e.lastErr == nil && len(e.locks) > 0 { // the first failure of a run: say so once
-				failed = append(failed, slog.Attr{Key: e.locks[0].k.Name, Value: slog.AnyValue(it.Err)})
-			}
-			e.lastErr = it.Err
-			e.next = time.Now().Add(min(w.interval(e.ttl)/8, 250*time.Millisecond))
-		}
-		heap.Fix(&w.h, e.idx)
-	}
-	if len(w.h) > 0 {
-		w.arm(w.h[0].due())
-	}
-	w.mu.Unlock()
-	for _, r := range reports {
-		w.c.hook.Renewed(r.l.Context(), HoldInfo{Lock: r.l, TTL: r.it.TTL, Start: sent, Duration: took,
-			Renewed: r.it.OK, Err: r.it.Err})
-	}
-	for _, f := range failed {
-		w.c.log(slog.LevelWarn, "renewal failed; retrying until the lock's validity ends", slog.String("name", f.Key),
-			slog.Any("error", f.Value.Any()))
-	}
-	for _, ls := range lost {
-		w.lost(ls)
-	}
-}
-
-// renewed records a successful renewal sent at sent; the caller holds w.mu.
-func (w *watchdog) renewed(e *entry, it *store.RenewItem, sent time.Time) {
-	e.lastErr = nil
-	ttl := it.TTL
-	if it.Seq != e.seq {
-		// Extend changed the TTL while this renewal was in flight. Redis keeps at least it.ttl from
-		// when the renewal ran (renewals never shorten), but the holder counts on the TTL it asked
-		// for last: never more than that.
-		ttl = min(ttl, e.ttl)
-	}
-	if v := sent.Add(ttl - w.c.opt.drift(ttl)); v.After(e.valid) {
-		e.valid = v
-	}
-	if it.Seq == e.seq {
-		e.next = sent.Add(w.interval(ttl))
-	}
-}
-
 // close stops the scheduler and returns every entry still held.
 func (w *watchdog) close() []lostSet {
 	w.mu.Lock()
 	w.stopped = true
 	var sets []lostSet
 	for len(w.h) > 0 {
-		sets = append(sets, w.lose(w.h[0], "closed", nil))
+		sets = append(sets, w.lose(w.h[0].e, "closed", nil))
 	}
 	started := w.started
 	w.mu.Unlock()

@@ -136,6 +136,9 @@ func lockWorkload(ctx context.Context, rdb redis.UniversalClient, replica bool) 
 	if err := x.Release(ctx); err != nil {
 		return fmt.Errorf("release: %w", err)
 	}
+	if err := manyWorkload(ctx, c, p); err != nil {
+		return err
+	}
 	if l.Context().Err() != nil {
 		return fmt.Errorf("lost: %v", context.Cause(l.Context()))
 	}

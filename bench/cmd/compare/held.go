@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,105 +21,77 @@ const acquireWorkers = 16
 
 // holding is a set of held locks while they are observed.
 type holding struct {
-	lost    func() int   // locks lost so far
-	release func() error // releases everything and stops what acquire started
+	lost func() int // locks lost so far
+	// release releases everything and stops what hold started; it returns the mean latency of one
+	// release (acquireWorkers at a time, while the locks not yet released are kept alive).
+	release func() (time.Duration, error)
 }
 
-// heldConfigs are the ways to keep many locks alive.
-func heldConfigs() []heldConfig {
+// heldLib is one library holding many locks over one go-redis client.
+type heldLib interface {
+	// hold takes every key (bounded by ctx) and keeps the locks alive until their release.
+	hold(ctx context.Context, keys []string, ttl time.Duration) (*holding, error)
+	// once takes key and releases it: the foreground acquire and release, timed apart.
+	once(ctx context.Context, key string, ttl time.Duration) (acq, rel time.Duration, err error)
+	close() error
+}
+
+// heldConfigs are the ways to keep many locks alive. The last row is lockkit alone at a short TTL
+// (issue #38): the DIY ticker would need a refresh per lock per second, which saturates a 2-core
+// machine.
+func heldConfigs(p params) []heldConfig {
 	return []heldConfig{
 		{name: "lockkit", settings: "core.New(rdb); Acquire each lock once; the client's one watchdog renews them all (pipelined batches of up to 1000)",
-			hold: holdLockkit},
+			open: openLockkitHeld},
 		{name: "redislock + DIY ticker", settings: "Obtain each lock, then one goroutine per lock: time.NewTicker(TTL/3) → Lock.Refresh(ctx, TTL, nil)",
-			hold: holdDIY},
+			open: openDIYHeld},
+		{name: heldFastName(p), settings: fmt.Sprintf("as lockkit, with a TTL of %s, observed for %s", p.heldFastTTL, p.heldFastObserve),
+			open: openLockkitHeld, ttl: p.heldFastTTL, observe: p.heldFastObserve},
 	}
 }
+
+// heldFastName names the row of lockkit at the short TTL.
+func heldFastName(p params) string { return fmt.Sprintf("lockkit (%s TTL)", p.heldFastTTL) }
 
 type heldConfig struct {
 	name, settings string
-	hold           func(ctx context.Context, rdb *redis.Client, keys []string, ttl time.Duration) (*holding, error)
+	open           func(rdb *redis.Client) (heldLib, error)
+	ttl, observe   time.Duration // 0: the run's heldTTL and observe
 }
 
-// measureHeld holds len(keys) locks, then observes them for the observation window: memory and
-// goroutines per lock, and what keeping them alive costs per renewal interval.
-func (h *harness) measureHeld(ctx context.Context, hc heldConfig, round int) (metrics, error) {
-	s := h.servers[0]
-	if err := s.flush(ctx); err != nil {
-		return nil, err
-	}
-	rg := newRig(h.servers[:1])
-	defer rg.close()
-	keys := make([]string, h.p.heldN)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("held:%d:%d", round, i)
-	}
-	runtime.GC()
-	var m0, m1 runtime.MemStats
-	runtime.ReadMemStats(&m0)
-	g0 := runtime.NumGoroutine()
-	hctx, cancel := context.WithTimeout(ctx, holdLimit)
-	hd, err := hc.hold(hctx, rg.rdbs[0], keys, h.p.heldTTL)
-	cancel()
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", hc.name, err)
-	}
-	runtime.GC()
-	runtime.ReadMemStats(&m1)
-	if err := rg.begin(ctx); err != nil {
-		_ = hd.release()
-		return nil, err
-	}
-	peak := observeGoroutines(h.p.observe)
-	u, err := rg.end(ctx)
-	lost := hd.lost()
-	if rerr := hd.release(); err == nil {
-		err = rerr
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", hc.name, err)
-	}
-	n := float64(len(keys))
-	intervals := float64(h.p.observe) / float64(h.p.heldTTL/3)
-	mem := float64(int64(m1.HeapAlloc+m1.StackInuse)-int64(m0.HeapAlloc+m0.StackInuse)) / n
-	return metrics{
-		"locks":       n,
-		"mem_lock_b":  mem,
-		"goroutines":  float64(peak - g0),
-		"trips_int":   float64(u.trips) / intervals,
-		"top_int":     float64(u.top) / intervals,
-		"cpu_int_ms":  float64(u.cpu) / 1000 / intervals,
-		"lost":        float64(lost),
-		"trips_lock":  float64(u.trips) / intervals / n,
-		"intervals":   intervals,
-		"observe_sec": h.p.observe.Seconds(),
-	}, nil
-}
+// lockkitHeld is one core.Client.
+type lockkitHeld struct{ c *core.Client }
 
-// observeGoroutines waits for d and returns the largest goroutine count seen meanwhile (its own
-// sampling goroutine not included: it samples from the caller's).
-func observeGoroutines(d time.Duration) int {
-	peak := runtime.NumGoroutine()
-	t := time.NewTicker(20 * time.Millisecond)
-	defer t.Stop()
-	end := time.After(d)
-	for {
-		select {
-		case <-t.C:
-			peak = max(peak, runtime.NumGoroutine())
-		case <-end:
-			return peak
-		}
-	}
-}
-
-func holdLockkit(ctx context.Context, rdb *redis.Client, keys []string, ttl time.Duration) (*holding, error) {
-	bg := context.Background() // releases outlive ctx, which bounds the acquisitions
+func openLockkitHeld(rdb *redis.Client) (heldLib, error) {
 	c, err := core.New(rdb)
 	if err != nil {
 		return nil, err
 	}
+	return &lockkitHeld{c: c}, nil
+}
+
+func (lh *lockkitHeld) once(ctx context.Context, key string, ttl time.Duration) (acq, rel time.Duration, err error) {
+	t0 := time.Now()
+	l, err := lh.c.Acquire(ctx, key, ttl)
+	t1 := time.Now()
+	if err != nil {
+		return 0, 0, err
+	}
+	err = l.Release(ctx)
+	return t1.Sub(t0), time.Since(t1), err
+}
+
+func (lh *lockkitHeld) close() error {
+	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return lh.c.Close(cctx)
+}
+
+func (lh *lockkitHeld) hold(ctx context.Context, keys []string, ttl time.Duration) (*holding, error) {
+	bg := context.Background() // releases outlive ctx, which bounds the acquisitions
+	c := lh.c
 	locks := make([]*core.Lock, len(keys))
-	err = parallel(acquireWorkers, func(w int) error {
+	err := parallel(acquireWorkers, func(w int) error {
 		for i := w; i < len(keys); i += acquireWorkers {
 			if err := ctx.Err(); err != nil {
 				return fmt.Errorf("acquire lock %d of %d: %w", i+1, len(keys), err)
@@ -134,13 +105,7 @@ func holdLockkit(ctx context.Context, rdb *redis.Client, keys []string, ttl time
 		}
 		return nil
 	})
-	closeCtx := func() error {
-		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		return c.Close(cctx)
-	}
 	if err != nil {
-		_ = closeCtx()
 		return nil, err
 	}
 	return &holding{
@@ -153,27 +118,61 @@ func holdLockkit(ctx context.Context, rdb *redis.Client, keys []string, ttl time
 			}
 			return n
 		},
-		release: func() error {
-			err := parallel(acquireWorkers, func(w int) error {
-				for i := w; i < len(locks); i += acquireWorkers {
-					if locks[i] == nil {
-						continue
-					}
-					if err := locks[i].Release(bg); err != nil && !errors.Is(err, core.ErrNotHeld) {
-						return err // a lost lock is counted by lost, not an error here
-					}
+		release: func() (time.Duration, error) {
+			return timedParallel(len(locks), func(i int) error {
+				if locks[i] == nil {
+					return nil
+				}
+				if err := locks[i].Release(bg); err != nil && !errors.Is(err, core.ErrNotHeld) {
+					return err // a lost lock is counted by lost, not an error here
 				}
 				return nil
 			})
-			return errors.Join(err, closeCtx())
 		},
 	}, nil
 }
 
-// holdDIY is what redislock's README suggests for long work: a ticker per lock calling Refresh.
+// timedParallel runs release(i) for i in [0, n) on acquireWorkers goroutines and returns the mean
+// duration of one call.
+func timedParallel(n int, release func(i int) error) (time.Duration, error) {
+	var total atomic.Int64
+	err := parallel(acquireWorkers, func(w int) error {
+		for i := w; i < n; i += acquireWorkers {
+			t0 := time.Now()
+			err := release(i)
+			total.Add(int64(time.Since(t0)))
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if n == 0 {
+		return 0, err
+	}
+	return time.Duration(total.Load() / int64(n)), err
+}
+
+// diyHeld is what redislock's README suggests for long work: a ticker per lock calling Refresh.
 // (redsync has the same shape: Mutex.Extend from a goroutine per lock.)
-func holdDIY(ctx context.Context, rdb *redis.Client, keys []string, ttl time.Duration) (*holding, error) {
-	rc := redislock.New(rdb)
+type diyHeld struct{ rc *redislock.Client }
+
+func openDIYHeld(rdb *redis.Client) (heldLib, error) { return &diyHeld{rc: redislock.New(rdb)}, nil }
+
+func (d *diyHeld) once(ctx context.Context, key string, ttl time.Duration) (acq, rel time.Duration, err error) {
+	t0 := time.Now()
+	l, err := d.rc.Obtain(ctx, key, ttl, nil)
+	t1 := time.Now()
+	if err != nil {
+		return 0, 0, err
+	}
+	err = l.Release(ctx)
+	return t1.Sub(t0), time.Since(t1), err
+}
+
+func (d *diyHeld) close() error { return nil }
+
+func (d *diyHeld) hold(ctx context.Context, keys []string, ttl time.Duration) (*holding, error) {
 	bg := context.Background() // refreshes and releases outlive ctx, which bounds the acquisitions
 	locks := make([]*redislock.Lock, len(keys))
 	var lost atomic.Int64
@@ -181,7 +180,7 @@ func holdDIY(ctx context.Context, rdb *redis.Client, keys []string, ttl time.Dur
 	var tickers sync.WaitGroup
 	err := parallel(acquireWorkers, func(w int) error {
 		for i := w; i < len(keys); i += acquireWorkers {
-			l, err := rc.Obtain(ctx, keys[i], ttl, nil)
+			l, err := d.rc.Obtain(ctx, keys[i], ttl, nil)
 			if err != nil {
 				return fmt.Errorf("obtain lock %d of %d while the tickers of those already held refresh: %w", i+1, len(keys), err)
 			}
@@ -204,23 +203,21 @@ func holdDIY(ctx context.Context, rdb *redis.Client, keys []string, ttl time.Dur
 		}
 		return nil
 	})
-	release := func() error {
+	release := func() (time.Duration, error) {
 		close(stop)
 		tickers.Wait()
-		return parallel(acquireWorkers, func(w int) error {
-			for i := w; i < len(locks); i += acquireWorkers {
-				if locks[i] == nil {
-					continue
-				}
-				if err := locks[i].Release(bg); err != nil && !errors.Is(err, redislock.ErrLockNotHeld) {
-					return err
-				}
+		return timedParallel(len(locks), func(i int) error {
+			if locks[i] == nil {
+				return nil
+			}
+			if err := locks[i].Release(bg); err != nil && !errors.Is(err, redislock.ErrLockNotHeld) {
+				return err
 			}
 			return nil
 		})
 	}
 	if err != nil {
-		_ = release()
+		_, _ = release()
 		return nil, err
 	}
 	return &holding{lost: func() int { return int(lost.Load()) }, release: release}, nil

@@ -36,7 +36,10 @@ type params struct {
 	heldN       int           // locks held at once
 	heldTTL     time.Duration // their TTL; lockkit renews at a third of it, the DIY ticker too
 	observe     time.Duration // how long held locks are observed
-	sweep       bool
+	// heldFastTTL and heldFastObserve: lockkit's row at a short TTL (issue #38: 3 s, 20 s).
+	heldFastTTL, heldFastObserve time.Duration
+	fgPace, fgIdle               time.Duration // the foreground acquire+release beside held locks: its pace, its idle window
+	sweep                        bool
 }
 
 func fullParams() params {
@@ -45,13 +48,15 @@ func fullParams() params {
 		goroutines: []int{1, 16, 64}, redlockG: []int{1, 16, 64}, holds: []time.Duration{0, time.Millisecond},
 		// A 15 s TTL: with 3 s, 100 000 DIY tickers need 100 000 refreshes a second, which saturates a
 		// 2-core machine and starves the acquisitions themselves.
-		heldN: 100_000, heldTTL: 15 * time.Second, observe: 10 * time.Second, sweep: true}
+		heldN: 100_000, heldTTL: 15 * time.Second, observe: 10 * time.Second,
+		heldFastTTL: 3 * time.Second, heldFastObserve: 20 * time.Second, fgPace: 5 * time.Millisecond, fgIdle: 5 * time.Second,
+		sweep: true}
 }
 
 func quickParams() params {
 	p := fullParams()
 	p.window, p.hotWindow, p.sweepWindow, p.warm = 400*time.Millisecond, 700*time.Millisecond, 500*time.Millisecond, 100*time.Millisecond
-	p.heldN, p.observe, p.sweep = 20_000, 5*time.Second, false
+	p.heldN, p.observe, p.heldFastObserve, p.fgIdle, p.sweep = 20_000, 5*time.Second, 5*time.Second, 2*time.Second, false
 	return p
 }
 
@@ -254,7 +259,7 @@ func (h *harness) round(ctx context.Context, r, rounds int, want map[string]bool
 		}
 	}
 	if want["held"] {
-		for _, hc := range rotate(heldConfigs(), r) {
+		for _, hc := range rotate(heldConfigs(h.p), r) {
 			m, err := h.measureHeld(ctx, hc, r)
 			if err := step("held", fmt.Sprintf("%d locks", h.p.heldN), hc.name, m, err); err != nil {
 				return err

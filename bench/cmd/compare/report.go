@@ -83,6 +83,28 @@ func heldCols() []column {
 	}
 }
 
+func heldCostCols() []column {
+	return []column{
+		{key: "ttl_s", head: "TTL s"}, {key: "renew_s", head: "renewals/s"},
+		{key: "redis_us_renew", head: "Redis CPU µs per renewal"}, {key: "client_us_renew", head: "client CPU µs per renewal"},
+		{key: "heap_inuse_lock_b", head: "heap in use per lock, B"}, {key: "release_us", head: "release of the held locks, µs each"},
+	}
+}
+
+// heldLatencyCols are the foreground's latencies: idle, beside the held locks through their client,
+// and through another client of the library.
+func heldLatencyCols() []column {
+	var cols []column
+	for _, op := range []struct{ key, head string }{{"acq", "acquire"}, {"rel", "release"}} {
+		for _, q := range []string{"p50", "p99"} {
+			cols = append(cols, column{key: "fg_" + op.key + "_idle_" + q + "_us", head: op.head + " " + q + " µs idle"},
+				column{key: "fg_" + op.key + "_" + q + "_us", head: "beside, same client"},
+				column{key: "fg_" + op.key + "_other_" + q + "_us", head: "beside, other client"})
+		}
+	}
+	return cols
+}
+
 func sweepCols() []column {
 	return []column{
 		{key: "cs_s", head: "critical sections/s"}, {key: "wait_p50_ms", head: "wait p50 ms"},
@@ -139,9 +161,14 @@ func writeReport(out io.Writer, h *harness, m *machine, rounds int, want map[str
 		s.table(w, "redlock-hot", "hold", hotCostCols())
 	}
 	if want["held"] {
-		fmt.Fprintf(w, "## Many held locks\n\n%d locks held at once with a TTL of %s (renewal interval %s), observed for %s after they were all taken. Memory is the growth of Go heap + goroutine stacks (after GC) per lock, the harness's own slices excluded. Round trips and commands are counted while observing, divided by the intervals observed.\n\n",
-			p.heldN, p.heldTTL, p.heldTTL/3, p.observe)
+		fmt.Fprintf(w, "## Many held locks\n\n%d locks held at once with a TTL of %s (renewal interval %s), observed for %s after they were all taken; the row %s holds them with a TTL of %s for %s. Memory is the growth of Go heap + goroutine stacks (after GC) per lock, the harness's own slices excluded. The observation has two halves: the first, with nothing else running, measures what keeping the locks alive costs (round trips, commands and server CPU, divided by the renewal intervals in it); the second the foreground locks below.\n\n",
+			p.heldN, p.heldTTL, p.heldTTL/3, p.observe, heldFastName(p), p.heldFastTTL, p.heldFastObserve)
 		s.table(w, "held", "locks", heldCols())
+		fmt.Fprintf(w, "### Many held locks: cost per renewal, and a foreground lock beside them\n\nA renewal is one PEXPIRE run by the server (INFO commandstats): lockkit's renewal scripts and redislock's Refresh run one each. *Redis CPU* is the server's used_cpu_user + used_cpu_sys, *client CPU* the harness process's user + system time (getrusage: the library, go-redis, the runtime and its GC), both over the first half of the observation, divided by the renewals in it. In the second half a foreground acquire + release of a key of its own runs every %s through the client that holds the locks, and another through another client of the library; *idle* is the same for %s before any lock was held. *heap in use* is the growth of HeapInuse (after GC) per lock: the heap's spans, fragmentation included, which the spans left partly used by earlier measurements blur (it can read below the live bytes). *release of the held locks* is the mean latency of one Release (%d at a time) while the locks not yet released renew.\n\n",
+			p.fgPace, p.fgIdle, acquireWorkers)
+		s.table(w, "held", "locks", heldCostCols())
+		fmt.Fprintf(w, "*same client*: the foreground goes through the client that holds the locks (lockkit: its watchdog's Client); *other client*: through another client of the library over the same go-redis client, at the same time, which the holder's own bookkeeping does not delay.\n\n")
+		s.table(w, "held", "locks", heldLatencyCols())
 		fmt.Fprintf(w, "redsync and redislock have **no watchdog**: a lock outlives its TTL only if the caller refreshes it (redislock `Lock.Refresh`, redsync `Mutex.Extend`). The row above is the ticker goroutine per lock that redislock's README suggests; redsync's equivalent (`Extend` from a goroutine per `Mutex`) has the same shape: one goroutine and one unpipelined round trip per lock per interval. lockkit runs one watchdog goroutine per client and renews in pipelined batches of up to 1000 locks.\n\n")
 	}
 	if want["sets"] {
@@ -167,7 +194,7 @@ func writeSettings(w io.Writer, p params, want map[string]bool) {
 		}
 	}
 	if want["held"] {
-		for _, hc := range heldConfigs() {
+		for _, hc := range heldConfigs(p) {
 			fmt.Fprintf(w, "| %s (many held locks) | %s |\n", hc.name, hc.settings)
 		}
 	}

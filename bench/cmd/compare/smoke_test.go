@@ -16,7 +16,8 @@ func TestHarness_roundAndReport(t *testing.T) {
 	// Hot windows long enough for redsync's defaults (50–250 ms retry delay) to complete critical sections.
 	p.window, p.hotWindow, p.sweepWindow, p.warm = 50*time.Millisecond, 400*time.Millisecond, 300*time.Millisecond, 20*time.Millisecond
 	p.goroutines, p.redlockG, p.holds = []int{2}, []int{2}, []time.Duration{time.Millisecond}
-	p.heldN, p.heldTTL, p.observe = 300, 3*time.Second, 1200*time.Millisecond
+	p.heldN, p.heldTTL, p.observe = 300, 3*time.Second, 2400*time.Millisecond // a first half (the costs) past the first renewals
+	p.heldFastTTL, p.heldFastObserve, p.fgIdle = 3*time.Second, 2400*time.Millisecond, 200*time.Millisecond
 	want, err := parseOnly("")
 	if err != nil {
 		t.Fatal(err)
@@ -39,6 +40,11 @@ func TestHarness_roundAndReport(t *testing.T) {
 	if got := h.res.get("held", "300 locks", "lockkit", "trips_int"); got.med <= 0 {
 		t.Errorf("no lockkit renewal seen in %v", p.observe)
 	}
+	for _, metric := range []string{"redis_us_renew", "client_us_renew", "fg_acq_p50_x", "fg_rel_p99_x", "fg_acq_other_p50_x", "heap_inuse_lock_b"} {
+		if got := h.res.get("held", "300 locks", heldFastName(p), metric); got.n != 1 || got.med <= 0 {
+			t.Errorf("%s: %s %+v", heldFastName(p), metric, got)
+		}
+	}
 	m := collectMachine("redis-server", []string{"-quick"})
 	m.finish()
 	var out bytes.Buffer
@@ -51,7 +57,7 @@ func TestHarness_roundAndReport(t *testing.T) {
 		"| 2 | raw floor (auto-pipelined) |", "| 2 | raw floor (coalesced when busy) |", "| 2 | lockkit (pipelined) |", "| 2 | lockkit (pipelined, 2) |",
 		"| 1 ms | lockkit (pipelined) |", "| 1 ms | lockkit fair (pipelined) |",
 		"| 1 ms | lockkit Redlock (pipelined) |", "ops/s vs auto-pipelined floor", "The targets (issue #22", "## Redlock over 3 nodes", "| 1 ms | lockkit Redlock |",
-		"## Many held locks", "redislock + DIY ticker", "## How the tuned settings were chosen", "Redis server v="} {
+		"## Many held locks", "redislock + DIY ticker", "cost per renewal, and a foreground lock beside them", "| 300 locks | lockkit (3s TTL) |", "## How the tuned settings were chosen", "Redis server v="} {
 		if !strings.Contains(doc, s) {
 			t.Errorf("report lacks %q", s)
 		}

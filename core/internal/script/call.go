@@ -48,6 +48,14 @@ type Line struct {
 // Lines are the Lines of a lock's acquire and release calls.
 type Lines struct{ Acquire, Release Line }
 
+// Reset frees both rooms for new calls. Only for Lines whose earlier calls were all answered.
+func (l *Lines) Reset() {
+	clear(l.Acquire.argv[:])
+	clear(l.Release.argv[:])
+	l.Acquire.taken.Store(false)
+	l.Release.taken.Store(false)
+}
+
 // take returns l's room for n arguments the first time it is asked, else nil (also for a nil l).
 func (l *Line) take(n int) []any {
 	if l == nil || n > len(l.argv) || !l.taken.CompareAndSwap(false, true) {

@@ -261,3 +261,37 @@ func (a *ReleaseAll) Call() Call {
 	c.argv = append(c.argv, a.Fences...)
 	return c
 }
+
+// RenewMany calls renew_many.lua: renew.lua's renewal of each of many locks with the same TTL, in
+// one call. Items are the TTL, then, per lock, what its value starts with while the acquisition
+// holds it (renew.lua's prefix: token NUL, and fence NUL when fenced). On a cluster every lock of
+// a call must be in one slot.
+type RenewMany struct {
+	Locks []string
+	Items []any
+}
+
+// Call builds the call.
+func (a *RenewMany) Call() Call { return a.CallIn(nil) }
+
+// CallIn builds the call in buf when it is large enough (the caller reuses it once the call's
+// reply was read). The keys after the first are sent from Locks in place, as *string (no copy per
+// lock): leave Locks unchanged until then. The first is a string, which routes the call.
+func (a *RenewMany) CallIn(buf []any) Call {
+	s, n := Scripts().RenewMany, len(a.Locks)
+	c := Call{s: s, argv: buf[:0]}
+	if cap(buf) < 3+n+len(a.Items) {
+		c = s.call(n, n+len(a.Items))
+	} else {
+		c.argv = append(c.argv, s.cmd, nil, n)
+	}
+	for i := range a.Locks {
+		if i == 0 {
+			c.argv = append(c.argv, a.Locks[0])
+		} else {
+			c.argv = append(c.argv, &a.Locks[i])
+		}
+	}
+	c.argv = append(c.argv, a.Items...)
+	return c
+}

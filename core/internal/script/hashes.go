@@ -17,6 +17,7 @@ var knownHashes = map[string]string{
 	"release_all":   "c8a6134bc10117d3342ec768687d65148f3a917e",
 	"release_fair":  "fb91530b785c6536a5e4d68f9c4f82a770bad676",
 	"renew":         "a96f6a189c4913996ff66c43d0bef98db95374bf",
+	"renew_many":    "e1cb7c6b70e0eae9346f09ac501f021614267190",
 	"sem_acquire":   "d7a36c410fd2b357e36febc2d1b4c093b389f3a9",
 	"sem_dequeue":   "b3d2db2596b306d68c28693895d1b03e8c0a5ada",
 	"sem_pttl":      "d11db6e972fb2f44b7bb64a1ef1b64719d983e7f",

@@ -144,13 +144,14 @@ type Set struct {
 	Inspect, ForceRelease                                                        *Script
 	SemAcquire, SemRelease, SemRenew, SemPTTL, SemDequeue                        *Script
 	AcquireAll, ReleaseAll                                                       *Script
+	RenewMany                                                                    *Script
 }
 
 // All returns every script of the set, in a fixed order.
 func (x *Set) All() []*Script {
 	return []*Script{x.Acquire, x.AcquireFair, x.Release, x.ReleaseFair, x.Dequeue, x.Renew, x.PTTL,
 		x.RaiseFence, x.Inspect, x.ForceRelease, x.SemAcquire, x.SemRelease, x.SemRenew, x.SemPTTL,
-		x.SemDequeue, x.AcquireAll, x.ReleaseAll}
+		x.SemDequeue, x.AcquireAll, x.ReleaseAll, x.RenewMany}
 }
 
 // Scripts returns the scripts, assembled once per process and never changed afterwards.
@@ -169,6 +170,7 @@ var Scripts = sync.OnceValue(func() *Set {
 		ForceRelease: must("force_release"), SemAcquire: must("sem_acquire"),
 		SemRelease: must("sem_release"), SemRenew: must("sem_renew"), SemPTTL: must("sem_pttl"),
 		SemDequeue: must("sem_dequeue"), AcquireAll: must("acquire_all"), ReleaseAll: must("release_all"),
+		RenewMany: must("renew_many"),
 	}
 	for i, s := range set.All() {
 		s.id = i

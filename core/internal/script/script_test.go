@@ -21,7 +21,7 @@ func TestCalls_matchHeaders(t *testing.T) {
 		set.RaiseFence: RaiseFence{}, set.Inspect: Inspect{}, set.ForceRelease: ForceRelease{},
 		set.SemAcquire: SemAcquire{}, set.SemRelease: SemRelease{}, set.SemRenew: SemRenew{},
 		set.SemPTTL: SemPTTL{}, set.SemDequeue: SemDequeue{}, set.AcquireAll: AcquireAll{},
-		set.ReleaseAll: ReleaseAll{},
+		set.ReleaseAll: ReleaseAll{}, set.RenewMany: RenewMany{},
 	}
 	if len(builders) != len(set.All()) {
 		t.Fatalf("%d builders for %d scripts", len(builders), len(set.All()))

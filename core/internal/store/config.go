@@ -10,6 +10,7 @@ type Config struct {
 	Replicas    int           // WithReplicaAck: replicas that must acknowledge what a holder counts on
 	ReplicaWait time.Duration // and how long to wait for them
 	NodeTimeout time.Duration // WithNodeTimeout (Redlock)
+	RenewChunk  int           // the most locks one renew_many.lua call renews; 0: RenewChunk (tests and benchmarks set it)
 	// Drift is the clock drift allowed for a TTL (Redlock's validity).
 	Drift func(ttl time.Duration) time.Duration
 	// Invalid builds an error matching core.ErrInvalid; Quorum a *core.QuorumError, from the

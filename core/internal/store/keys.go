@@ -19,7 +19,6 @@ type Keys struct {
 	Deadlines string   // its waiters' deadlines: main + ":queue:deadlines"
 	Sem       *SemKeys // a semaphore's other keys (Permits), nil for a lock
 	Fence     int64    // the fence of the acquisition held (see Held)
-	FenceA    any      // Fence as a script argument, once Held: &Fence (boxed without an allocation)
 	// Lines is room for the command lines of a lock's first acquire attempt and of its release
 	// (script.Line), held by its Lock; nil: each call allocates its own.
 	Lines *script.Lines
@@ -110,7 +109,6 @@ func (s *SemKeys) fairArg(fair bool) string {
 // built afterwards point at Fence.
 func (k *Keys) Held(fence int64) {
 	k.Fence = fence
-	k.FenceA = &k.Fence // (go-redis writes a *int64 as the number)
 	if k.Sem != nil {
 		s := *k.Sem
 		s.Receipt += ":" + strconv.FormatInt(fence, 10)
@@ -131,12 +129,13 @@ func (k Keys) GivenBack(token string) Keys {
 	return k
 }
 
-// fenceArg is the held acquisition's fence as a script argument.
+// fenceArg is the held acquisition's fence as a script argument (0 before Held: unknown): once
+// held, &Fence, which go-redis writes as the number, and which boxes without an allocation.
 func (k *Keys) fenceArg() any {
-	if k.FenceA == nil {
-		return k.Fence
+	if k.Fence == 0 {
+		return int64(0)
 	}
-	return k.FenceA
+	return &k.Fence
 }
 
 // NewToken returns 128 random bits, hex encoded.

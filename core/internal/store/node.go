@@ -24,6 +24,8 @@ type Node struct {
 	replicas    int           // WithReplicaAck: replicas that must acknowledge what a holder counts on
 	replicaWait time.Duration // and how long to wait for them
 	label       any           // "host pid label", recorded with each fresh acquisition (Inspect)
+	renewChunk  int           // the most locks per renew_many.lua call (Config.RenewChunk)
+	renewBufs   sync.Pool     // of *renewBufs, a renewal round's buffers (renew.go)
 	// Fenced: owner checks (renewal, TTL, Extend) also match the acquisition's fence. Off on
 	// Redlock's nodes, which may record different fences for one acquisition (the quorum's is
 	// written back only where needed).
@@ -35,7 +37,10 @@ type Node struct {
 
 func NewNode(rdb redis.UniversalClient, id string, o *Config) *Node {
 	n := &Node{rdb: rdb, send: script.NewSender(rdb), pubCmd: any("PUBLISH"), id: id, replicas: o.Replicas, replicaWait: o.ReplicaWait,
-		label: holderLabel(o.Label)}
+		label: holderLabel(o.Label), renewChunk: RenewChunk}
+	if o.RenewChunk > 0 {
+		n.renewChunk = o.RenewChunk
+	}
 	if o.Pipeline > 0 {
 		n.send = script.NewSender(pipe.New(rdb, o.Pipeline))
 	}
@@ -169,62 +174,15 @@ func (n *Node) renewCall(it *RenewItem) script.Call {
 	return (&script.Renew{Lock: k.Main, Token: it.Token, TTL: MS(it.TTL), Fence: n.fenceArg(k)}).Call()
 }
 
+// Renew renews items in one pipeline (renewVia): the plain locks' in renew_many.lua calls of up to
+// n.renewChunk locks (on a cluster, of one slot), each permit or read-write lease with sem_renew.lua;
+// under WithReplicaAck, per master, followed by WAIT (renewAcked).
 func (n *Node) Renew(ctx context.Context, items []RenewItem) error {
 	if n.replicas > 0 {
 		return n.renewAcked(ctx, items)
 	}
 	_, err := n.renewVia(ctx, n.rdb.Pipeline, items, false)
 	return err
-}
-
-// renewVia sends the renewals of items in a pipeline of newPipe's (and, for the scripts the server
-// lacked, a second one with EVAL) and fills in their outcomes. With wait, each pipeline ends with
-// WAIT for the replicas (WithReplicaAck over a client that gives no connection of its own); the
-// last WAIT is returned. It returns an error when every renewal failed.
-func (n *Node) renewVia(ctx context.Context, newPipe func() redis.Pipeliner, items []RenewItem, wait bool) (*redis.IntCmd, error) {
-	calls := make([]script.Call, len(items))
-	cmds := make([]*redis.Cmd, len(items))
-	var w *redis.IntCmd
-	exec := func(p redis.Pipeliner) error {
-		if wait {
-			w = redis.NewIntCmd(ctx, "WAIT", n.replicas, MS(n.replicaWait))
-			_ = p.Process(ctx, w)
-		}
-		_, err := p.Exec(ctx)
-		return err
-	}
-	p := newPipe()
-	for i := range items {
-		calls[i] = n.renewCall(&items[i])
-		cmds[i] = calls[i].Cmd(ctx, n.send)
-		_ = p.Process(ctx, cmds[i])
-	}
-	err := exec(p)
-	var again redis.Pipeliner
-	for i, c := range cmds {
-		if script.IsNoScript(c.Err()) {
-			if again == nil {
-				again = newPipe()
-			}
-			cmds[i] = calls[i].Eval(ctx)
-			_ = again.Process(ctx, cmds[i])
-		}
-	}
-	if again != nil {
-		err = exec(again)
-	}
-	failed := 0
-	for i, c := range cmds {
-		v, cerr := c.Int64()
-		items[i].OK, items[i].Err = v == 1, cerr
-		if cerr != nil {
-			failed++
-		}
-	}
-	if failed < len(items) {
-		return w, nil
-	}
-	return w, err
 }
 
 // fenceArg is the fence an owner check of k's acquisition matches (see node.fenced): "" for none.
