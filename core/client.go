@@ -263,8 +263,12 @@ func (c *Client) take(ctx context.Context, l *Lock, wait bool, ao acquireOptions
 		}
 	}
 	res, sent, attempts, err := c.wait(hctx, l, wait, ao, start)
-	l.req, l.k.Lines = nil, nil // (a held lock does not keep its request)
-	c.putScratch(sc, err == nil || answered(err))
+	l.req = nil // (a held lock does not keep its request)
+	if sc != nil {
+		// (Only then: over Redlock a request to a node may still read l.k, see takeScratch.)
+		l.k.Lines = nil
+		c.putScratch(sc, err == nil || answered(err))
+	}
 	if h != nil && h.WaitDone != nil {
 		h.WaitDone(hctx, WaitInfo{Name: name, Key: l.k.Main, TTL: ttl, Limit: l.Limit(), Mode: l.Mode(), Attempts: attempts,
 			Duration: time.Since(start), Outcome: outcome(err), Err: err})
