@@ -46,8 +46,9 @@ type renewBufs struct {
 }
 
 // renewPlan splits items into the round's script calls: the plain locks in renew_many.lua calls of
-// at most n.renewChunk locks of one TTL (on a cluster, of one slot), a lone lock with renew.lua, and
-// each permit or read-write lease with sem_renew.lua.
+// at most n.renewChunk locks of one TTL (on a cluster, of one slot), a lone lock too (one renewal
+// path for every plain lock the watchdog keeps: the one the safety checker exercises), and each
+// permit or read-write lease with sem_renew.lua.
 func (n *Node) renewPlan(b *renewBufs, items []RenewItem) {
 	b.order, b.sends = b.order[:0], b.sends[:0]
 	for i := range items {
@@ -90,7 +91,7 @@ func (n *Node) renewPlan(b *renewBufs, items []RenewItem) {
 				break
 			}
 		}
-		b.sends = append(b.sends, renewSend{lo: plain + lo, hi: plain + hi, many: hi-lo > 1})
+		b.sends = append(b.sends, renewSend{lo: plain + lo, hi: plain + hi, many: true})
 		lo = hi
 	}
 }

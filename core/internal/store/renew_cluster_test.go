@@ -26,7 +26,7 @@ func TestKeySlot(t *testing.T) {
 }
 
 // On a cluster a renew_many.lua call carries the locks of one slot only: names that share a slot
-// go together, the others alone with renew.lua, and every one is renewed; under WithReplicaAck too
+// go together, the others alone (renew_many.lua with one key), and every one is renewed; under WithReplicaAck too
 // (one connection and WAIT per master).
 func TestRenew_clusterBatchesBySlot(t *testing.T) {
 	cl := redistest.StartCluster(t)

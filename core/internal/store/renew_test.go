@@ -59,12 +59,12 @@ func (r *renewRig) renew(items []RenewItem) error {
 
 // A batch renews exactly what renew.lua renews, key by key: the token's own acquisition (token and
 // fence), never shortening a TTL; a missing key, another owner's lock, another acquisition of the
-// token and a key of another type each fail their own renewal only. The lone item and the permit
-// of the batch go with their own scripts.
+// token and a key of another type each fail their own renewal only. The lock of another TTL goes
+// alone (renew_many.lua with one key), the permit with its own script.
 func TestRenew_batchPerKey(t *testing.T) {
 	r := newRenewRig(t)
 	ctx := context.Background()
-	r.n.renewChunk = 4 // several renew_many calls, and a lone lock's renew.lua
+	r.n.renewChunk = 4 // several renew_many calls, and one of a lone lock
 	var items []RenewItem
 	var want []string // "ok", "no", "err"
 	add := func(k *Keys, token string, ttl time.Duration, w string) {
