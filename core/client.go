@@ -362,3 +362,12 @@ func answered(err error) bool {
 	return (errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrGuarded)) &&
 		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
+
+// log reports msg at level with attrs, unless the Client was given a discarding logger.
+func (c *Client) log(level slog.Level, msg string, attrs ...slog.Attr) {
+	lg := c.opt.logger
+	if !c.opt.loggerSet || lg == nil {
+		lg = slog.Default()
+	}
+	lg.LogAttrs(context.Background(), level, "lockkit: "+msg, attrs...)
+}
