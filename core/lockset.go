@@ -216,20 +216,3 @@ func (c *Client) acquireAll(ctx context.Context, names []string, ttl time.Durati
 	sc.prepare(full)
 	return sc.run(ctx)
 }
-
-// redisSlot is the Redis Cluster slot of key: CRC16 (XMODEM) of its hash tag, modulo 16384.
-func redisSlot(key string) uint16 {
-	tag := hashTag(key)
-	var crc uint16
-	for i := 0; i < len(tag); i++ {
-		crc ^= uint16(tag[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc % 16384
-}

@@ -41,7 +41,7 @@ func (sc *setCall) prepare(full []string) {
 		sc.locks = append(sc.locks, l)
 		slot := 0
 		if c.st.Router().Sharded() {
-			slot = int(redisSlot(l.k.Main))
+			slot = int(store.Slot(l.k.Main))
 		}
 		bySlot[slot] = append(bySlot[slot], l)
 	}

@@ -69,7 +69,7 @@ func (n *Node) renewPlan(b *renewBufs, items []RenewItem) {
 	if n.cluster {
 		b.slots = slices.Grow(b.slots[:0], len(items))[:len(items)]
 		for _, i := range locks {
-			b.slots[i] = keySlot(items[i].K.Main)
+			b.slots[i] = Slot(items[i].K.Main)
 		}
 	}
 	apart := func(x, y int) int { // calls group locks by slot (on a cluster), then TTL
@@ -263,8 +263,8 @@ func (s *renewSend) outcomes(items []RenewItem, order []int) (failed int) {
 	return failed
 }
 
-// keySlot is the Redis Cluster slot of key: CRC16 (XMODEM) of its hash tag, modulo 16384.
-func keySlot(key string) uint16 {
+// Slot is the Redis Cluster slot of key: CRC16 (XMODEM) of its hash tag, modulo 16384.
+func Slot(key string) uint16 {
 	tag := key
 	for i := 0; i < len(key); i++ {
 		if key[i] == '{' {

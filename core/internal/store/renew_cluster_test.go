@@ -13,14 +13,14 @@ import (
 func TestKeySlot(t *testing.T) {
 	for key, want := range map[string]uint16{
 		"foo": 12182, "bar": 5061, "somekey": 11058, "foo{hash_tag}": 2515, "somethingelse{hash_tag}": 2515,
-		"{user1000}.following": keySlot("user1000"), "foo{}{bar}": keySlot("foo{}{bar}"), "foo{{bar}}zap": keySlot("{bar"),
-		"foo{bar}{zap}": keySlot("bar"), "": 0,
+		"{user1000}.following": Slot("user1000"), "foo{}{bar}": Slot("foo{}{bar}"), "foo{{bar}}zap": Slot("{bar"),
+		"foo{bar}{zap}": Slot("bar"), "": 0,
 	} {
-		if got := keySlot(key); got != want {
-			t.Errorf("keySlot(%q) = %d, want %d", key, got, want)
+		if got := Slot(key); got != want {
+			t.Errorf("Slot(%q) = %d, want %d", key, got, want)
 		}
 	}
-	if keySlot("foo{}{bar}") == keySlot("bar") {
+	if Slot("foo{}{bar}") == Slot("bar") {
 		t.Error("an empty hash tag is no tag: the whole key hashes")
 	}
 }
@@ -37,7 +37,7 @@ func TestRenew_clusterBatchesBySlot(t *testing.T) {
 	// Names of one slot: the first few that share "a"'s.
 	names := []string{"a"}
 	for i := 0; len(names) < 4; i++ {
-		if nm := "s" + strconv.Itoa(i); keySlot(nm) == keySlot("a") {
+		if nm := "s" + strconv.Itoa(i); Slot(nm) == Slot("a") {
 			names = append(names, nm)
 		}
 	}
@@ -60,9 +60,9 @@ func TestRenew_clusterBatchesBySlot(t *testing.T) {
 	n.renewPlan(b, items)
 	many := 0
 	for _, s := range b.sends {
-		slot := keySlot(items[b.order[s.lo]].K.Main)
+		slot := Slot(items[b.order[s.lo]].K.Main)
 		for _, i := range b.order[s.lo:s.hi] {
-			if keySlot(items[i].K.Main) != slot {
+			if Slot(items[i].K.Main) != slot {
 				t.Errorf("a call mixes slots: %v", b.order[s.lo:s.hi])
 			}
 		}
