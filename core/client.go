@@ -6,40 +6,12 @@ import (
 	"log/slog"
 	"reflect"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/lockkit/lockkit/core/internal/script"
 	"github.com/lockkit/lockkit/core/internal/store"
 	"github.com/lockkit/lockkit/core/internal/wait"
 	"github.com/redis/go-redis/v9"
 )
-
-// Client takes locks on Redis. It is safe for concurrent use. One Client runs at most three
-// goroutines whatever the number of locks: the renewal watchdog, and the reader and writer of the
-// shared release subscription. They start when first needed and stop on Close. (A Redlock Client
-// also sends its requests to the nodes from worker goroutines, as many as requests in flight; a
-// worker exits after one to two seconds without work, or on Close. Pipelining (WithPipelining) uses
-// the go-redis client's automatic pipeliner, built when many commands are first in flight at once,
-// whose goroutines belong to the go-redis client and stop when it is closed.)
-type Client struct {
-	id     string       // random, published in release messages and prefixed to hold ids
-	holds  atomic.Int64 // hold ids of re-entering acquisitions
-	st     store.Store
-	opt    options
-	hook   *Hook
-	wd     *watchdog
-	room   *wait.Queues
-	closed atomic.Bool
-	bgMu   sync.Mutex
-	bg     sync.WaitGroup // give-backs of acquisitions whose reply was lost
-	bgDone bool           // Close waited for bg: no more give-backs in the background
-	bgCtx  context.Context
-	bgStop context.CancelFunc
-	// scratch pools what an acquisition or a release needs only while it runs (callScratch).
-	scratch sync.Pool
-}
 
 // New returns a Client over a go-redis client: a plain client, a Sentinel failover client or a
 // Cluster client. It sends nothing to Redis.
@@ -320,42 +292,6 @@ func (c *Client) wait(ctx context.Context, l *Lock, wait bool, ao acquireOptions
 	return wc.res, wc.sent, wc.attempts, err
 }
 
-// callScratch is what one acquisition or one release of a plain lock needs only while it runs:
-// the acquire request, its TTL argument and the rooms of the command lines (script.Lines, taken
-// through the Keys). Client.scratch pools them, so that a lone caller's lock + unlock allocates
-// none of it and a held Lock keeps none of it (issue #38: allocations per lock + unlock, memory
-// per held lock).
-type callScratch struct {
-	req   store.AcquireReq
-	ttlMS int64
-	lines script.Lines
-}
-
-// takeScratch returns a callScratch with free rooms, or nil over Redlock: a request to a node may
-// still be on its way when the call returns at a quorum, and must not find its command line reused.
-func (c *Client) takeScratch() *callScratch {
-	if c.st.Caps().Undoes {
-		return nil
-	}
-	sc, _ := c.scratch.Get().(*callScratch)
-	if sc == nil {
-		return new(callScratch)
-	}
-	sc.lines.Reset()
-	return sc
-}
-
-// putScratch gives sc back for another call when done says that every command built in it was
-// answered; otherwise (a reply lost, or a command left in a pipeline when its context ended) the
-// command may still be sent from it, and sc is left to the garbage collector.
-func (c *Client) putScratch(sc *callScratch, done bool) {
-	if sc == nil || !done {
-		return
-	}
-	sc.req = store.AcquireReq{}
-	c.scratch.Put(sc)
-}
-
 // answered reports whether an acquisition's error came from Redis's answers alone (the lock is
 // taken, or a guard), not from a lost reply or an ended context.
 func answered(err error) bool {
@@ -363,11 +299,13 @@ func answered(err error) bool {
 		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 
-// log reports msg at level with attrs, unless the Client was given a discarding logger.
-func (c *Client) log(level slog.Level, msg string, attrs ...slog.Attr) {
-	lg := c.opt.logger
-	if !c.opt.loggerSet || lg == nil {
-		lg = slog.Default()
-	}
-	lg.LogAttrs(context.Background(), level, "lockkit: "+msg, attrs...)
+// store is what the store needs of o (core/internal/store).
+func (o *options) store() *store.Config {
+	return &store.Config{Label: o.label, Pipeline: o.pipeline, Replicas: o.replicas, ReplicaWait: o.replicaWait,
+		NodeTimeout: o.nodeTimeout, Drift: o.drift, Invalid: invalid, Quorum: quorumError}
+}
+
+func newWatchdog(c *Client) *watchdog {
+	return &watchdog{c: c, lost: c.lost, endHolds: c.endHolds, held: make(map[string]*entry), stop: make(chan struct{}),
+		done: make(chan struct{}), base: time.Now()}
 }

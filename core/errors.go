@@ -187,3 +187,19 @@ func failedOutcome(err error) string {
 		return "error"
 	}
 }
+
+// QuorumError reports a Redlock operation that did not reach a quorum because nodes failed. It
+// matches ErrUnavailable.
+type QuorumError struct {
+	// Op is the operation ("acquire", "release", "renew", ...).
+	Op string
+	// Nodes is the number of nodes, Quorum how many must agree, OK how many did.
+	Nodes, Quorum, OK int
+	// Errs holds, per failed node, "address: error".
+	Errs []string
+}
+
+// quorumError is the store's Config.Quorum.
+func quorumError(op string, nodes, quorum, ok int, failed []string) error {
+	return &QuorumError{Op: op, Nodes: nodes, Quorum: quorum, OK: ok, Errs: failed}
+}

@@ -3,11 +3,85 @@ package core
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/lockkit/lockkit/core/internal/script"
 	"github.com/lockkit/lockkit/core/internal/store"
+	"github.com/lockkit/lockkit/core/internal/wait"
 )
+
+// Client takes locks on Redis. It is safe for concurrent use. One Client runs at most three
+// goroutines whatever the number of locks: the renewal watchdog, and the reader and writer of the
+// shared release subscription. They start when first needed and stop on Close. (A Redlock Client
+// also sends its requests to the nodes from worker goroutines, as many as requests in flight; a
+// worker exits after one to two seconds without work, or on Close. Pipelining (WithPipelining) uses
+// the go-redis client's automatic pipeliner, built when many commands are first in flight at once,
+// whose goroutines belong to the go-redis client and stop when it is closed.)
+type Client struct {
+	id     string       // random, published in release messages and prefixed to hold ids
+	holds  atomic.Int64 // hold ids of re-entering acquisitions
+	st     store.Store
+	opt    options
+	hook   *Hook
+	wd     *watchdog
+	room   *wait.Queues
+	closed atomic.Bool
+	bgMu   sync.Mutex
+	bg     sync.WaitGroup // give-backs of acquisitions whose reply was lost
+	bgDone bool           // Close waited for bg: no more give-backs in the background
+	bgCtx  context.Context
+	bgStop context.CancelFunc
+	// scratch pools what an acquisition or a release needs only while it runs (callScratch).
+	scratch sync.Pool
+}
+
+// callScratch is what one acquisition or one release of a plain lock needs only while it runs:
+// the acquire request, its TTL argument and the rooms of the command lines (script.Lines, taken
+// through the Keys). Client.scratch pools them, so that a lone caller's lock + unlock allocates
+// none of it and a held Lock keeps none of it (issue #38: allocations per lock + unlock, memory
+// per held lock).
+type callScratch struct {
+	req   store.AcquireReq
+	ttlMS int64
+	lines script.Lines
+}
+
+// takeScratch returns a callScratch with free rooms, or nil over Redlock: a request to a node may
+// still be on its way when the call returns at a quorum, and must not find its command line reused.
+func (c *Client) takeScratch() *callScratch {
+	if c.st.Caps().Undoes {
+		return nil
+	}
+	sc, _ := c.scratch.Get().(*callScratch)
+	if sc == nil {
+		return new(callScratch)
+	}
+	sc.lines.Reset()
+	return sc
+}
+
+// putScratch gives sc back for another call when done says that every command built in it was
+// answered; otherwise (a reply lost, or a command left in a pipeline when its context ended) the
+// command may still be sent from it, and sc is left to the garbage collector.
+func (c *Client) putScratch(sc *callScratch, done bool) {
+	if sc == nil || !done {
+		return
+	}
+	sc.req = store.AcquireReq{}
+	c.scratch.Put(sc)
+}
+
+// log reports msg at level with attrs, unless the Client was given a discarding logger.
+func (c *Client) log(level slog.Level, msg string, attrs ...slog.Attr) {
+	lg := c.opt.logger
+	if !c.opt.loggerSet || lg == nil {
+		lg = slog.Default()
+	}
+	lg.LogAttrs(context.Background(), level, "lockkit: "+msg, attrs...)
+}
 
 // A hold's state: held until it ends (see Lock.end), and then why.
 const (
@@ -196,60 +270,99 @@ func (l *Lock) Context() context.Context {
 	return l.ctx
 }
 
-// TTL asks Redis for the lock's remaining time to live, checking that it is still ours. It returns
-// ErrNotHeld when it is not.
-func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
-	if l == nil {
-		return 0, ErrNotHeld
-	}
-	if ctx == nil {
-		return 0, invalid("ctx is nil")
-	}
-	if err := l.heldErr(); err != nil {
-		return 0, err
-	}
-	d, ok, err := l.c.st.PTTL(ctx, &l.k, l.tok, l.ttl)
-	if err != nil {
-		return 0, unavailable("pttl", err)
-	}
-	if !ok {
-		return 0, ErrNotHeld
-	}
-	return d, nil
-}
-
-// Extend makes the lock live at least ttl (10ms to 24h) from now, if it is still ours; the watchdog
-// renews with the new TTL from then on, and the lock's validity deadline follows the new TTL. It
-// never shortens the TTL Redis holds (another hold of the lock, e.g. a co-owner through WithOwner,
-// may count on it): a shorter TTL takes effect in Redis as the longer one runs down. It returns
-// ErrNotHeld when the lock is not ours any more; the lock is then treated as lost. It does not move
-// a WithMaxHold deadline.
-func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
-	if l == nil {
+func (l *Lock) heldErr() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch l.state {
+	case stateReleased, stateClosed:
 		return ErrNotHeld
-	}
-	if ctx == nil {
-		return invalid("ctx is nil")
-	}
-	if err := validTTL(ttl); err != nil {
-		return err
-	}
-	if err := l.heldErr(); err != nil {
-		return err
-	}
-	sent := time.Now()
-	ok, err := l.c.st.Extend(ctx, &l.k, l.tok, ttl)
-	if err != nil {
-		return unavailable("extend", err)
-	}
-	if !ok {
-		l.c.wd.notOwner(l.e)
-		return errors.Join(ErrNotHeld, l.lostCause())
-	}
-	if !l.c.wd.extended(l.e, sent, ttl) {
-		// The hold ended while the extension was on its way (a loss, its maximum hold): it is
-		// not held, whatever Redis answered.
-		return errors.Join(ErrNotHeld, l.lostCause())
+	case stateLost, stateEnded:
+		return errors.Join(ErrNotHeld, l.cause)
 	}
 	return nil
+}
+
+// lostCause returns why the lock ended without a Release: a *LostError, or a *MaxHoldError.
+func (l *Lock) lostCause() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.state == stateLost || l.state == stateEnded {
+		return l.cause
+	}
+	return nil
+}
+
+// rwHold is what a read or write hold keeps besides a permit's state.
+type rwHold struct {
+	mode uint8
+	// nested: the hold shares its outer hold's acquisition (Lock.outer): it has nothing of its own
+	// to give back in Redis.
+	nested bool
+	// closed: the hold is ending, so nothing may nest in it any more. Guarded by the watchdog's mu.
+	closed bool
+}
+
+// nested reports whether l is a hold nested in another read-write hold (see Read).
+func (l *Lock) nested() bool { return l.rw != nil && l.rw.nested }
+
+// watchdog is the one renewal scheduler of a Client: a heap of held locks ordered by their next
+// deadline, served by one goroutine that sends due renewals in pipelined batches.
+type watchdog struct {
+	c *Client
+	// lost ends the holds of an entry given up (Client.lost), endHolds those whose WithMaxHold
+	// limit passed (Client.endHolds): the watchdog says what ends, the Client ends it.
+	lost, endHolds func(lostSet)
+	mu             sync.Mutex
+	held           map[string]*entry // by lock key
+	h              entryHeap
+	base           time.Time   // the heap's due times count from it (monotonic)
+	t              *time.Timer // the scheduler's timer, reset under mu (nil until the first lock)
+	stop           chan struct{}
+	done           chan struct{}
+	batches        sync.WaitGroup
+	// pipelines and scripts count renewal round trips and the scripts they carried.
+	pipelines, scripts atomic.Int64
+	started            bool
+	stopped            bool
+	wakeAt             time.Time // when the scheduler's timer fires next
+	rounds             sync.Pool // of *round: a renewal round's buffers (watchdog_round.go)
+}
+
+// lostSet is an entry given up by the watchdog: its locks, and why.
+type lostSet struct {
+	locks []*Lock
+	why   string
+	err   error
+}
+
+// entry is one held lock (key + owner token) as the watchdog sees it. Reentrant Locks of the same
+// owner in this client share it.
+type entry struct {
+	k        *store.Keys
+	tok      any // owner token
+	ttl      time.Duration
+	valid    time.Time // local validity deadline: last successful send + ttl − drift
+	next     time.Time // next renewal
+	idx      int       // heap index, -1 when not scheduled
+	seq      uint64    // bumped by Extend: a renewal sent before carries an older seq
+	counted  int       // holds reported to the hook as making the Client hold the lock (HoldInfo.Held)
+	maxAt    time.Time // the earliest WithMaxHold deadline of its locks; zero: none
+	inflight bool
+	gone     bool
+	lastErr  error
+	one      [1]*Lock
+	locks    []*Lock
+}
+
+// entryHeap orders the held entries by due time. Each slot keeps its entry's due time (at, from
+// the watchdog's base): comparing two slots reads the slice, not two entries scattered over the
+// heap of held locks (issue #38: with 100 000 locks, computing due for every comparison was half
+// the client's CPU per renewal, in cache misses). The watchdog refreshes at whenever an entry's
+// due time may have changed (watchdog.fix).
+type entryHeap []heapSlot
+
+// heapSlot is one entry of the heap and its due time.
+type heapSlot struct {
+	at time.Duration // e.due() − the watchdog's base
+	e  *entry
 }

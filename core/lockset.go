@@ -12,23 +12,7 @@ import (
 // maxSetNames bounds the names of one AcquireAll.
 const maxSetNames = 100
 
-// LockSet is a set of locks held together by one owner, taken all or nothing (AcquireAll). Each lock
-// is a *Lock of its own (key, fence, renewals), and the set has one context. Its methods are safe
-// for concurrent use; those of a nil *LockSet (what a failed AcquireAll returns) do not panic.
-type LockSet struct {
-	locks  []*Lock   // in the order the names were given
-	groups [][]*Lock // the locks of each slot, in the order they were taken
-	last   *Lock     // the lock taken last: the set's context derives from its
-	ctx    *setCtx   // the set's context: last's, carrying the set (SetFromContext)
-}
-
 type setKey struct{}
-
-// setCtx carries the LockSet in its context (its parent is the context of the set's last lock).
-type setCtx struct {
-	context.Context
-	s *LockSet
-}
 
 func (c *setCtx) Value(key any) any {
 	if _, ok := key.(setKey); ok {

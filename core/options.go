@@ -4,8 +4,6 @@ import (
 	"log/slog"
 	"strings"
 	"time"
-
-	"github.com/lockkit/lockkit/core/internal/store"
 )
 
 // Option configures a Client.
@@ -28,12 +26,6 @@ type options struct {
 	label       string        // WithLabel
 	logger      *slog.Logger  // WithLogger (loggerSet: given; nil or unset: slog.Default())
 	loggerSet   bool
-}
-
-// store is what the store needs of o (core/internal/store).
-func (o *options) store() *store.Config {
-	return &store.Config{Label: o.label, Pipeline: o.pipeline, Replicas: o.replicas, ReplicaWait: o.replicaWait,
-		NodeTimeout: o.nodeTimeout, Drift: o.drift, Invalid: invalid, Quorum: quorumError}
 }
 
 // defaultPipelining is WithPipelining's default threshold.
@@ -359,3 +351,9 @@ func sameSlot(key, name string) bool { return hashTag(key) == hashTag("{"+name+"
 // New, whose wrapped client core cannot see: a Cluster would then be driven as a single node)
 // the option has no effect.
 func WithPipelining(minInFlight int) Option { return func(o *options) { o.pipeline = minInFlight } }
+
+// drift is the safety margin kept before a lock's expiry: TTL × the drift factor (0.01 by default,
+// as Redlock prescribes) + 2ms.
+func (o *options) drift(ttl time.Duration) time.Duration {
+	return time.Duration(float64(ttl)*o.driftFactor) + 2*time.Millisecond
+}

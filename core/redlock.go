@@ -45,17 +45,6 @@ func NewRedlock(nodes []redis.UniversalClient, opts ...Option) (*Client, error) 
 	return newClient(rl, o, id, rl.Quorum()), nil
 }
 
-// QuorumError reports a Redlock operation that did not reach a quorum because nodes failed. It
-// matches ErrUnavailable.
-type QuorumError struct {
-	// Op is the operation ("acquire", "release", "renew", ...).
-	Op string
-	// Nodes is the number of nodes, Quorum how many must agree, OK how many did.
-	Nodes, Quorum, OK int
-	// Errs holds, per failed node, "address: error".
-	Errs []string
-}
-
 // Error summarises the failure and why each failed node failed.
 func (e *QuorumError) Error() string {
 	return fmt.Sprintf("lockkit: redlock %s: %d of %d nodes succeeded, %d needed; failed: %s",
@@ -64,8 +53,3 @@ func (e *QuorumError) Error() string {
 
 // Unwrap returns ErrUnavailable, which gives the error its ErrorType.
 func (e *QuorumError) Unwrap() error { return ErrUnavailable }
-
-// quorumError is the store's Config.Quorum.
-func quorumError(op string, nodes, quorum, ok int, failed []string) error {
-	return &QuorumError{Op: op, Nodes: nodes, Quorum: quorum, OK: ok, Errs: failed}
-}

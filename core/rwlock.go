@@ -3,7 +3,6 @@ package core
 import (
 	"context"
 	"errors"
-	"slices"
 
 	"github.com/lockkit/lockkit/core/internal/store"
 )
@@ -65,16 +64,6 @@ const (
 	rwWrite uint8 = 2
 )
 
-// rwHold is what a read or write hold keeps besides a permit's state.
-type rwHold struct {
-	mode uint8
-	// nested: the hold shares its outer hold's acquisition (Lock.outer): it has nothing of its own
-	// to give back in Redis.
-	nested bool
-	// closed: the hold is ending, so nothing may nest in it any more. Guarded by the watchdog's mu.
-	closed bool
-}
-
 // Mode returns "read" or "write" for a hold of a read-write lock (Read, Write), and "" for a lock
 // or a permit.
 func (l *Lock) Mode() string {
@@ -90,9 +79,6 @@ func modeName(m uint8) string {
 	}
 	return "read"
 }
-
-// nested reports whether l is a hold nested in another read-write hold (see Read).
-func (l *Lock) nested() bool { return l.rw != nil && l.rw.nested }
 
 // initRW prepares l to take the read or write side of the read-write lock name (Read, Write):
 // checks the options, and finds the hold of this Client that ctx carries on it, if any (re-entry).
@@ -152,68 +138,7 @@ func rwHeldIn(ctx context.Context, c *Client, key string) *Lock {
 	return nil
 }
 
-// nest is the wait of a nested read-write hold (see Read): nothing is sent; the outer hold's
-// acquisition is shared if the outer hold is still held.
-func (wc *waitCall) nest(ctx context.Context) error {
-	o := wc.l.outer
-	if err := ctx.Err(); err != nil {
-		return wc.notAcquired(err)
-	}
-	if err := o.heldErr(); err != nil {
-		return err
-	}
-	wc.res = store.AcquireResult{OK: true, Fence: o.fence, Holds: o.holds + 1}
-	return nil
-}
-
-// nest adds the nested read-write hold l to the watchdog entry of its outer hold, whose renewals
-// keep both; it reports false when the outer hold is ending or ended.
-func (w *watchdog) nest(l *Lock) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	o := l.outer
-	e := o.e
-	if w.stopped || e == nil || e.gone || o.rw.closed || !slices.Contains(e.locks, o) {
-		return false
-	}
-	e.locks = append(e.locks, l)
-	l.e = e
-	e.setMaxAt()
-	if e.idx >= 0 {
-		w.fix(e)
-		w.arm(e.due()) // (l's WithMaxHold may be due before the scheduler's next wake-up)
-	}
-	return true
-}
-
 // notNested is the error of a nested hold whose outer hold ended before it could be added.
 func (l *Lock) notNested() error {
 	return errors.Join(ErrNotHeld, l.outer.lostCause())
-}
-
-// endNested ends the holds nested in l (a read-write hold), innermost first, each with l's why
-// and cause, before l itself ends; nothing can nest in l afterwards. (A nested hold's context
-// derives from its outer hold's: its holder finds it ended by the time that context is done.)
-func (l *Lock) endNested(why holdState, cause error) {
-	if l.rw == nil {
-		return
-	}
-	w := l.c.wd
-	w.mu.Lock()
-	l.rw.closed = true
-	var in []*Lock
-	if e := l.e; e != nil {
-		for _, x := range e.locks {
-			for o := x.outer; o != nil; o = o.outer {
-				if o == l {
-					in = append(in, x)
-					break
-				}
-			}
-		}
-	}
-	w.mu.Unlock()
-	if len(in) > 0 {
-		_ = endAll(context.Background(), in, why, func(*Lock) error { return cause }, giveNone)
-	}
 }

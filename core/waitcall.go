@@ -11,6 +11,50 @@ import (
 	"github.com/lockkit/lockkit/core/internal/wait"
 )
 
+// learnDigest names the call's waiter with its token's digest, asking the server for it once per
+// call. Without an answer the waiter stays unnamed and polls (as a waiter that missed a message
+// does); it returns an error only when ctx ended.
+func (wc *waitCall) learnDigest(ctx context.Context) error {
+	if wc.w == nil || !wc.w.Unnamed() {
+		return nil
+	}
+	if wc.digest == "" {
+		d, err := wc.c.tokenDigest(ctx, wc.l.token)
+		if err != nil {
+			if cerr := ctx.Err(); cerr != nil {
+				return wc.notAcquired(cerr)
+			}
+			return nil
+		}
+		wc.digest = d
+	}
+	wc.c.room.Named(wc.w, wc.digest)
+	return nil
+}
+
+// tokenDigest asks the server for the SHA-1 (hex) of token.
+func (c *Client) tokenDigest(ctx context.Context, token string) (string, error) {
+	n, ok := c.st.(*store.Node)
+	if !ok {
+		return "", errors.New("lockkit: no Redis-side queue on this store") // (fair mode and permits run on one node)
+	}
+	return n.Digest(ctx, token)
+}
+
+// nest is the wait of a nested read-write hold (see Read): nothing is sent; the outer hold's
+// acquisition is shared if the outer hold is still held.
+func (wc *waitCall) nest(ctx context.Context) error {
+	o := wc.l.outer
+	if err := ctx.Err(); err != nil {
+		return wc.notAcquired(err)
+	}
+	if err := o.heldErr(); err != nil {
+		return err
+	}
+	wc.res = store.AcquireResult{OK: true, Fence: o.fence, Holds: o.holds + 1}
+	return nil
+}
+
 // waitCall is one Acquire, TryAcquire or Do call's attempts, and its state between them: an
 // attempt is one acquire round trip; between attempts a waiting call parks in the Client's queue
 // for the lock's release channel, until a release wakes it or its fallback delay passes.

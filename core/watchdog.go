@@ -1,43 +1,28 @@
 package core
 
 import (
-	"sync"
-	"sync/atomic"
+	"slices"
 	"time"
 )
 
-// drift is the safety margin kept before a lock's expiry: TTL × the drift factor (0.01 by default,
-// as Redlock prescribes) + 2ms.
-func (o *options) drift(ttl time.Duration) time.Duration {
-	return time.Duration(float64(ttl)*o.driftFactor) + 2*time.Millisecond
-}
-
-// watchdog is the one renewal scheduler of a Client: a heap of held locks ordered by their next
-// deadline, served by one goroutine that sends due renewals in pipelined batches.
-type watchdog struct {
-	c *Client
-	// lost ends the holds of an entry given up (Client.lost), endHolds those whose WithMaxHold
-	// limit passed (Client.endHolds): the watchdog says what ends, the Client ends it.
-	lost, endHolds func(lostSet)
-	mu             sync.Mutex
-	held           map[string]*entry // by lock key
-	h              entryHeap
-	base           time.Time   // the heap's due times count from it (monotonic)
-	t              *time.Timer // the scheduler's timer, reset under mu (nil until the first lock)
-	stop           chan struct{}
-	done           chan struct{}
-	batches        sync.WaitGroup
-	// pipelines and scripts count renewal round trips and the scripts they carried.
-	pipelines, scripts atomic.Int64
-	started            bool
-	stopped            bool
-	wakeAt             time.Time // when the scheduler's timer fires next
-	rounds             sync.Pool // of *round: a renewal round's buffers (watchdog_round.go)
-}
-
-func newWatchdog(c *Client) *watchdog {
-	return &watchdog{c: c, lost: c.lost, endHolds: c.endHolds, held: make(map[string]*entry), stop: make(chan struct{}),
-		done: make(chan struct{}), base: time.Now()}
+// nest adds the nested read-write hold l to the watchdog entry of its outer hold, whose renewals
+// keep both; it reports false when the outer hold is ending or ended.
+func (w *watchdog) nest(l *Lock) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	o := l.outer
+	e := o.e
+	if w.stopped || e == nil || e.gone || o.rw.closed || !slices.Contains(e.locks, o) {
+		return false
+	}
+	e.locks = append(e.locks, l)
+	l.e = e
+	e.setMaxAt()
+	if e.idx >= 0 {
+		w.fix(e)
+		w.arm(e.due()) // (l's WithMaxHold may be due before the scheduler's next wake-up)
+	}
+	return true
 }
 
 func (w *watchdog) interval(ttl time.Duration) time.Duration {
@@ -50,60 +35,6 @@ func (w *watchdog) holding(key string, token any) bool {
 	defer w.mu.Unlock()
 	e := w.held[key]
 	return e != nil && !e.gone && e.tok == token && len(e.locks) > 0
-}
-
-// add registers a freshly acquired Lock, sent being when its acquire request was sent; held is what
-// the hook was told the acquisition adds to the locks the Client holds (HoldInfo.Held).
-func (w *watchdog) add(l *Lock, sent time.Time, held int) bool {
-	if l.nested() {
-		return w.nest(l) // renewed with the hold it is nested in (rwlock.go)
-	}
-	var stale lostSet
-	defer func() { w.lost(stale) }() // (after w.mu is unlocked)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.stopped {
-		return false
-	}
-	e := w.held[l.k.Main]
-	if e != nil && !e.gone && e.tok == l.tok && l.holds == 1 && e.k.Fence != l.k.Fence {
-		// A fresh acquisition under the token (WithToken) while this Client held an earlier one:
-		// that one is gone (expired, or force-released), and its holds are lost.
-		stale, e = w.lose(e, "not_owner", nil), nil
-	}
-	if e == nil || e.tok != l.tok || e.gone {
-		e = &l.own
-		*e = entry{k: &l.k, tok: l.tok, idx: -1}
-		e.locks = e.one[:0]
-		w.held[l.k.Main] = e
-	}
-	fresh := len(e.locks) == 0
-	e.counted += held
-	e.locks = append(e.locks, l)
-	l.e = e
-	e.setMaxAt()
-	if l.ttl > e.ttl {
-		e.ttl = l.ttl
-	}
-	// The script left the lock with at least l.ttl to live (a re-entry never shortens it), or a
-	// fair grant's shorter first lease (see claim).
-	lease := l.firstLease()
-	if v := sent.Add(lease - w.c.opt.drift(lease)); v.After(e.valid) {
-		e.valid = v
-	}
-	// A re-entry never postpones the entry's renewal: its own TTL may be far shorter than the
-	// validity the entry must keep up.
-	if next := sent.Add(w.interval(min(e.ttl, lease))); fresh || next.Before(e.next) {
-		e.next = next
-	}
-	w.schedule(e)
-	if !w.started {
-		w.started = true
-		w.wakeAt = e.due()
-		w.t = time.NewTimer(time.Until(w.wakeAt))
-		go w.run()
-	}
-	return true
 }
 
 // schedule (re)places e in the heap; the caller holds w.mu. The scheduler is woken only when e is
@@ -214,13 +145,6 @@ func (w *watchdog) extended(e *entry, sent time.Time, ttl time.Duration) bool {
 	return true
 }
 
-// lostSet is an entry given up by the watchdog: its locks, and why.
-type lostSet struct {
-	locks []*Lock
-	why   string
-	err   error
-}
-
 // lose removes e and returns its locks; the caller holds w.mu.
 func (w *watchdog) lose(e *entry, why string, err error) lostSet {
 	w.unschedule(e)
@@ -230,41 +154,6 @@ func (w *watchdog) lose(e *entry, why string, err error) lostSet {
 	}
 	e.locks = e.locks[:0]
 	return ls
-}
-
-func (w *watchdog) run() {
-	defer close(w.done)
-	defer w.t.Stop()
-	for {
-		r, _ := w.rounds.Get().(*round)
-		if r == nil {
-			r = new(round)
-		}
-		lost, ended := w.collect(time.Now(), r)
-		for _, ls := range lost {
-			w.lost(ls)
-		}
-		if len(ended) > 0 {
-			w.batches.Add(1)
-			go func() {
-				defer w.batches.Done()
-				for _, set := range ended {
-					w.endHolds(set)
-				}
-			}()
-		}
-		if len(r.batch) > 0 {
-			w.dispatch(r)
-		} else {
-			w.rounds.Put(r)
-		}
-		select {
-		case <-w.t.C:
-		case <-w.stop:
-			w.batches.Wait()
-			return
-		}
-	}
 }
 
 // close stops the scheduler and returns every entry still held.
@@ -282,4 +171,30 @@ func (w *watchdog) close() []lostSet {
 		<-w.done
 	}
 	return sets
+}
+
+// ended removes from e the locks whose WithMaxHold deadline passed at now and returns them; the
+// caller holds w.mu and has e in the heap. The entry is renewed on for the holds left.
+func (w *watchdog) ended(e *entry, now time.Time) lostSet {
+	var out []*Lock
+	kept := e.locks[:0]
+	for _, l := range e.locks {
+		if !l.maxAt.IsZero() && !now.Before(l.maxAt) {
+			out = append(out, l)
+		} else {
+			kept = append(kept, l)
+		}
+	}
+	clear(e.locks[len(kept):])
+	e.locks = kept
+	if len(kept) == 0 {
+		w.unschedule(e)
+		if len(out) > 0 {
+			w.ends(e, out[len(out)-1])
+		}
+		return lostSet{locks: out}
+	}
+	e.setMaxAt()
+	w.fix(e)
+	return lostSet{locks: out}
 }

@@ -2,28 +2,7 @@ package core
 
 import (
 	"time"
-
-	"github.com/lockkit/lockkit/core/internal/store"
 )
-
-// entry is one held lock (key + owner token) as the watchdog sees it. Reentrant Locks of the same
-// owner in this client share it.
-type entry struct {
-	k        *store.Keys
-	tok      any // owner token
-	ttl      time.Duration
-	valid    time.Time // local validity deadline: last successful send + ttl − drift
-	next     time.Time // next renewal
-	idx      int       // heap index, -1 when not scheduled
-	seq      uint64    // bumped by Extend: a renewal sent before carries an older seq
-	counted  int       // holds reported to the hook as making the Client hold the lock (HoldInfo.Held)
-	maxAt    time.Time // the earliest WithMaxHold deadline of its locks; zero: none
-	inflight bool
-	gone     bool
-	lastErr  error
-	one      [1]*Lock
-	locks    []*Lock
-}
 
 func (e *entry) due() time.Time {
 	d := e.next
@@ -34,19 +13,6 @@ func (e *entry) due() time.Time {
 		d = e.maxAt
 	}
 	return d
-}
-
-// entryHeap orders the held entries by due time. Each slot keeps its entry's due time (at, from
-// the watchdog's base): comparing two slots reads the slice, not two entries scattered over the
-// heap of held locks (issue #38: with 100 000 locks, computing due for every comparison was half
-// the client's CPU per renewal, in cache misses). The watchdog refreshes at whenever an entry's
-// due time may have changed (watchdog.fix).
-type entryHeap []heapSlot
-
-// heapSlot is one entry of the heap and its due time.
-type heapSlot struct {
-	at time.Duration // e.due() − the watchdog's base
-	e  *entry
 }
 
 // The heap's operations, typed (container/heap would box every slot it pushes and pops: two
@@ -132,30 +98,4 @@ func (e *entry) setMaxAt() {
 			e.maxAt = l.maxAt
 		}
 	}
-}
-
-// ended removes from e the locks whose WithMaxHold deadline passed at now and returns them; the
-// caller holds w.mu and has e in the heap. The entry is renewed on for the holds left.
-func (w *watchdog) ended(e *entry, now time.Time) lostSet {
-	var out []*Lock
-	kept := e.locks[:0]
-	for _, l := range e.locks {
-		if !l.maxAt.IsZero() && !now.Before(l.maxAt) {
-			out = append(out, l)
-		} else {
-			kept = append(kept, l)
-		}
-	}
-	clear(e.locks[len(kept):])
-	e.locks = kept
-	if len(kept) == 0 {
-		w.unschedule(e)
-		if len(out) > 0 {
-			w.ends(e, out[len(out)-1])
-		}
-		return lostSet{locks: out}
-	}
-	e.setMaxAt()
-	w.fix(e)
-	return lostSet{locks: out}
 }

@@ -10,6 +10,95 @@ import (
 	"github.com/lockkit/lockkit/core/internal/store"
 )
 
+// add registers a freshly acquired Lock, sent being when its acquire request was sent; held is what
+// the hook was told the acquisition adds to the locks the Client holds (HoldInfo.Held).
+func (w *watchdog) add(l *Lock, sent time.Time, held int) bool {
+	if l.nested() {
+		return w.nest(l) // renewed with the hold it is nested in (rwlock.go)
+	}
+	var stale lostSet
+	defer func() { w.lost(stale) }() // (after w.mu is unlocked)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return false
+	}
+	e := w.held[l.k.Main]
+	if e != nil && !e.gone && e.tok == l.tok && l.holds == 1 && e.k.Fence != l.k.Fence {
+		// A fresh acquisition under the token (WithToken) while this Client held an earlier one:
+		// that one is gone (expired, or force-released), and its holds are lost.
+		stale, e = w.lose(e, "not_owner", nil), nil
+	}
+	if e == nil || e.tok != l.tok || e.gone {
+		e = &l.own
+		*e = entry{k: &l.k, tok: l.tok, idx: -1}
+		e.locks = e.one[:0]
+		w.held[l.k.Main] = e
+	}
+	fresh := len(e.locks) == 0
+	e.counted += held
+	e.locks = append(e.locks, l)
+	l.e = e
+	e.setMaxAt()
+	if l.ttl > e.ttl {
+		e.ttl = l.ttl
+	}
+	// The script left the lock with at least l.ttl to live (a re-entry never shortens it), or a
+	// fair grant's shorter first lease (see claim).
+	lease := l.firstLease()
+	if v := sent.Add(lease - w.c.opt.drift(lease)); v.After(e.valid) {
+		e.valid = v
+	}
+	// A re-entry never postpones the entry's renewal: its own TTL may be far shorter than the
+	// validity the entry must keep up.
+	if next := sent.Add(w.interval(min(e.ttl, lease))); fresh || next.Before(e.next) {
+		e.next = next
+	}
+	w.schedule(e)
+	if !w.started {
+		w.started = true
+		w.wakeAt = e.due()
+		w.t = time.NewTimer(time.Until(w.wakeAt))
+		go w.run()
+	}
+	return true
+}
+
+func (w *watchdog) run() {
+	defer close(w.done)
+	defer w.t.Stop()
+	for {
+		r, _ := w.rounds.Get().(*round)
+		if r == nil {
+			r = new(round)
+		}
+		lost, ended := w.collect(time.Now(), r)
+		for _, ls := range lost {
+			w.lost(ls)
+		}
+		if len(ended) > 0 {
+			w.batches.Add(1)
+			go func() {
+				defer w.batches.Done()
+				for _, set := range ended {
+					w.endHolds(set)
+				}
+			}()
+		}
+		if len(r.batch) > 0 {
+			w.dispatch(r)
+		} else {
+			w.rounds.Put(r)
+		}
+		select {
+		case <-w.t.C:
+		case <-w.stop:
+			w.batches.Wait()
+			return
+		}
+	}
+}
+
 // A renewal round of the watchdog (watchdog.go): collect takes what is due, dispatch sends it in
 // pipelined batches, renew records each renewal's outcome.
 

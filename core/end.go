@@ -1,0 +1,317 @@
+// The end of a hold: how a lock, a permit, a read or a write is given back in Redis, reported to
+// the hook and detached from the watchdog, whoever ends it (Release, a loss, Close, max hold).
+
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/lockkit/lockkit/core/internal/pipe"
+	"github.com/lockkit/lockkit/core/internal/store"
+	"github.com/lockkit/lockkit/core/internal/wait"
+)
+
+// giveMode says how end gives a hold back in Redis.
+type giveMode uint8
+
+const (
+	giveNone       giveMode = iota // nothing to give back: Redis said the lock is not ours
+	giveNow                        // release now, with end's context
+	giveBackground                 // release in the background (giveBack): a hold declared expired
+)
+
+// end ends the hold: the one way every hold ends, whether by Release or ReleaseSet (why
+// stateReleased), Client.Close (stateClosed), WithMaxHold's limit (stateEnded) or a loss
+// (stateLost). In this order, every time:
+//
+//  1. cancel and state, in one step under l.mu: the lock's context is cancelled with cause and the
+//     hold marked ended, so that nobody sees the one without the other;
+//  2. the watchdog stops renewing it;
+//  3. the hold is given back in Redis as give says. The reply may correct the state: a release
+//     that finds the lock gone makes the end a loss (and the Client's other holds of it too); a
+//     Release that cannot reach Redis leaves the hold to be released again;
+//  4. the hook hears of it, once per hold: Lost for a loss, else Released.
+//
+// It reports false when the hold had ended already (nothing is done), and the release's error.
+// (A LockSet ends its holds in the same steps, sending their releases together: begin, then one
+// round trip per slot, then finish for each.)
+func (l *Lock) end(ctx context.Context, why holdState, cause error, give giveMode, set *store.ReleaseSet) (bool, error) {
+	if !l.begin(why, cause) {
+		return false, nil
+	}
+	if l.nested() {
+		give = giveNone // a nested read-write hold shares its outer hold's acquisition (rwlock.go)
+	}
+	var n int64
+	var err error
+	switch give {
+	case giveNow:
+		sc := l.c.takeScratch() // (l.k is this end's alone: begin let only one end through)
+		if sc != nil {
+			l.k.Lines = &sc.lines
+		}
+		n, err = l.c.sendRelease(ctx, &l.k, l.tok, l.hold, l.fair, set, l.ttl)
+		if sc != nil {
+			l.k.Lines = nil
+			l.c.putScratch(sc, err == nil)
+		}
+	case giveBackground:
+		// Declared expired while a renewal may still be on its way: one that reaches Redis in time
+		// re-extends the lock, which nobody would hold for a full TTL (owner-checked: a lock that
+		// passed on is not touched).
+		l.c.giveBack(l, nil)
+	}
+	return true, l.finish(why, give == giveNow, n, err)
+}
+
+// begin is end's steps 1 and 2: it reports false when the hold had ended already.
+func (l *Lock) begin(why holdState, cause error) bool {
+	l.endNested(why, cause) // (read-write holds nested in l end first: rwlock.go)
+	l.mu.Lock()
+	if l.state != stateHeld {
+		l.mu.Unlock()
+		return false
+	}
+	l.state = why
+	if why != stateReleased {
+		l.cause = cause
+	}
+	stop := l.stopLocked(cause)
+	l.mu.Unlock()
+	if stop != nil {
+		stop(cause)
+	}
+	l.c.wd.detach(l)
+	return true
+}
+
+// finish is end's steps 3 (the reply of a release that was sent: the holds left n, or err) and 4;
+// it returns the release's error.
+func (l *Lock) finish(why holdState, sent bool, n int64, err error) error {
+	if sent {
+		switch {
+		case err != nil && why == stateReleased && !isAckError(err):
+			l.setState(stateHeld, nil) // not released: Release may be called again
+			err = unavailable("release", err)
+		case err != nil:
+			err = unavailable("release", err) // (an *ackError: released, but not acknowledged)
+		case n < 0:
+			lost := &LostError{Name: l.k.Name, Reason: "not_owner"}
+			l.setState(stateLost, lost)
+			err = errors.Join(ErrNotHeld, lost)
+			l.c.wd.notOwner(l.e) // this Client's other holds of the lock are gone too
+		}
+	}
+	if err != nil && why == stateEnded { // nobody waits for this release's outcome
+		l.c.log(slog.LevelWarn, "releasing a hold ended by its maximum hold failed; it expires within its TTL",
+			slog.String("name", l.k.Name), slog.Any("error", err))
+	}
+	l.reportEnd(why == stateLost, max(n, 0), err)
+	return err
+}
+
+// isAckError reports whether err is (or wraps) an *ackError. (A function of its own: errors.As's
+// target escapes, and finish must not allocate for the release that succeeded.)
+func isAckError(err error) bool {
+	var short *store.AckError
+	return errors.As(err, &short)
+}
+
+// stopLocked records cause as the end of the lock's context and returns the function that cancels
+// it (nil when the context is not made yet: Context makes it cancelled). The caller holds l.mu.
+func (l *Lock) stopLocked(cause error) context.CancelCauseFunc {
+	if l.ended != nil {
+		return nil
+	}
+	l.ended = cause
+	if l.ctx == nil && l.vctx.Context != nil && l.vctx.Context.Err() != nil {
+		// The parent ended first: so would the context have.
+		l.ended, l.parentEnded = context.Cause(l.vctx.Context), true
+	}
+	return l.stop
+}
+
+// reportEnd runs the hook's Lost (lost) or Released once per hold.
+func (l *Lock) reportEnd(lost bool, holds int64, err error) {
+	h := l.c.hook
+	if h == nil || (lost && h.Lost == nil) || (!lost && h.Released == nil) || !l.endReported() {
+		return
+	}
+	held, last := l.c.wd.endOf(l)
+	in := HoldInfo{Lock: l, Held: held, Last: last, Duration: time.Since(l.acquired), Err: err}
+	if lost {
+		in.Err = l.lostCause()
+		h.Lost(l.Context(), in)
+		return
+	}
+	in.Holds = holds
+	h.Released(l.Context(), in)
+}
+
+// endReported marks the hold's end as reported to the hook; it reports false if it was already.
+func (l *Lock) endReported() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	first := !l.reported
+	l.reported = true
+	return first
+}
+
+// endAll ends holds that end together (an entry the watchdog gave up, Close, WithMaxHold), inner
+// holds first: a nested hold's context derives from its outer hold's, and its holder must find it
+// ended by the time that context is done. It returns the first release error.
+func endAll(ctx context.Context, locks []*Lock, why holdState, cause func(*Lock) error, give giveMode) error {
+	depth := func(l *Lock) (d int) {
+		for o := l.outer; o != nil; o = o.outer {
+			d++
+		}
+		return d
+	}
+	locks = slices.Clone(locks)
+	slices.SortStableFunc(locks, func(a, b *Lock) int { return depth(b) - depth(a) })
+	var first error
+	for _, l := range locks {
+		if _, err := l.end(ctx, why, cause(l), give, nil); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// sendRelease sends the release of one hold: every release a Client sends goes through here.
+func (c *Client) sendRelease(ctx context.Context, k *store.Keys, tok, hold any, fair bool, set *store.ReleaseSet, ttl time.Duration) (int64, error) {
+	return c.st.Release(ctx, k, tok, hold, fair, set, ttl)
+}
+
+func (l *Lock) setState(s holdState, cause error) {
+	l.mu.Lock()
+	l.state, l.cause = s, cause
+	l.mu.Unlock()
+}
+
+// giveBack releases, in the background, the hold an acquire attempt may have taken although its
+// reply was lost (a timeout, a cancelled context, a broken connection): otherwise the lock would
+// stay taken, by nobody, for its TTL. The attempt may still be on its way to Redis, so a give-back
+// that finds nothing tries again a little later; an attempt that after (its error) says was left
+// queued or in flight in a pipeline (WithPipelining) is waited for first. Best effort, bounded by
+// the lock's TTL (at most 5s); Close waits for it.
+func (c *Client) giveBack(l *Lock, after error) {
+	k, tok, hold, fair, ttl := l.k.GivenBack(l.token), l.tok, l.hold, l.fair, l.ttl
+	var last error // the last attempt's error, if Redis could not be reached
+	attempt := func(ctx context.Context) bool {
+		n, err := c.sendRelease(ctx, &k, tok, hold, fair, nil, ttl)
+		last = err
+		return err == nil && n >= 0
+	}
+	c.bgMu.Lock()
+	closing := c.bgDone
+	if !closing {
+		c.bg.Add(1)
+	}
+	c.bgMu.Unlock()
+	if closing { // one try, here
+		ctx, cancel := context.WithTimeout(context.Background(), min(ttl, time.Second))
+		pipe.Settle(ctx, after)
+		attempt(ctx)
+		cancel()
+		return
+	}
+	go func() {
+		defer c.bg.Done()
+		ctx, cancel := context.WithTimeout(c.bgCtx, min(ttl, 5*time.Second))
+		defer cancel()
+		pipe.Settle(ctx, after)
+		for _, d := range [...]time.Duration{0, 50 * time.Millisecond, 500 * time.Millisecond} {
+			if (d > 0 && !wait.Sleep(ctx, d)) || attempt(ctx) {
+				return
+			}
+		}
+		if last != nil {
+			c.log(slog.LevelWarn, "giving a lock back failed; it expires within its TTL",
+				slog.String("name", k.Name), slog.Duration("ttl", ttl), slog.Any("error", last))
+		}
+	}()
+}
+
+// outlived gives back a hold whose acquisition was answered after its validity deadline (sent +
+// TTL − drift) and returns an error saying so; nil when the reply came in time. Redis may have run
+// the script at any moment since it was sent, so how long such a lock is still ours is unknown: a
+// slow network or a paused Redis must not hand out a lock whose safety margin is spent.
+func (c *Client) outlived(ctx context.Context, l *Lock, sent time.Time) error {
+	lease := l.firstLease()
+	took, validity := time.Since(sent), lease-c.opt.drift(lease)
+	if took < validity {
+		return nil
+	}
+	// The lock expires at most TTL from now: there is no point in trying for longer.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.ttl)
+	l.k.Lines = nil // (its own command line: a release that fails may run on from it, see putScratch)
+	_, err := c.sendRelease(rctx, &l.k, l.tok, l.hold, l.fair, nil, l.ttl)
+	cancel()
+	back := "the lock was given back"
+	if err != nil {
+		back = fmt.Sprintf("giving the lock back failed (%v); it expires within its TTL", err)
+	}
+	return unavailable("acquire", fmt.Errorf("the reply took %v, longer than the lock's validity (%v); %s",
+		took.Round(time.Millisecond), validity, back))
+}
+
+// endHolds ends holds whose WithMaxHold deadline passed (the watchdog no longer renews them for
+// them): each context is cancelled with a *MaxHoldError, then the hold is released (Lock.end).
+func (c *Client) endHolds(set lostSet) {
+	ctx, cancel := context.WithTimeout(c.bgCtx, 5*time.Second) // the locks expire within their TTL anyway
+	defer cancel()
+	cause := func(l *Lock) error { return &MaxHoldError{Name: l.k.Name, Limit: l.limit} }
+	_ = endAll(ctx, set.locks, stateEnded, cause, giveNow)
+}
+
+// lost ends the holds of an entry the watchdog gave up. A hold declared expired is given back in
+// the background: a renewal still on its way may have re-extended it.
+func (c *Client) lost(ls lostSet) {
+	if len(ls.locks) == 0 {
+		return
+	}
+	give := giveNone
+	if ls.why == "expired" {
+		give = giveBackground
+	}
+	cause := func(l *Lock) error { return &LostError{Name: l.k.Name, Reason: ls.why, Err: ls.err} }
+	_ = endAll(context.Background(), ls.locks, stateLost, cause, give)
+	attrs := []slog.Attr{slog.String("name", ls.locks[0].k.Name), slog.String("reason", ls.why)}
+	if ls.err != nil {
+		attrs = append(attrs, slog.Any("error", ls.err))
+	}
+	c.log(slog.LevelWarn, "lock lost", attrs...)
+}
+
+// endNested ends the holds nested in l (a read-write hold), innermost first, each with l's why
+// and cause, before l itself ends; nothing can nest in l afterwards. (A nested hold's context
+// derives from its outer hold's: its holder finds it ended by the time that context is done.)
+func (l *Lock) endNested(why holdState, cause error) {
+	if l.rw == nil {
+		return
+	}
+	w := l.c.wd
+	w.mu.Lock()
+	l.rw.closed = true
+	var in []*Lock
+	if e := l.e; e != nil {
+		for _, x := range e.locks {
+			for o := x.outer; o != nil; o = o.outer {
+				if o == l {
+					in = append(in, x)
+					break
+				}
+			}
+		}
+	}
+	w.mu.Unlock()
+	if len(in) > 0 {
+		_ = endAll(context.Background(), in, why, func(*Lock) error { return cause }, giveNone)
+	}
+}
