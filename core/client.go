@@ -309,3 +309,30 @@ func newWatchdog(c *Client) *watchdog {
 	return &watchdog{c: c, lost: c.lost, endHolds: c.endHolds, held: make(map[string]*entry), stop: make(chan struct{}),
 		done: make(chan struct{}), base: time.Now()}
 }
+
+// selfExcluded refuses an acquisition of name made through the context of a hold of the same
+// Client on the same name of a kind it cannot share or nest in: it would wait for itself until
+// that hold ends. Re-entries (a lock in a lock, a read or write nested in a write, a read in a
+// read) and permits beside permits go on as documented.
+func (c *Client) selfExcluded(ctx context.Context, name string, ao *acquireOptions) error {
+	want := kindOfOptions(ao)
+	l, _ := ctx.Value(heldKey{}).(*Lock)
+	for l != nil {
+		l.mu.Lock()
+		held, parent := l.state == stateHeld, l.vctx.Context
+		l.mu.Unlock()
+		if l.c == c && l.k.Name == name && held {
+			have := l.kind
+			if want.nestsIn(have) {
+				return nil
+			}
+			return invalid("%q is held by this context's %s: a %s of the same name would wait for it (one name, one lock; release it first)",
+				name, have, want)
+		}
+		if parent == nil {
+			return nil
+		}
+		l, _ = parent.Value(heldKey{}).(*Lock)
+	}
+	return nil
+}

@@ -293,12 +293,12 @@ func (c *Client) lost(ls lostSet) {
 // and cause, before l itself ends; nothing can nest in l afterwards. (A nested hold's context
 // derives from its outer hold's: its holder finds it ended by the time that context is done.)
 func (l *Lock) endNested(why holdState, cause error) {
-	if l.rw == nil {
+	if !l.kind.rw() {
 		return
 	}
 	w := l.c.wd
 	w.mu.Lock()
-	l.rw.closed = true
+	l.closed = true
 	var in []*Lock
 	if e := l.e; e != nil {
 		for _, x := range e.locks {

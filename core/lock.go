@@ -122,7 +122,6 @@ type Lock struct {
 	e        *entry        // shared by the reentrant Locks of one owner in this Client
 	own      entry         // e, when this acquisition created it
 	vctx     valueCtx      // the parent of the lock's context
-	rw       *rwHold       // a read or write hold (Read, Write); nil otherwise
 
 	mu    sync.Mutex
 	cause error
@@ -140,7 +139,12 @@ type Lock struct {
 	reported    bool // the Released or Lost hook ran: the hold's one end event
 	endLast     bool // (see endHeld)
 	fair        bool
-	state       holdState // (under mu)
+	kind        kind
+	// isNested: a read or write hold that shares its outer hold's acquisition (outer): it has
+	// nothing of its own to give back in Redis. closed: a read or write hold that is ending, so
+	// nothing may nest in it any more (guarded by the watchdog's mu).
+	isNested, closed bool
+	state            holdState // (under mu)
 }
 
 // firstLease is how long the acquisition left the lock to live in Redis from when it was sent.
@@ -292,18 +296,8 @@ func (l *Lock) lostCause() error {
 	return nil
 }
 
-// rwHold is what a read or write hold keeps besides a permit's state.
-type rwHold struct {
-	mode uint8
-	// nested: the hold shares its outer hold's acquisition (Lock.outer): it has nothing of its own
-	// to give back in Redis.
-	nested bool
-	// closed: the hold is ending, so nothing may nest in it any more. Guarded by the watchdog's mu.
-	closed bool
-}
-
 // nested reports whether l is a hold nested in another read-write hold (see Read).
-func (l *Lock) nested() bool { return l.rw != nil && l.rw.nested }
+func (l *Lock) nested() bool { return l.isNested }
 
 // watchdog is the one renewal scheduler of a Client: a heap of held locks ordered by their next
 // deadline, served by one goroutine that sends due renewals in pipelined batches.

@@ -6,6 +6,19 @@ import (
 	"time"
 )
 
+// kindOfOptions is the kind of an acquisition about to be made with ao.
+func kindOfOptions(ao *acquireOptions) kind {
+	switch {
+	case ao.rw == rwWrite:
+		return kindWrite
+	case ao.rw != 0:
+		return kindRead
+	case ao.permits != 0:
+		return kindPermit
+	}
+	return kindLock
+}
+
 // Option configures a Client.
 type Option func(*options)
 
@@ -357,3 +370,9 @@ func WithPipelining(minInFlight int) Option { return func(o *options) { o.pipeli
 func (o *options) drift(ttl time.Duration) time.Duration {
 	return time.Duration(float64(ttl)*o.driftFactor) + 2*time.Millisecond
 }
+
+// The sides of a read-write lock (acquireOptions.rw).
+const (
+	rwRead  uint8 = 1
+	rwWrite uint8 = 2
+)

@@ -100,7 +100,7 @@ func (l *Lock) ReleaseSet(ctx context.Context, key string, value []byte, ttl tim
 	if l == nil {
 		return ErrNotHeld
 	}
-	if l.k.Sem != nil {
+	if l.kind.queued() {
 		return invalid("ReleaseSet is for locks, not permits (Permits) or read-write locks (Read, Write)")
 	}
 	if !sameSlot(key, l.k.Name) {

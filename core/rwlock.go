@@ -58,26 +58,13 @@ func Read() AcquireOption { return func(o *acquireOptions) { o.rw |= rwRead } }
 // and the topologies.
 func Write() AcquireOption { return func(o *acquireOptions) { o.rw |= rwWrite } }
 
-// The sides of a read-write lock (acquireOptions.rw, rwHold.mode).
-const (
-	rwRead  uint8 = 1
-	rwWrite uint8 = 2
-)
-
 // Mode returns "read" or "write" for a hold of a read-write lock (Read, Write), and "" for a lock
 // or a permit.
 func (l *Lock) Mode() string {
-	if l == nil || l.rw == nil {
+	if l == nil || !l.kind.rw() {
 		return ""
 	}
-	return modeName(l.rw.mode)
-}
-
-func modeName(m uint8) string {
-	if m == rwWrite {
-		return "write"
-	}
-	return "read"
+	return l.kind.String()
 }
 
 // initRW prepares l to take the read or write side of the read-write lock name (Read, Write):
@@ -99,15 +86,15 @@ func (c *Client) initRW(ctx context.Context, l *Lock, ao *acquireOptions, name s
 	if mode == rwWrite {
 		limit = 1
 	}
-	l.rw = &rwHold{mode: mode}
+	l.kind = kindOfOptions(ao)
 	l.fair = true
 	tag := c.opt.prefix + "{" + name + "}"
 	if o := rwHeldIn(ctx, c, tag+store.RWSuffix); o != nil {
-		if o.rw.mode == rwRead && mode == rwWrite {
+		if o.kind == kindRead && mode == rwWrite {
 			return invalid("Write through the context of a read hold of %q (upgrade) is not supported: two readers upgrading at once would wait for each other for ever; release the read hold, then take Write", name)
 		}
 		l.k.InitRW(tag, name, o.k.Sem.Limit)
-		l.outer, l.rw.nested = o, true
+		l.outer, l.isNested = o, true
 		l.token, l.tok, l.hold = o.token, o.tok, o.hold
 		return nil
 	}
@@ -124,7 +111,7 @@ func (c *Client) initRW(ctx context.Context, l *Lock, ao *acquireOptions, name s
 func rwHeldIn(ctx context.Context, c *Client, key string) *Lock {
 	l, _ := ctx.Value(heldKey{}).(*Lock)
 	for l != nil {
-		if l.c == c && l.rw != nil && l.k.Main == key {
+		if l.c == c && l.kind.rw() && l.k.Main == key {
 			return l
 		}
 		l.mu.Lock()

@@ -47,7 +47,7 @@ func Permits(n int) AcquireOption {
 // Limit returns the number of permits of the semaphore a permit was taken from (Permits), or 0
 // for a lock or a read-write lock.
 func (l *Lock) Limit() int {
-	if l == nil || l.k.Sem == nil || l.rw != nil {
+	if l == nil || l.kind != kindPermit {
 		return 0
 	}
 	return l.k.Sem.Limit
@@ -64,6 +64,7 @@ func (c *Client) initPermit(l *Lock, ao *acquireOptions, name string) error {
 	if !c.st.Caps().Permits {
 		return invalid("semaphores (Permits) are not supported over Redlock: a quorum of nodes does not bound the permits held")
 	}
+	l.kind = kindPermit
 	l.k.InitSem(c.opt.prefix, name, ao.permits)
 	l.token = store.NewToken()
 	l.tok, l.hold = l.token, any("0")

@@ -99,7 +99,7 @@ func (wc *waitCall) run(ctx context.Context) (err error) {
 		}
 	}
 	for {
-		if wc.w == nil && wc.wait && !wc.ao.fair && wc.l.k.Sem == nil && wc.c.room.Busy(wc.l.k.Channel) {
+		if wc.w == nil && wc.wait && !wc.ao.fair && !wc.l.kind.queued() && wc.c.room.Busy(wc.l.k.Channel) {
 			// Local waiters are queued: take a place behind them instead of barging in. (In fair
 			// mode the attempt itself joins the Redis-side queue and cannot barge.)
 			if err := wc.join(); err != nil {
@@ -152,7 +152,7 @@ func (wc *waitCall) attempt(ctx context.Context) (done bool, err error) {
 	default:
 		l.req.Waiting = store.MarkWaited
 	}
-	if wc.attempts > 0 && k.Sem == nil && c.st.Caps().AttemptHolds {
+	if wc.attempts > 0 && !wc.l.kind.queued() && c.st.Caps().AttemptHolds {
 		// Each Redlock attempt after the first takes its own hold id: a failed attempt's give-back
 		// (undo) may reach a node after a later attempt of this call was granted there (the node
 		// kept the failed attempt's grant, which the later one re-entered), and must drop only its
@@ -253,7 +253,7 @@ func (wc *waitCall) park(ctx context.Context) error {
 		// The holder's TTL runs out first (PTTL 0: within a millisecond): be there when it does.
 		d = wc.res.RetryAfter + time.Millisecond
 	}
-	if !head && !wc.ao.fair && wc.l.k.Sem == nil {
+	if !head && !wc.ao.fair && !wc.l.kind.queued() {
 		// Only the first local waiter polls as a fallback; the others are woken in turn and poll
 		// rarely, so that many parked waiters cost Redis almost nothing. (Every fair waiter and
 		// every permit waiter polls within a third of its queue timeout: the poll keeps its place
@@ -317,7 +317,7 @@ func (wc *waitCall) notAcquired(cause error) error {
 
 // handoff reports whether the call's waiting attempts queue it in Redis, where a release may grant
 // it the lock or a permit directly: a fair lock, a permit.
-func (wc *waitCall) handoff() bool { return wc.ao.fair || wc.l.k.Sem != nil }
+func (wc *waitCall) handoff() bool { return wc.ao.fair || wc.l.kind.queued() }
 
 // handoffStart prepares such a call: every waiting attempt queues it in Redis, so it polls often
 // enough to stay queued (at least every third of its queue timeout); and if this Client subscribes
@@ -352,7 +352,7 @@ func (wc *waitCall) claim(ctx context.Context) (bool, error) {
 	}
 	g := wc.c.room.TakeGrant(wc.w)
 	lease := wc.l.ttl
-	if wc.l.k.Sem == nil {
+	if !wc.l.kind.queued() {
 		lease = min(lease, wc.l.req.WaiterTTL)
 	}
 	if !g.OK || g.Epoch != wc.epoch || time.Since(wc.sent) > lease/2 || wc.c.opt.replicas > 0 {

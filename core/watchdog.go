@@ -12,7 +12,7 @@ func (w *watchdog) nest(l *Lock) bool {
 	defer w.mu.Unlock()
 	o := l.outer
 	e := o.e
-	if w.stopped || e == nil || e.gone || o.rw.closed || !slices.Contains(e.locks, o) {
+	if w.stopped || e == nil || e.gone || o.closed || !slices.Contains(e.locks, o) {
 		return false
 	}
 	e.locks = append(e.locks, l)
