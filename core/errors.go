@@ -7,49 +7,49 @@ import (
 	"time"
 )
 
-// Error is the type of the package's sentinel errors. Match them with errors.Is; ErrorType gives a
-// short, stable label for logs, metrics and traces. The typed errors (*NotAcquiredError,
-// *LostError, ...) wrap their sentinel: errors.As(err, &t) with t an interface{ ErrorType() string }
-// finds the label of any error of this package.
-type Error struct {
+// sentinelError is the type of the package's sentinel errors. Match them with errors.Is; the
+// ErrorType method gives a short, stable label for logs, metrics and traces. The typed errors
+// (*NotAcquiredError, *LostError, ...) wrap their sentinel: errors.As(err, &t) with t an
+// interface{ ErrorType() string } finds the label of any error of this package.
+type sentinelError struct {
 	msg string
 	typ string
 }
 
 // Error returns the message, prefixed "lockkit: ".
-func (e *Error) Error() string { return e.msg }
+func (e *sentinelError) Error() string { return e.msg }
 
 // ErrorType returns a short stable label such as "not_acquired" or "lost".
-func (e *Error) ErrorType() string { return e.typ }
+func (e *sentinelError) ErrorType() string { return e.typ }
 
 // Sentinel errors. Errors returned by this package match one of them with errors.Is, except errors
 // of the context (which are joined in where the context ended a wait) and errors of fn in Do.
 var (
 	// ErrNotAcquired means the lock is held by another owner: a try failed, or a wait ran out of its
 	// WithWait limit or its context. The error is a *NotAcquiredError carrying the holder's remaining TTL.
-	ErrNotAcquired = &Error{"lockkit: lock not acquired", "not_acquired"}
+	ErrNotAcquired error = &sentinelError{"lockkit: lock not acquired", "not_acquired"}
 	// ErrLost means a lock was taken away while held: it expired before it could be renewed, or Redis
 	// said it belongs to someone else. A lock's context is cancelled with a *LostError cause.
-	ErrLost = &Error{"lockkit: lock lost", "lost"}
+	ErrLost error = &sentinelError{"lockkit: lock lost", "lost"}
 	// ErrNotHeld means the caller does not hold the lock (any more): Release, Extend or TTL after the
 	// lock was lost or expired, or on a nil *Lock. Nothing in Redis was changed.
-	ErrNotHeld = &Error{"lockkit: lock not held", "not_held"}
+	ErrNotHeld error = &sentinelError{"lockkit: lock not held", "not_held"}
 	// ErrReleased is the cause of a lock's context after Release.
-	ErrReleased = &Error{"lockkit: lock released", "released"}
+	ErrReleased error = &sentinelError{"lockkit: lock released", "released"}
 	// ErrClosed means the Client was closed.
-	ErrClosed = &Error{"lockkit: client closed", "closed"}
+	ErrClosed error = &sentinelError{"lockkit: client closed", "closed"}
 	// ErrInvalid means an argument was rejected before anything was sent to Redis.
-	ErrInvalid = &Error{"lockkit: invalid argument", "invalid_argument"}
+	ErrInvalid error = &sentinelError{"lockkit: invalid argument", "invalid_argument"}
 	// ErrGuarded means the guard key of WithGuard exists: the work the lock protects was done
 	// already. The error is a *GuardedError carrying the key's value.
-	ErrGuarded = &Error{"lockkit: guard key exists", "guarded"}
+	ErrGuarded error = &sentinelError{"lockkit: guard key exists", "guarded"}
 	// ErrUnavailable means Redis could not be reached or answered with an error. The underlying
 	// error is wrapped too.
-	ErrUnavailable = &Error{"lockkit: redis unavailable", "unavailable"}
+	ErrUnavailable error = &sentinelError{"lockkit: redis unavailable", "unavailable"}
 	// ErrMaxHold means a hold reached its WithMaxHold limit and was ended by lockkit: its context
 	// is cancelled with a *MaxHoldError cause and the hold released, while renewals still worked.
 	// It is not a loss: nobody else held the lock while this hold's context was live.
-	ErrMaxHold = &Error{"lockkit: maximum hold reached", "max_hold"}
+	ErrMaxHold error = &sentinelError{"lockkit: maximum hold reached", "max_hold"}
 )
 
 // NotAcquiredError is returned when the lock is held by someone else. It matches ErrNotAcquired.
@@ -143,7 +143,7 @@ type redisError struct {
 func (e *redisError) Error() string          { return "lockkit: redis " + e.op + ": " + e.err.Error() }
 func (e *redisError) Unwrap() error          { return e.err }
 func (e *redisError) Is(target error) bool   { return target == ErrUnavailable }
-func (e *redisError) ErrorType() string      { return errorTypeOr(e.err, ErrUnavailable.typ) }
+func (e *redisError) ErrorType() string      { return errorTypeOr(e.err, "unavailable") }
 func unavailable(op string, err error) error { return &redisError{op: op, err: err} }
 
 // errorTypeOr returns the ErrorType of the first error in err's chain that has one, else def.
