@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lockkit/lockkit/core/internal/sched"
 	"github.com/lockkit/lockkit/core/internal/script"
 	"github.com/lockkit/lockkit/core/internal/store"
 	"github.com/lockkit/lockkit/core/internal/wait"
@@ -308,7 +309,7 @@ type watchdog struct {
 	lost, endHolds func(lostSet)
 	mu             sync.Mutex
 	held           map[string]*entry // by lock key
-	h              entryHeap
+	h              sched.Heap[*entry]
 	base           time.Time   // the heap's due times count from it (monotonic)
 	t              *time.Timer // the scheduler's timer, reset under mu (nil until the first lock)
 	stop           chan struct{}
@@ -348,15 +349,5 @@ type entry struct {
 	locks    []*Lock
 }
 
-// entryHeap orders the held entries by due time. Each slot keeps its entry's due time (at, from
-// the watchdog's base): comparing two slots reads the slice, not two entries scattered over the
-// heap of held locks (issue #38: with 100 000 locks, computing due for every comparison was half
-// the client's CPU per renewal, in cache misses). The watchdog refreshes at whenever an entry's
-// due time may have changed (watchdog.fix).
-type entryHeap []heapSlot
-
-// heapSlot is one entry of the heap and its due time.
-type heapSlot struct {
-	at time.Duration // e.due() − the watchdog's base
-	e  *entry
-}
+// Place is the entry's place in the watchdog's heap (sched.Item).
+func (e *entry) Place() *int { return &e.idx }

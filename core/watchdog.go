@@ -58,7 +58,7 @@ func (w *watchdog) arm(at time.Time) {
 func (w *watchdog) unschedule(e *entry) {
 	e.gone = true
 	if e.idx >= 0 {
-		w.h.remove(e.idx)
+		w.h.Remove(e)
 	}
 	if w.held[e.k.Main] == e {
 		delete(w.held, e.k.Main)
@@ -161,8 +161,8 @@ func (w *watchdog) close() []lostSet {
 	w.mu.Lock()
 	w.stopped = true
 	var sets []lostSet
-	for len(w.h) > 0 {
-		sets = append(sets, w.lose(w.h[0].e, "closed", nil))
+	for w.h.Len() > 0 {
+		sets = append(sets, w.lose(w.h.Min(), "closed", nil))
 	}
 	started := w.started
 	w.mu.Unlock()

@@ -114,16 +114,16 @@ func (w *watchdog) collect(now time.Time, r *round) (lost, ended []lostSet) {
 	defer w.mu.Unlock()
 	batch, items := r.batch[:0], r.items[:0]
 	defer func() { r.batch, r.items = batch, items }()
-	for seen := 1; len(w.h) > 0; seen++ {
+	for seen := 1; w.h.Len() > 0; seen++ {
 		if seen%collectYield == 0 {
 			w.mu.Unlock()
 			runtime.Gosched()
 			w.mu.Lock()
-			if len(w.h) == 0 {
+			if w.h.Len() == 0 {
 				break
 			}
 		}
-		e := w.h[0].e
+		e := w.h.Min()
 		if !now.Before(e.valid) {
 			lost = append(lost, w.lose(e, "expired", e.lastErr))
 			continue
@@ -141,8 +141,8 @@ func (w *watchdog) collect(now time.Time, r *round) (lost, ended []lostSet) {
 		items = append(items, store.RenewItem{K: e.k, Token: e.tok, TTL: e.ttl, Seq: e.seq})
 	}
 	wait := time.Hour
-	if len(w.h) > 0 {
-		wait = max(w.h[0].e.due().Sub(now), 0)
+	if w.h.Len() > 0 {
+		wait = max(w.h.Min().due().Sub(now), 0)
 	}
 	w.wakeAt = now.Add(wait)
 	w.t.Reset(wait)
@@ -268,8 +268,8 @@ func (w *watchdog) renew(batch []*entry, items []store.RenewItem) {
 		}
 		w.fix(e)
 	}
-	if len(w.h) > 0 {
-		w.arm(w.h[0].e.due())
+	if w.h.Len() > 0 {
+		w.arm(w.h.Min().due())
 	}
 	w.mu.Unlock()
 	for _, r := range reports {
