@@ -71,7 +71,7 @@ func (l *Lock) end(ctx context.Context, why holdState, cause error, give giveMod
 
 // begin is end's steps 1 and 2: it reports false when the hold had ended already.
 func (l *Lock) begin(why holdState, cause error) bool {
-	l.endNested(why, cause) // (read-write holds nested in l end first: rwlock.go)
+	l.endNested(why, cause) // (read-write holds nested in l end first)
 	l.mu.Lock()
 	if l.state != stateHeld {
 		l.mu.Unlock()

@@ -105,6 +105,7 @@ func (sc *setCall) attempts(ctx context.Context) (*LockSet, int, error) {
 		deadline = t.C
 	}
 	var w *wait.Waiter
+	var timer *time.Timer
 	acquired := false
 	defer func() {
 		if w != nil {
@@ -142,35 +143,30 @@ func (sc *setCall) attempts(ctx context.Context) (*LockSet, int, error) {
 			if w = c.room.Join(busy.k.Channel, "", false); w == nil {
 				return nil, n, ErrClosed
 			}
-			select { // a release may have come before the subscription: try again at once
-			case <-w.Ready():
-			case <-time.After(sc.backoff):
-			case <-ctx.Done():
-			case <-deadline:
-				return nil, n, sc.notAcquired(busy, retry, n, nil)
-			case <-c.room.Closed():
-				return nil, n, ErrClosed
+			// A release may have come before the subscription: try again once it is confirmed.
+			if why := c.room.Park(ctx, w, true, sc.backoff, deadline, &timer); why == wait.Deadline || why == wait.Closed {
+				return nil, n, sc.parked(why, busy, retry, n)
 			}
 			continue
 		}
 		c.room.Requeue(w)
 		d := min(sc.backoff, retry+time.Millisecond)
-		d = d/2 + rand.N(d/2+1)
-		t := time.NewTimer(d)
-		select {
-		case <-w.Wake():
-		case <-t.C:
+		switch why := c.room.Park(ctx, w, false, d/2+rand.N(d/2+1), deadline, &timer); why {
+		case wait.Elapsed:
 			sc.backoff = min(sc.backoff*2, c.opt.backoffMax)
-		case <-ctx.Done():
-		case <-deadline:
-			t.Stop()
-			return nil, n, sc.notAcquired(busy, retry, n, nil)
-		case <-c.room.Closed():
-			t.Stop()
-			return nil, n, ErrClosed
+		case wait.Deadline, wait.Closed:
+			return nil, n, sc.parked(why, busy, retry, n)
 		}
-		t.Stop()
 	}
+}
+
+// parked is the call's error after a Park that ended it (its wait limit, the Client's Close). (A
+// cancelled context ends the call at the top of the next attempt.)
+func (sc *setCall) parked(why wait.Parked, busy *Lock, retry time.Duration, n int) error {
+	if why == wait.Closed {
+		return ErrClosed
+	}
+	return sc.notAcquired(busy, retry, n, nil)
 }
 
 // attempt is attempt number n: each group in turn. It returns when each group's attempt was sent

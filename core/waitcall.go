@@ -66,7 +66,7 @@ type waitCall struct {
 	start time.Time
 
 	w        *wait.Waiter     // the call's place in the local queue, once it waits
-	digest   string           // fair mode and permits: the token's digest, once the server gave it (digest.go)
+	digest   string           // fair mode and permits: the token's digest, once the server gave it (learnDigest)
 	woken    bool             // the next attempt follows a release message
 	backoff  time.Duration    // the fallback delay: it doubles up to maxBack
 	maxBack  time.Duration    //
@@ -76,12 +76,12 @@ type waitCall struct {
 	res      store.AcquireResult // the last attempt's answer
 	sent     time.Time           // when the last attempt was sent
 	attempts int
-	epoch    int64 // the epoch a grant to the call carries (grant.go)
+	epoch    int64 // the epoch a grant to the call carries (internal/wait/grant.go)
 }
 
 func (wc *waitCall) run(ctx context.Context) (err error) {
 	if wc.l.nested() {
-		return wc.nest(ctx) // a read-write hold nested in another: no round trip (rwlock.go)
+		return wc.nest(ctx) // a read-write hold nested in another: no round trip
 	}
 	wc.l.req.Fair = wc.ao.fair
 	defer func() { wc.finish(ctx, err) }()
@@ -121,7 +121,7 @@ func (wc *waitCall) run(ctx context.Context) (err error) {
 				}
 				// Subscribed (or given up waiting for it): try again at once, as a release may have
 				// come between the attempt and the subscription (and granted the lock to a queued
-				// waiter, see grant.go).
+				// waiter, see internal/wait/grant.go).
 				if err := wc.ready(ctx); err != nil {
 					return err
 				}
@@ -219,24 +219,7 @@ func (wc *waitCall) join() error {
 // returns an error when the call ends meanwhile, as park does: the wait limit's timer fires once,
 // so the call must end when this wait is the one that hears it.
 func (wc *waitCall) ready(ctx context.Context) error {
-	select {
-	case <-wc.w.Ready():
-		return nil
-	default:
-	}
-	t := time.NewTimer(wc.backoff)
-	defer t.Stop()
-	select {
-	case <-wc.w.Ready():
-	case <-t.C:
-	case <-ctx.Done():
-		return wc.notAcquired(ctx.Err())
-	case <-wc.deadline:
-		return wc.notAcquired(nil)
-	case <-wc.c.room.Closed():
-		return ErrClosed
-	}
-	return nil
+	return wc.parked(ctx, wc.c.room.Park(ctx, wc.w, true, wc.backoff, wc.deadline, &wc.timer))
 }
 
 // park waits for a release message or the fallback delay; it returns an error when the call ends
@@ -246,7 +229,7 @@ func (wc *waitCall) park(ctx context.Context) error {
 	d := wc.backoff
 	if wc.res.Epoch != 0 {
 		// Queued in Redis for a fair lock: a release hands the lock over with a grant message
-		// (grant.go); polls only keep the waiter's place and catch the holder's expiry.
+		// (internal/wait/grant.go); polls only keep the waiter's place and catch the holder's expiry.
 		d = wc.maxBack
 	}
 	if wc.res.Busy && wc.res.RetryAfter+time.Millisecond < d {
@@ -260,27 +243,26 @@ func (wc *waitCall) park(ctx context.Context) error {
 		// in the Redis-side queue, which would drop it otherwise.)
 		d = max(d, 10*wc.maxBack)
 	}
-	d = d/2 + rand.N(d/2+1)
-	if wc.timer == nil {
-		wc.timer = time.NewTimer(d)
-	} else {
-		wc.timer.Reset(d)
-	}
-	select {
-	case <-wc.w.Wake():
+	why := wc.c.room.Park(ctx, wc.w, false, d/2+rand.N(d/2+1), wc.deadline, &wc.timer)
+	switch why {
+	case wait.Woken:
 		// The backoff is not reset: a waiter that loses the race keeps its fallback long, and the
 		// next release wakes it anyway.
 		wc.woken = true
-		if !wc.timer.Stop() {
-			<-wc.timer.C
-		}
-	case <-wc.timer.C:
+	case wait.Elapsed:
 		wc.backoff = min(wc.backoff*2, wc.maxBack)
-	case <-ctx.Done():
+	}
+	return wc.parked(ctx, why)
+}
+
+// parked is the call's error after a Park that ended why: nil while it goes on.
+func (wc *waitCall) parked(ctx context.Context, why wait.Parked) error {
+	switch why {
+	case wait.Cancelled:
 		return wc.notAcquired(ctx.Err())
-	case <-wc.deadline:
+	case wait.Deadline:
 		return wc.notAcquired(nil)
-	case <-wc.c.room.Closed():
+	case wait.Closed:
 		return ErrClosed
 	}
 	return nil
@@ -288,9 +270,6 @@ func (wc *waitCall) park(ctx context.Context) error {
 
 // finish leaves the local queue and, for a fair call that did not get the lock, the Redis-side one.
 func (wc *waitCall) finish(ctx context.Context, err error) {
-	if wc.timer != nil {
-		wc.timer.Stop()
-	}
 	if wc.w != nil {
 		if wc.handoff() {
 			wc.c.room.TakeGrant(wc.w) // (a grant not taken is handed on by the dequeue below)

@@ -14,7 +14,7 @@ import (
 // the hook was told the acquisition adds to the locks the Client holds (HoldInfo.Held).
 func (w *watchdog) add(l *Lock, sent time.Time, held int) bool {
 	if l.nested() {
-		return w.nest(l) // renewed with the hold it is nested in (rwlock.go)
+		return w.nest(l) // renewed with the hold it is nested in (watchdog.go)
 	}
 	var stale lostSet
 	defer func() { w.lost(stale) }() // (after w.mu is unlocked)
