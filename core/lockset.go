@@ -109,24 +109,14 @@ func (s *LockSet) Release(ctx context.Context) error {
 // owner, all or nothing, waiting while any of them is held by another owner: until all are
 // acquired, ctx ends, or the WithWait limit passes. Either every name is held when it returns, or
 // none is and nothing is left behind. Each lock keeps its own fence (LockSet.Locks); the set has
-// one context, cancelled when any of its locks is lost, and its locks are renewed together, in the
-// watchdog's batches.
+// one context, cancelled when any of its locks is lost, and its locks are renewed together.
+// Overlapping sets in different orders never deadlock: an attempt never holds a name while it
+// waits. On a Cluster the names are taken slot by slot (docs/guarantees.md, "Sets of locks").
 //
-// Waiting is woken by the release of the name that was found taken (no polling; the fallback
-// backoff covers expiries). Two calls asking for overlapping names in different orders never wait
-// on each other: an attempt never holds a name while it waits. On one Redis server (and Sentinel)
-// an attempt is one script, atomic. On a Cluster the names are grouped by slot and taken one slot
-// after the other, in slot order; if a slot's names are taken by someone else, what the attempt
-// took is given back before it waits. So between the slots of one attempt, a reader can see some
-// names of the set held by its owner and others not yet, and a failed attempt's names held for a
-// moment (and their fences used); no two owners ever hold one name. Names of one slot (a common
-// hash tag) cost one script.
-//
-// Options: WithWait, WithMaxHold and InNamespace apply to every name. Fair, WithOwner, WithToken,
-// WithGuard, Permits, Read and Write are refused with ErrInvalid (a set is of exclusive locks), and
-// so are sets over Redlock (NewRedlock): each name would need its own quorum of the same nodes,
-// and giving back a partial quorum of independent nodes is not atomic. Errors as Acquire's; a *NotAcquiredError names the lock found
-// taken.
+// WithWait, WithMaxHold and InNamespace apply to every name. Fair, WithOwner, WithToken,
+// WithGuard, Permits, Read and Write are refused with ErrInvalid (a set is of exclusive locks),
+// and so are sets over Redlock (NewRedlock). Errors as Acquire's; a *NotAcquiredError names the
+// lock found taken.
 func (c *Client) AcquireAll(ctx context.Context, names []string, ttl time.Duration, opts ...AcquireOption) (*LockSet, error) {
 	return c.acquireAll(ctx, names, ttl, true, opts)
 }

@@ -8,49 +8,23 @@ import (
 )
 
 // Read makes Acquire, TryAcquire and Do take the shared (read) side of the read-write lock named
-// name: any number of readers hold it together, never with a writer (Write). One name, one lock:
-// a write and a lock (taken without Read, Write or Permits) are the same exclusive side of the
-// name, and reads share the name with reads only, never with a lock or permits (Permits) of the
-// same name (see docs/guarantees.md, "One name, one lock").
+// name: any number of readers hold it together, never with a writer (Write). One name, one lock: a
+// write and a lock (taken without Read, Write or Permits) are the same exclusive side of the name,
+// and reads share the name with reads only, never with a lock or permits of the same name.
 //
-// A read or write hold is a *Lock with everything a lock has: its own owner token and lease,
-// renewal by the Client's watchdog, a Context cancelled (with cause) on Release or loss — before
-// the lock can pass to a writer (or, for a writer, to anyone) — a Fence, Extend, TTL,
-// WithMaxHold and hooks.
+// A read or write hold is a *Lock with everything a lock has (its own token and lease, renewal, a
+// Context cancelled before the lock can pass on, Fence, Extend, TTL, WithMaxHold, hooks). Readers
+// and writers are served first come, first served across processes, and a release hands the lock
+// on directly (Fair is implied; a TryAcquire never jumps the queue). Fences form one sequence per
+// name: every hold granted before a writer has a lower fence, every hold after it a higher one.
 //
-// Order: readers and writers are served first come, first served, across processes (every waiter
-// queues in Redis): an acquisition is granted only when no live waiter is queued ahead of it, so a
-// writer waits only for the holders and waiters ahead of it, and readers that come after a waiting
-// writer wait behind it (a stream of readers cannot starve a writer; a writer cannot starve the
-// readers behind it). A release hands the lock on directly: to the writer at the head of the
-// queue, or to all the readers at the head up to the next writer, without another round trip. A
-// TryAcquire never jumps the queue either: with a waiter ahead it is refused. Fair is implied.
-//
-// Fences: one sequence per name for every kind of hold, strictly increasing in the order the holds
-// were granted. A writer's fence is above the fence of every hold granted before it, and
-// every hold granted after the writer has a fence above the writer's. So a resource that records
-// the highest fence it accepted from a writer (W) and from anyone (A) refuses a write whose fence
-// is below A (a stale writer: someone was granted the lock after it), and a read whose fence is
-// below W (a reader that outlived a writer's turn). See docs/guarantees.md.
-//
-// Re-entry: an acquisition through the context of a hold of this Client on the same read-write
-// lock (the hold's Context, or one derived from it) is nested in that hold when the outer hold is
-// a write (Read or Write inside it), or when both are reads. A nested hold sends nothing to Redis:
-// it shares the outer hold's acquisition (its token, lease and Fence), reports Holds() > 1, and ends
-// no later than the outer hold (the outer hold's end, whatever its cause, ends it first, with the
-// same cause); its own Release only ends it. Upgrade is refused: Write through the context of a
-// read hold fails with ErrInvalid (two readers upgrading at once would each wait for the other
-// for ever); release the read and take the write. Downgrade: a read nested in a write holds the
-// lock exclusively until the write ends; there is no atomic hand-over from a write to a read (a
-// writer queued meanwhile goes first once the write is released). WithOwner, WithToken and WithGuard are
-// refused with ErrInvalid, and so is Read or Write with Permits, or both together.
-//
-// Read-write locks work on a plain, Sentinel or Cluster client (every key of one name has the
-// {name} hash tag). Over Redlock (NewRedlock) the call fails with ErrInvalid: keeping a writer
-// apart would hold there as a lock's exclusion does (any two majorities share a node, and a node
-// grants a writer only while it has no holder), but the order that keeps writers from starving
-// would not: it needs one queue, and each node would keep its own, in orders that disagree (two
-// waiters, each first on a different majority, would wait for each other).
+// Through the context of a hold of this Client on the same name, a Read or Write inside a write,
+// or a Read inside a read, is a nested hold: nothing is sent, it shares the outer acquisition and
+// ends no later than it. Upgrade (Write inside a read) is refused with ErrInvalid, and so are
+// WithOwner, WithToken, WithGuard, Permits, Read with Write, and Read or Write over Redlock
+// (NewRedlock: the queue that keeps writers from starving needs one order, and each node would
+// keep its own). docs/guarantees.md ("Read-write locks", "One name, one lock") gives the rules and
+// the tests behind each.
 func Read() AcquireOption { return func(o *acquireOptions) { o.rw |= rwRead } }
 
 // Write makes Acquire, TryAcquire and Do take the exclusive (write) side of the read-write lock
