@@ -2,7 +2,9 @@ package core_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -137,4 +139,63 @@ func TestRedlock_extend_pausedNodeCostsAtMostNodeTimeout(t *testing.T) {
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// The watchdog's Redlock renewal returns once a quorum renewed, not when the silent node's reply
+// (or its read timeout, here longer than the lock's validity) comes: with one node of three paused
+// the lock stays held. (Before the fix every renewal waited for the paused node until the validity
+// deadline and the lock was lost with two nodes renewing it; giving up on the node also read its
+// result while the node's goroutine could still write it, which -race reports.)
+func TestRedlock_renewal_pausedNodeKeepsTheLock(t *testing.T) {
+	srvs := redistest.StartN(t, 3)
+	var opts []*redis.Options
+	for _, s := range srvs {
+		o := s.Options()
+		o.ReadTimeout = 600 * time.Millisecond // the paused node's read times out after the lock's validity
+		opts = append(opts, o)
+	}
+	c := redlockOver(t, opts)
+	ctx := context.Background()
+	const ttl = 300 * time.Millisecond
+	// Hold the lock on all three nodes first (an acquisition may return at a quorum of two while
+	// the third node's request, on a loaded host, was still in flight), so that two stay up.
+	onAll := func(l *core.Lock) bool {
+		for end := time.Now().Add(100 * time.Millisecond); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+			all := true
+			for _, s := range srvs {
+				v, _ := s.Do(t, "GET", l.Key()).(string)
+				all = all && strings.HasPrefix(v, l.Token()+"\x00")
+			}
+			if all {
+				return true
+			}
+		}
+		return false
+	}
+	var l *core.Lock
+	for try := 0; ; try++ {
+		var err error
+		l, err = c.Acquire(ctx, "k", ttl)
+		if err == nil && onAll(l) {
+			break
+		}
+		if err == nil {
+			_ = l.Release(ctx)
+		} else if !errors.Is(err, core.ErrUnavailable) {
+			t.Fatal(err)
+		}
+		if try == 20 {
+			t.Fatalf("never held on all three nodes in 20 tries (last: %v)", err)
+		}
+	}
+	srvs[0].Pause(t)
+	defer srvs[0].Resume(t)
+	// Renewals every ttl/3 for a second: each must return at the quorum of two, well inside the
+	// validity (ttl − drift) the lock's context is cancelled at.
+	select {
+	case <-l.Context().Done():
+		t.Fatalf("lock lost with 2 of 3 nodes up: %v", context.Cause(l.Context()))
+	case <-time.After(time.Second):
+	}
+	_ = l.Release(ctx)
 }

@@ -2,9 +2,7 @@ package chaos_test
 
 import (
 	"context"
-	"errors"
 	"math/rand/v2"
-	"strings"
 	"testing"
 	"time"
 
@@ -109,70 +107,4 @@ func runRedlock(t *testing.T, rep *chaos.Report) {
 	if n < 10 {
 		t.Errorf("only %d critical sections", n)
 	}
-}
-
-// Core's Redlock renewal waits for every node until the renewal deadline (the lock's validity)
-// instead of returning once a quorum has answered: with one node of three blackholed, every renewal
-// ends at the deadline and the lock is lost although two nodes renewed it at once. And when it gives
-// up on the silent node it reads that node's result slice, which the node's goroutine writes when
-// its answer finally comes: a data race (core/redlock.go, renew: `switch it := per[i][j]` before
-// checking answered[i]).
-func TestCoreBug_redlockRenew_waitsForDeadNode(t *testing.T) {
-	srvs := redistest.StartN(t, 3)
-	pxs := make([]*chaos.Proxy, len(srvs))
-	for i, s := range srvs {
-		pxs[i] = chaos.NewProxy(t, s.Addr())
-	}
-	var nodes []redis.UniversalClient
-	for i, s := range srvs {
-		o := s.Options()
-		o.MaxRetries = -1
-		o.ReadTimeout = 600 * time.Millisecond // the straggler answers (with a timeout) after this
-		nodes = append(nodes, redisVia(t, o, pxs[i].Addr()))
-	}
-	c, err := core.NewRedlock(nodes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(context.Background())
-	// The node timeout is 15 ms (TTL/20): on a loaded machine the first calls (dial, NOSCRIPT then
-	// EVAL) may not fit, and an acquisition may return with a quorum of two nodes while the third
-	// node's request was dropped. Warming up is not what this test is about: retry until the lock is
-	// held on all three nodes (a late grant is kept, so wait a little for it), so that two stay up.
-	onAll := func(l *core.Lock) bool {
-		for end := time.Now().Add(100 * time.Millisecond); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-			all := true
-			for _, s := range srvs {
-				v, _ := s.Do(t, "GET", l.Key()).(string)
-				all = all && strings.HasPrefix(v, l.Token()+"\x00")
-			}
-			if all {
-				return true
-			}
-		}
-		return false
-	}
-	var l *core.Lock
-	for try := 0; ; try++ {
-		l, err = c.Acquire(context.Background(), "k", 300*time.Millisecond)
-		if err == nil && onAll(l) {
-			break
-		}
-		if err == nil {
-			_ = l.Release(context.Background())
-		} else if !errors.Is(err, core.ErrUnavailable) {
-			t.Fatal(err)
-		}
-		if try == 20 {
-			t.Fatalf("never held on all three nodes in 20 tries (last: %v)", err)
-		}
-	}
-	if err := pxs[0].Blackhole(0); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(time.Second) // renewals run, give up on node 0 at their deadline; node 0's read times out later
-	if l.Context().Err() != nil {
-		t.Fatalf("lock lost with 2 of 3 nodes up: %v", context.Cause(l.Context()))
-	}
-	_ = l.Release(context.Background())
 }
