@@ -52,7 +52,10 @@ func isNil(rdb redis.UniversalClient) bool {
 
 func newClient(st store.Store, o options, id string, quorum int) *Client {
 	c := &Client{id: id, st: st, opt: o, hook: chainHooks(o.hooks)}
-	c.bgCtx, c.bgStop = context.WithCancel(context.Background())
+	c.backs = store.NewGiveBacks(st, func(name string, ttl time.Duration, err error) {
+		c.log(slog.LevelWarn, "giving a lock back failed; it expires within its TTL",
+			slog.String("name", name), slog.Duration("ttl", ttl), slog.Any("error", err))
+	})
 	c.wd = newWatchdog(c)
 	c.room = wait.NewQueues(st.Router(), id, quorum)
 	return c
@@ -130,7 +133,7 @@ func (c *Client) Close(ctx context.Context) error {
 		return nil
 	}
 	c.room.Close()
-	c.waitBackground(ctx)
+	c.backs.Close(ctx)
 	var first error
 	for _, set := range c.wd.close() {
 		closed := func(*Lock) error { return ErrClosed }

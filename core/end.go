@@ -11,9 +11,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/lockkit/lockkit/core/internal/pipe"
 	"github.com/lockkit/lockkit/core/internal/store"
-	"github.com/lockkit/lockkit/core/internal/wait"
 )
 
 // giveMode says how end gives a hold back in Redis.
@@ -55,7 +53,7 @@ func (l *Lock) end(ctx context.Context, why holdState, cause error, give giveMod
 		if sc != nil {
 			l.k.Lines = &sc.lines
 		}
-		n, err = l.c.sendRelease(ctx, &l.k, l.tok, l.hold, l.fair, set, l.ttl)
+		n, err = l.c.st.Release(ctx, &l.k, l.tok, l.hold, l.fair, set, l.ttl)
 		if sc != nil {
 			l.k.Lines = nil
 			l.c.putScratch(sc, err == nil)
@@ -183,11 +181,6 @@ func endAll(ctx context.Context, locks []*Lock, why holdState, cause func(*Lock)
 	return first
 }
 
-// sendRelease sends the release of one hold: every release a Client sends goes through here.
-func (c *Client) sendRelease(ctx context.Context, k *store.Keys, tok, hold any, fair bool, set *store.ReleaseSet, ttl time.Duration) (int64, error) {
-	return c.st.Release(ctx, k, tok, hold, fair, set, ttl)
-}
-
 func (l *Lock) setState(s holdState, cause error) {
 	l.mu.Lock()
 	l.state, l.cause = s, cause
@@ -195,47 +188,9 @@ func (l *Lock) setState(s holdState, cause error) {
 }
 
 // giveBack releases, in the background, the hold an acquire attempt may have taken although its
-// reply was lost (a timeout, a cancelled context, a broken connection): otherwise the lock would
-// stay taken, by nobody, for its TTL. The attempt may still be on its way to Redis, so a give-back
-// that finds nothing tries again a little later; an attempt that after (its error) says was left
-// queued or in flight in a pipeline (WithPipelining) is waited for first. Best effort, bounded by
-// the lock's TTL (at most 5s); Close waits for it.
+// reply was lost (store.GiveBacks); after is the attempt's error.
 func (c *Client) giveBack(l *Lock, after error) {
-	k, tok, hold, fair, ttl := l.k.GivenBack(l.token), l.tok, l.hold, l.fair, l.ttl
-	var last error // the last attempt's error, if Redis could not be reached
-	attempt := func(ctx context.Context) bool {
-		n, err := c.sendRelease(ctx, &k, tok, hold, fair, nil, ttl)
-		last = err
-		return err == nil && n >= 0
-	}
-	c.bgMu.Lock()
-	closing := c.bgDone
-	if !closing {
-		c.bg.Add(1)
-	}
-	c.bgMu.Unlock()
-	if closing { // one try, here
-		ctx, cancel := context.WithTimeout(context.Background(), min(ttl, time.Second))
-		pipe.Settle(ctx, after)
-		attempt(ctx)
-		cancel()
-		return
-	}
-	go func() {
-		defer c.bg.Done()
-		ctx, cancel := context.WithTimeout(c.bgCtx, min(ttl, 5*time.Second))
-		defer cancel()
-		pipe.Settle(ctx, after)
-		for _, d := range [...]time.Duration{0, 50 * time.Millisecond, 500 * time.Millisecond} {
-			if (d > 0 && !wait.Sleep(ctx, d)) || attempt(ctx) {
-				return
-			}
-		}
-		if last != nil {
-			c.log(slog.LevelWarn, "giving a lock back failed; it expires within its TTL",
-				slog.String("name", k.Name), slog.Duration("ttl", ttl), slog.Any("error", last))
-		}
-	}()
+	c.backs.Give(l.k.GivenBack(l.token), l.tok, l.hold, l.fair, l.ttl, after)
 }
 
 // outlived gives back a hold whose acquisition was answered after its validity deadline (sent +
@@ -251,7 +206,7 @@ func (c *Client) outlived(ctx context.Context, l *Lock, sent time.Time) error {
 	// The lock expires at most TTL from now: there is no point in trying for longer.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.ttl)
 	l.k.Lines = nil // (its own command line: a release that fails may run on from it, see putScratch)
-	_, err := c.sendRelease(rctx, &l.k, l.tok, l.hold, l.fair, nil, l.ttl)
+	_, err := c.st.Release(rctx, &l.k, l.tok, l.hold, l.fair, nil, l.ttl)
 	cancel()
 	back := "the lock was given back"
 	if err != nil {
@@ -264,7 +219,7 @@ func (c *Client) outlived(ctx context.Context, l *Lock, sent time.Time) error {
 // endHolds ends holds whose WithMaxHold deadline passed (the watchdog no longer renews them for
 // them): each context is cancelled with a *MaxHoldError, then the hold is released (Lock.end).
 func (c *Client) endHolds(set lostSet) {
-	ctx, cancel := context.WithTimeout(c.bgCtx, 5*time.Second) // the locks expire within their TTL anyway
+	ctx, cancel := context.WithTimeout(c.backs.Context(), 5*time.Second) // the locks expire within their TTL anyway
 	defer cancel()
 	cause := func(l *Lock) error { return &MaxHoldError{Name: l.k.Name, Limit: l.limit} }
 	_ = endAll(ctx, set.locks, stateEnded, cause, giveNow)

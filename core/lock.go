@@ -30,11 +30,7 @@ type Client struct {
 	wd     *watchdog
 	room   *wait.Queues
 	closed atomic.Bool
-	bgMu   sync.Mutex
-	bg     sync.WaitGroup // give-backs of acquisitions whose reply was lost
-	bgDone bool           // Close waited for bg: no more give-backs in the background
-	bgCtx  context.Context
-	bgStop context.CancelFunc
+	backs  *store.GiveBacks // give-backs of acquisitions whose reply was lost
 	// scratch pools what an acquisition or a release needs only while it runs (callScratch).
 	scratch sync.Pool
 }

@@ -157,22 +157,3 @@ func (l *Lock) released() bool {
 	defer l.mu.Unlock()
 	return l.state == stateReleased || l.state == stateClosed
 }
-
-// waitBackground waits for the give-backs under way, cutting them short when ctx ends.
-func (c *Client) waitBackground(ctx context.Context) {
-	c.bgMu.Lock()
-	c.bgDone = true
-	c.bgMu.Unlock()
-	done := make(chan struct{})
-	go func() {
-		c.bg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		c.bgStop()
-		<-done
-	}
-	c.bgStop()
-}
