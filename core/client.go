@@ -57,6 +57,7 @@ func newClient(st store.Store, o options, id string, quorum int) *Client {
 			slog.String("name", name), slog.Duration("ttl", ttl), slog.Any("error", err))
 	})
 	c.wd = newWatchdog(c)
+	c.scratch = store.NewScratches(st)
 	c.room = wait.NewQueues(st.Router(), id, quorum)
 	return c
 }
@@ -207,11 +208,11 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 		l.hold = c.id + "/" + strconv.FormatInt(c.holds.Add(1), 10) // unique among the owner's holds
 	}
 	l.tok = l.token
-	sc := c.takeScratch()
+	sc := c.scratch.Take()
 	if sc != nil {
-		sc.ttlMS = store.MS(ttl)
-		sc.req = store.AcquireReq{Token: l.tok, Hold: l.hold, TTL: ttl, TTLArg: &sc.ttlMS}
-		l.req, l.k.Lines = &sc.req, &sc.lines
+		sc.TTLMS = store.MS(ttl)
+		sc.Req = store.AcquireReq{Token: l.tok, Hold: l.hold, TTL: ttl, TTLArg: &sc.TTLMS}
+		l.req, l.k.Lines = &sc.Req, &sc.Lines
 	} else {
 		l.req = &store.AcquireReq{Token: l.tok, Hold: l.hold, TTL: ttl, TTLArg: store.MS(ttl)}
 	}
@@ -226,8 +227,8 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 }
 
 // take runs the acquire call of a prepared Lock (a lock or a permit) and registers it with the
-// watchdog. sc, if not nil, holds l's acquire request (takeScratch).
-func (c *Client) take(ctx context.Context, l *Lock, wait bool, ao acquireOptions, name string, sc *callScratch) (*Lock, error) {
+// watchdog. sc, if not nil, holds l's acquire request (store.Scratches).
+func (c *Client) take(ctx context.Context, l *Lock, wait bool, ao acquireOptions, name string, sc *store.Scratch) (*Lock, error) {
 	ttl := l.ttl
 	start := time.Now()
 	hctx := ctx
@@ -240,9 +241,9 @@ func (c *Client) take(ctx context.Context, l *Lock, wait bool, ao acquireOptions
 	res, sent, attempts, err := c.wait(hctx, l, wait, ao, start)
 	l.req = nil // (a held lock does not keep its request)
 	if sc != nil {
-		// (Only then: over Redlock a request to a node may still read l.k, see takeScratch.)
+		// (Only then: over Redlock a request to a node may still read l.k, see store.Scratches.Take.)
 		l.k.Lines = nil
-		c.putScratch(sc, err == nil || answered(err))
+		c.scratch.Put(sc, err == nil || answered(err))
 	}
 	if h != nil && h.WaitDone != nil {
 		h.WaitDone(hctx, WaitInfo{Name: name, Key: l.k.Main, TTL: ttl, Limit: l.Limit(), Mode: l.Mode(), Attempts: attempts,

@@ -49,14 +49,14 @@ func (l *Lock) end(ctx context.Context, why holdState, cause error, give giveMod
 	var err error
 	switch give {
 	case giveNow:
-		sc := l.c.takeScratch() // (l.k is this end's alone: begin let only one end through)
+		sc := l.c.scratch.Take() // (l.k is this end's alone: begin let only one end through)
 		if sc != nil {
-			l.k.Lines = &sc.lines
+			l.k.Lines = &sc.Lines
 		}
 		n, err = l.c.st.Release(ctx, &l.k, l.tok, l.hold, l.fair, set, l.ttl)
 		if sc != nil {
 			l.k.Lines = nil
-			l.c.putScratch(sc, err == nil)
+			l.c.scratch.Put(sc, err == nil)
 		}
 	case giveBackground:
 		// Declared expired while a renewal may still be on its way: one that reaches Redis in time
@@ -205,7 +205,7 @@ func (c *Client) outlived(ctx context.Context, l *Lock, sent time.Time) error {
 	}
 	// The lock expires at most TTL from now: there is no point in trying for longer.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.ttl)
-	l.k.Lines = nil // (its own command line: a release that fails may run on from it, see putScratch)
+	l.k.Lines = nil // (its own command line: a release that fails may run on from it, see store.Scratches.Put)
 	_, err := c.st.Release(rctx, &l.k, l.tok, l.hold, l.fair, nil, l.ttl)
 	cancel()
 	back := "the lock was given back"

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core/internal/sched"
-	"github.com/lockkit/lockkit/core/internal/script"
 	"github.com/lockkit/lockkit/core/internal/store"
 	"github.com/lockkit/lockkit/core/internal/wait"
 )
@@ -22,53 +21,16 @@ import (
 // the go-redis client's automatic pipeliner, built when many commands are first in flight at once,
 // whose goroutines belong to the go-redis client and stop when it is closed.)
 type Client struct {
-	id     string       // random, published in release messages and prefixed to hold ids
-	holds  atomic.Int64 // hold ids of re-entering acquisitions
-	st     store.Store
-	opt    options
-	hook   *Hook
-	wd     *watchdog
-	room   *wait.Queues
-	closed atomic.Bool
-	backs  *store.GiveBacks // give-backs of acquisitions whose reply was lost
-	// scratch pools what an acquisition or a release needs only while it runs (callScratch).
-	scratch sync.Pool
-}
-
-// callScratch is what one acquisition or one release of a plain lock needs only while it runs:
-// the acquire request, its TTL argument and the rooms of the command lines (script.Lines, taken
-// through the Keys). Client.scratch pools them, so that a lone caller's lock + unlock allocates
-// none of it and a held Lock keeps none of it (issue #38: allocations per lock + unlock, memory
-// per held lock).
-type callScratch struct {
-	req   store.AcquireReq
-	ttlMS int64
-	lines script.Lines
-}
-
-// takeScratch returns a callScratch with free rooms, or nil over Redlock: a request to a node may
-// still be on its way when the call returns at a quorum, and must not find its command line reused.
-func (c *Client) takeScratch() *callScratch {
-	if c.st.Caps().Undoes {
-		return nil
-	}
-	sc, _ := c.scratch.Get().(*callScratch)
-	if sc == nil {
-		return new(callScratch)
-	}
-	sc.lines.Reset()
-	return sc
-}
-
-// putScratch gives sc back for another call when done says that every command built in it was
-// answered; otherwise (a reply lost, or a command left in a pipeline when its context ended) the
-// command may still be sent from it, and sc is left to the garbage collector.
-func (c *Client) putScratch(sc *callScratch, done bool) {
-	if sc == nil || !done {
-		return
-	}
-	sc.req = store.AcquireReq{}
-	c.scratch.Put(sc)
+	id      string       // random, published in release messages and prefixed to hold ids
+	holds   atomic.Int64 // hold ids of re-entering acquisitions
+	st      store.Store
+	opt     options
+	hook    *Hook
+	wd      *watchdog
+	room    *wait.Queues
+	closed  atomic.Bool
+	backs   *store.GiveBacks // give-backs of acquisitions whose reply was lost
+	scratch *store.Scratches // what an acquisition or a release needs only while it runs
 }
 
 // log reports msg at level with attrs, unless the Client was given a discarding logger.
