@@ -161,7 +161,7 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 	if ao.owner != "" && ao.token != "" {
 		return nil, invalid("WithOwner and WithToken cannot be combined")
 	}
-	if ao.guard != "" && (ao.fair || !sameSlot(ao.guard, name) || len(ao.guard) > 2*maxNameLen) {
+	if ao.guard != "" && (ao.fair || !store.SameSlot(ao.guard, name) || len(ao.guard) > 2*store.MaxName) {
 		return nil, invalid("guard key (%d bytes) must have the lock's hash tag {name} as its first and cannot be used with Fair", len(ao.guard))
 	}
 	if ao.fair && !c.st.Caps().Fair {

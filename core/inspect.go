@@ -3,7 +3,6 @@ package core
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
 
 	"github.com/lockkit/lockkit/core/internal/store"
@@ -150,15 +149,10 @@ func (c *Client) ForceRelease(ctx context.Context, name string) (bool, error) {
 	return ok, err
 }
 
-// validFullName checks a name given to Inspect or ForceRelease: a name Acquire takes, or the full
-// name of a lock in a namespace ("@ns/name", see Namespaced).
+// validFullName checks a name given to Inspect or ForceRelease (store.FullNameProblem).
 func validFullName(name string) error {
-	if name == "" || name[0] != '@' {
-		return validate(name, minTTL)
-	}
-	ns, rest, _ := strings.Cut(name[1:], "/")
-	if !validNamespace(ns) || rest == "" || len(rest) > maxNameLen {
-		return invalid("a lock name starting with '@' must be a namespaced name, @NAMESPACE/NAME (see Namespaced)")
+	if p := store.FullNameProblem(name); p != "" {
+		return invalid("%s", p)
 	}
 	return nil
 }

@@ -1,10 +1,10 @@
 package core
 
-import "time"
+import (
+	"time"
 
-// maxNamespaceLen bounds a namespace, so that a namespaced name stays within a few bytes of
-// maxNameLen.
-const maxNamespaceLen = 64
+	"github.com/lockkit/lockkit/core/internal/store"
+)
 
 // InNamespace puts the lock in namespace ns: the lock's name becomes Namespaced(ns, name), which
 // is "@" + ns + "/" + name. Names given without this option must not start with '@' (Acquire
@@ -22,19 +22,6 @@ func InNamespace(ns string) AcquireOption { return func(o *acquireOptions) { o.n
 // ReleaseSet key of the lock must contain.
 func Namespaced(ns, name string) string { return "@" + ns + "/" + name }
 
-// validNamespace reports whether ns may name a namespace.
-func validNamespace(ns string) bool {
-	if ns == "" || len(ns) > maxNamespaceLen {
-		return false
-	}
-	for i := 0; i < len(ns); i++ {
-		if c := ns[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
 // qualify validates name and ttl and returns the lock's full name: name itself, or its
 // namespaced form with InNamespace.
 func (o *acquireOptions) qualify(name string, ttl time.Duration) (string, error) {
@@ -42,10 +29,10 @@ func (o *acquireOptions) qualify(name string, ttl time.Duration) (string, error)
 		return name, validate(name, ttl)
 	}
 	switch ns := o.ns[1:]; {
-	case !validNamespace(ns):
-		return "", invalid("namespace (%d bytes) must be 1 to %d of a-z, 0-9 and '-'", len(ns), maxNamespaceLen)
-	case name == "" || len(name) > maxNameLen:
-		return "", invalid("lock name is %d bytes, want 1 to %d", len(name), maxNameLen)
+	case !store.ValidNamespace(ns):
+		return "", invalid("namespace (%d bytes) must be 1 to %d of a-z, 0-9 and '-'", len(ns), store.MaxNamespace)
+	case name == "" || len(name) > store.MaxName:
+		return "", invalid("lock name is %d bytes, want 1 to %d", len(name), store.MaxName)
 	default:
 		return Namespaced(ns, name), validTTL(ttl)
 	}

@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/lockkit/lockkit/core/internal/store"
 )
 
 // kindOfOptions is the kind of an acquisition about to be made with ao.
@@ -221,8 +223,8 @@ func WithWait(d time.Duration) AcquireOption {
 // must be 1 to 128 bytes, without a NUL byte, and not start with a control byte. To take a lock afresh under a token of your own, see
 // WithToken.
 func WithOwner(token string) AcquireOption {
-	if err := checkToken("core.WithOwner", token); err != nil {
-		return refusing(err)
+	if p := store.TokenProblem(token); p != "" {
+		return refusing(invalid("core.WithOwner: %s", p))
 	}
 	return func(o *acquireOptions) { o.owner = token }
 }
@@ -237,25 +239,10 @@ func WithOwner(token string) AcquireOption {
 // meanwhile) is not renewed by the new acquisition: it hears at its next renewal that the lock
 // is not its own.
 func WithToken(token string) AcquireOption {
-	if err := checkToken("core.WithToken", token); err != nil {
-		return refusing(err)
+	if p := store.TokenProblem(token); p != "" {
+		return refusing(invalid("core.WithToken: %s", p))
 	}
 	return func(o *acquireOptions) { o.token = token }
-}
-
-// checkToken checks the owner token given to option: 1 to maxToken bytes, no NUL byte, no control
-// byte first (a byte 1 starts the mark of permits or read-write holds in a lock's value). The error
-// does not show the token (whoever knows it can release the lock).
-func checkToken(option, token string) error {
-	switch {
-	case token == "" || len(token) > maxToken:
-		return invalid("%s: token must be 1 to %d bytes, got %d", option, maxToken, len(token))
-	case strings.IndexByte(token, 0) >= 0:
-		return invalid("%s: token must not contain a NUL byte", option)
-	case token[0] < 0x20:
-		return invalid("%s: token must not start with a control byte", option)
-	}
-	return nil
 }
 
 // Fair makes a waiting Acquire take its turn in a FIFO queue kept in Redis, so that waiters in every
@@ -303,22 +290,14 @@ const (
 )
 
 const (
-	minTTL     = 10 * time.Millisecond
-	maxTTL     = 24 * time.Hour
-	maxNameLen = 1024
-	maxToken   = 128
+	minTTL = 10 * time.Millisecond
+	maxTTL = 24 * time.Hour
 )
 
+// validate checks a name given to Acquire (store.NameProblem) and a TTL.
 func validate(name string, ttl time.Duration) error {
-	switch {
-	case name == "":
-		return invalid("name is empty")
-	case len(name) > maxNameLen:
-		return invalid("name is %d bytes, longer than %d", len(name), maxNameLen)
-	case name[0] == '}':
-		return invalid("name must not start with '}' (it would empty the hash tag)")
-	case name[0] == '@':
-		return invalid("name must not start with '@' (reserved for namespaces, see InNamespace)")
+	if p := store.NameProblem(name); p != "" {
+		return invalid("%s", p)
 	}
 	return validTTL(ttl)
 }
@@ -329,21 +308,6 @@ func validTTL(ttl time.Duration) error {
 	}
 	return nil
 }
-
-// hashTag returns the part of key that Redis Cluster hashes: the text between the first '{' and
-// the first '}' after it, if that is not empty; otherwise the whole key.
-func hashTag(key string) string {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			return key[i+1 : i+1+j]
-		}
-	}
-	return key
-}
-
-// sameSlot reports whether Redis hashes key as it hashes the keys of the lock name (prefix{name}…),
-// so that one script may touch both on a cluster. (The prefix has no braces.)
-func sameSlot(key, name string) bool { return hashTag(key) == hashTag("{"+name+"}") }
 
 // WithPipelining sets when the Client's lock traffic is coalesced into pipelines: while at least
 // minInFlight of its commands are in flight at once (the new one included), through go-redis's

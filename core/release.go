@@ -103,7 +103,7 @@ func (l *Lock) ReleaseSet(ctx context.Context, key string, value []byte, ttl tim
 	if l.kind.queued() {
 		return invalid("ReleaseSet is for locks, not permits (Permits) or read-write locks (Read, Write)")
 	}
-	if !sameSlot(key, l.k.Name) {
+	if !store.SameSlot(key, l.k.Name) {
 		return invalid("core.Lock.ReleaseSet: key (%d bytes) must have the lock's hash tag {name} as its first", len(key))
 	}
 	if ttl < time.Millisecond {

@@ -265,20 +265,7 @@ func (s *renewSend) outcomes(items []RenewItem, order []int) (failed int) {
 
 // Slot is the Redis Cluster slot of key: CRC16 (XMODEM) of its hash tag, modulo 16384.
 func Slot(key string) uint16 {
-	tag := key
-	for i := 0; i < len(key); i++ {
-		if key[i] == '{' {
-			for j := i + 1; j < len(key); j++ {
-				if key[j] == '}' {
-					if j > i+1 {
-						tag = key[i+1 : j]
-					}
-					break
-				}
-			}
-			break
-		}
-	}
+	tag := HashTag(key)
 	var crc uint16
 	for i := 0; i < len(tag); i++ {
 		crc ^= uint16(tag[i]) << 8

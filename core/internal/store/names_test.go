@@ -1,9 +1,7 @@
-package core
+package store
 
 import (
 	"testing"
-
-	"github.com/lockkit/lockkit/core/internal/store"
 )
 
 // Issue #16, defect 8: a key's slot is decided by its first hash tag, as Redis reads it.
@@ -28,13 +26,13 @@ func TestHashTag_asRedisReadsIt(t *testing.T) {
 		{"lockkit:idem:{a}b}", "a", true},
 		{"lockkit:idem:{b}{a}b}", "a}b", false},
 	} {
-		if got := sameSlot(tc.key, tc.name); got != tc.same {
-			t.Errorf("sameSlot(%q, %q) = %v, want %v", tc.key, tc.name, got, tc.same)
+		if got := SameSlot(tc.key, tc.name); got != tc.same {
+			t.Errorf("SameSlot(%q, %q) = %v, want %v", tc.key, tc.name, got, tc.same)
 		}
 	}
-	var k store.Keys
+	var k Keys
 	k.Init("lockkit:", "a}b")
-	if hashTag(k.Main) != "a" || !sameSlot(k.Main, "a}b") {
-		t.Errorf("lock key %q hashes as %q", k.Main, hashTag(k.Main))
+	if HashTag(k.Main) != "a" || !SameSlot(k.Main, "a}b") {
+		t.Errorf("lock key %q hashes as %q", k.Main, HashTag(k.Main))
 	}
 }
