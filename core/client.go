@@ -290,8 +290,9 @@ func (c *Client) handOut(ctx, hctx context.Context, l *Lock, fence, holds int64,
 }
 
 // wait runs the acquire attempts of one call (see waitCall).
-func (c *Client) wait(ctx context.Context, l *Lock, wait bool, ao acquireOptions, start time.Time) (store.AcquireResult, time.Time, int, error) {
-	wc := waitCall{c: c, l: l, ao: ao, wait: wait, start: start, backoff: c.opt.backoffMin, maxBack: c.opt.backoffMax}
+func (c *Client) wait(ctx context.Context, l *Lock, waits bool, ao acquireOptions, start time.Time) (store.AcquireResult, time.Time, int, error) {
+	wc := waitCall{c: c, l: l, ao: ao, wait: waits, start: start}
+	wc.Call = wait.Call{Q: c.room, Handoff: ao.fair || l.kind.queued(), Backoff: c.opt.backoffMin, MaxBack: c.opt.backoffMax}
 	err := wc.run(ctx)
 	return wc.res, wc.sent, wc.attempts, err
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core/internal/store"
+	"github.com/lockkit/lockkit/core/internal/wait"
 )
 
 // maxSetNames bounds the names of one AcquireAll.
@@ -155,7 +156,7 @@ func (c *Client) DoAll(ctx context.Context, names []string, ttl time.Duration, f
 	return fn(s.Context())
 }
 
-func (c *Client) acquireAll(ctx context.Context, names []string, ttl time.Duration, wait bool, opts []AcquireOption) (*LockSet, error) {
+func (c *Client) acquireAll(ctx context.Context, names []string, ttl time.Duration, waits bool, opts []AcquireOption) (*LockSet, error) {
 	if ctx == nil {
 		return nil, invalid("ctx is nil")
 	}
@@ -186,7 +187,8 @@ func (c *Client) acquireAll(ctx context.Context, names []string, ttl time.Durati
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}
-	sc := setCall{c: c, ao: ao, wait: wait, ttl: ttl, start: time.Now(), backoff: c.opt.backoffMin}
+	sc := setCall{c: c, ao: ao, wait: waits, ttl: ttl, start: time.Now()}
+	sc.Call = wait.Call{Q: c.room, Backoff: c.opt.backoffMin, MaxBack: c.opt.backoffMax}
 	sc.prepare(full)
 	return sc.run(ctx)
 }

@@ -3,7 +3,6 @@ package core
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
@@ -30,15 +29,15 @@ type setCtx struct {
 
 // setCall is one AcquireAll or TryAcquireAll call: its locks, grouped by slot, and its attempts.
 type setCall struct {
-	c       *Client
-	ao      acquireOptions
-	wait    bool
-	ttl     time.Duration
-	start   time.Time
-	backoff time.Duration
-	locks   []*Lock   // in the order of the names given
-	groups  [][]*Lock // by slot, in slot order, each sorted by name
-	req     store.AcquireReq
+	c     *Client
+	ao    acquireOptions
+	wait  bool
+	ttl   time.Duration
+	start time.Time
+	wait.Call
+	locks  []*Lock   // in the order of the names given
+	groups [][]*Lock // by slot, in slot order, each sorted by name
+	req    store.AcquireReq
 }
 
 // prepare makes the set's locks (one fresh token for all) and groups them by slot: on a cluster
@@ -98,20 +97,13 @@ func (sc *setCall) run(ctx context.Context) (*LockSet, error) {
 // attempts makes the call's attempts; it returns the set, or the error that ended the call.
 func (sc *setCall) attempts(ctx context.Context) (*LockSet, int, error) {
 	c := sc.c
-	var deadline <-chan time.Time
 	if sc.wait && sc.ao.maxWait > 0 {
 		t := time.NewTimer(sc.ao.maxWait)
 		defer t.Stop()
-		deadline = t.C
+		sc.Deadline = t.C
 	}
-	var w *wait.Waiter
-	var timer *time.Timer
 	acquired := false
-	defer func() {
-		if w != nil {
-			c.room.Leave(w, acquired)
-		}
-	}()
+	defer func() { sc.Leave(acquired) }()
 	for n := 1; ; n++ {
 		if err := ctx.Err(); err != nil {
 			return nil, n - 1, sc.notAcquired(nil, 0, n-1, err)
@@ -119,7 +111,7 @@ func (sc *setCall) attempts(ctx context.Context) (*LockSet, int, error) {
 		sent, busy, retry, err := sc.attempt(ctx, n)
 		if h := c.hook; h != nil && h.Attempt != nil {
 			h.Attempt(ctx, WaitInfo{Name: sc.locks[0].k.Name, Key: sc.locks[0].k.Main, TTL: sc.ttl, Attempts: n,
-				Woken: w != nil, Acquired: err == nil && busy == nil, RetryAfter: retry, Err: err})
+				Woken: sc.W != nil, Acquired: err == nil && busy == nil, RetryAfter: retry, Err: err})
 		}
 		switch {
 		case err != nil:
@@ -135,26 +127,20 @@ func (sc *setCall) attempts(ctx context.Context) (*LockSet, int, error) {
 			return nil, n, sc.notAcquired(busy, retry, n, nil)
 		}
 		// Wait for the release of the lock found taken (or its expiry), then try again.
-		if w != nil && w.Channel() != busy.k.Channel {
-			c.room.Leave(w, false)
-			w = nil
+		if sc.W != nil && sc.W.Channel() != busy.k.Channel {
+			sc.Leave(false)
+			sc.W = nil
 		}
-		if w == nil {
-			if w = c.room.Join(busy.k.Channel, "", false); w == nil {
+		why := wait.Woken
+		if sc.W == nil {
+			if !sc.Join(busy.k.Channel) {
 				return nil, n, ErrClosed
 			}
-			// A release may have come before the subscription: try again once it is confirmed.
-			if why := c.room.Park(ctx, w, true, sc.backoff, deadline, &timer); why == wait.Deadline || why == wait.Closed {
-				return nil, n, sc.parked(why, busy, retry, n)
-			}
-			continue
+			why = sc.Ready(ctx) // a release may have come before the subscription: try again once it is confirmed
+		} else {
+			why = sc.Park(ctx, min(sc.Backoff, retry+time.Millisecond), false)
 		}
-		c.room.Requeue(w)
-		d := min(sc.backoff, retry+time.Millisecond)
-		switch why := c.room.Park(ctx, w, false, d/2+rand.N(d/2+1), deadline, &timer); why {
-		case wait.Elapsed:
-			sc.backoff = min(sc.backoff*2, c.opt.backoffMax)
-		case wait.Deadline, wait.Closed:
+		if why == wait.Deadline || why == wait.Closed {
 			return nil, n, sc.parked(why, busy, retry, n)
 		}
 	}

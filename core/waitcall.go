@@ -3,7 +3,6 @@ package core
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -15,10 +14,10 @@ import (
 // call. Without an answer the waiter stays unnamed and polls (as a waiter that missed a message
 // does); it returns an error only when ctx ended.
 func (wc *waitCall) learnDigest(ctx context.Context) error {
-	if wc.w == nil || !wc.w.Unnamed() {
+	if wc.W == nil || !wc.W.Unnamed() {
 		return nil
 	}
-	if wc.digest == "" {
+	if wc.Digest == "" {
 		d, err := wc.c.tokenDigest(ctx, wc.l.token)
 		if err != nil {
 			if cerr := ctx.Err(); cerr != nil {
@@ -26,9 +25,9 @@ func (wc *waitCall) learnDigest(ctx context.Context) error {
 			}
 			return nil
 		}
-		wc.digest = d
+		wc.Digest = d
 	}
-	wc.c.room.Named(wc.w, wc.digest)
+	wc.c.room.Named(wc.W, wc.Digest)
 	return nil
 }
 
@@ -65,13 +64,7 @@ type waitCall struct {
 	wait  bool // Acquire (wait) or TryAcquire (one attempt)
 	start time.Time
 
-	w        *wait.Waiter     // the call's place in the local queue, once it waits
-	digest   string           // fair mode and permits: the token's digest, once the server gave it (learnDigest)
-	woken    bool             // the next attempt follows a release message
-	backoff  time.Duration    // the fallback delay: it doubles up to maxBack
-	maxBack  time.Duration    //
-	deadline <-chan time.Time // WithWait's limit
-	timer    *time.Timer      // the fallback delay's
+	wait.Call // the call's place in the wake-up machinery (its Digest: learnDigest)
 
 	res      store.AcquireResult // the last attempt's answer
 	sent     time.Time           // when the last attempt was sent
@@ -91,15 +84,15 @@ func (wc *waitCall) run(ctx context.Context) (err error) {
 	if wc.wait && wc.ao.maxWait > 0 {
 		dt := time.NewTimer(wc.ao.maxWait)
 		defer dt.Stop()
-		wc.deadline = dt.C
+		wc.Deadline = dt.C
 	}
-	if wc.handoff() {
+	if wc.Handoff {
 		if err := wc.handoffStart(); err != nil {
 			return err
 		}
 	}
 	for {
-		if wc.w == nil && wc.wait && !wc.ao.fair && !wc.l.kind.queued() && wc.c.room.Busy(wc.l.k.Channel) {
+		if wc.W == nil && wc.wait && !wc.Handoff && wc.c.room.Busy(wc.l.k.Channel) {
 			// Local waiters are queued: take a place behind them instead of barging in. (In fair
 			// mode the attempt itself joins the Redis-side queue and cannot barge.)
 			if err := wc.join(); err != nil {
@@ -115,7 +108,7 @@ func (wc *waitCall) run(ctx context.Context) (err error) {
 			if done {
 				return err
 			}
-			if wc.w == nil {
+			if wc.W == nil {
 				if err := wc.join(); err != nil {
 					return err
 				}
@@ -147,7 +140,7 @@ func (wc *waitCall) attempt(ctx context.Context) (done bool, err error) {
 	switch {
 	case !wc.wait:
 		l.req.Waiting = store.MarkNone
-	case wc.w == nil:
+	case wc.W == nil:
 		l.req.Waiting = store.MarkWaiting
 	default:
 		l.req.Waiting = store.MarkWaited
@@ -164,13 +157,13 @@ func (wc *waitCall) attempt(ctx context.Context) (done bool, err error) {
 	wc.attempts++
 	wc.epoch = r.Epoch
 	if h := c.hook; h != nil && h.Attempt != nil {
-		h.Attempt(ctx, WaitInfo{Name: k.Name, Key: k.Main, TTL: l.ttl, Limit: l.Limit(), Mode: l.Mode(), Attempts: wc.attempts, Woken: wc.woken,
+		h.Attempt(ctx, WaitInfo{Name: k.Name, Key: k.Main, TTL: l.ttl, Limit: l.Limit(), Mode: l.Mode(), Attempts: wc.attempts, Woken: wc.Woken,
 			Acquired: r.OK, RetryAfter: r.RetryAfter, Err: aerr})
 	}
-	if wc.woken && aerr == nil && !r.OK && !r.Guarded && !c.wd.holding(k.Main, l.tok) {
-		c.room.LostRace(wc.w) // another process took the lock we were woken for
+	if wc.Woken && aerr == nil && !r.OK && !r.Guarded && !c.wd.holding(k.Main, l.tok) {
+		c.room.LostRace(wc.W) // another process took the lock we were woken for
 	}
-	wc.woken = false
+	wc.Woken = false
 	switch {
 	case aerr != nil:
 		if !c.st.Caps().Undoes && store.MayHaveRun(aerr) {
@@ -193,10 +186,10 @@ func (wc *waitCall) attempt(ctx context.Context) (done bool, err error) {
 		return true, c.outlived(ctx, l, wc.sent)
 	case r.Guarded:
 		wc.res = r
-		if wc.w != nil {
+		if wc.W != nil {
 			// No release will follow (the lock stays free behind the guard): the next local waiter
 			// must find the guard too.
-			c.room.PassOn(wc.w)
+			c.room.PassOn(wc.W)
 		}
 		return true, &GuardedError{Name: k.Name, Key: wc.ao.guard, Value: r.Value}
 	}
@@ -209,7 +202,7 @@ func (wc *waitCall) attempt(ctx context.Context) (done bool, err error) {
 
 // join queues the call behind the Client's other waiters for the lock.
 func (wc *waitCall) join() error {
-	if wc.w = wc.c.room.Join(wc.l.k.Channel, wc.digest, wc.handoff()); wc.w == nil {
+	if !wc.Join(wc.l.k.Channel) {
 		return ErrClosed
 	}
 	return nil
@@ -219,40 +212,26 @@ func (wc *waitCall) join() error {
 // returns an error when the call ends meanwhile, as park does: the wait limit's timer fires once,
 // so the call must end when this wait is the one that hears it.
 func (wc *waitCall) ready(ctx context.Context) error {
-	return wc.parked(ctx, wc.c.room.Park(ctx, wc.w, true, wc.backoff, wc.deadline, &wc.timer))
+	return wc.parked(ctx, wc.Ready(ctx))
 }
 
 // park waits for a release message or the fallback delay; it returns an error when the call ends
 // (its context, its wait limit, the Client's Close).
 func (wc *waitCall) park(ctx context.Context) error {
-	head := wc.c.room.Requeue(wc.w)
-	d := wc.backoff
+	d := wc.Backoff
 	if wc.res.Epoch != 0 {
 		// Queued in Redis for a fair lock: a release hands the lock over with a grant message
 		// (internal/wait/grant.go); polls only keep the waiter's place and catch the holder's expiry.
-		d = wc.maxBack
+		d = wc.MaxBack
 	}
 	if wc.res.Busy && wc.res.RetryAfter+time.Millisecond < d {
 		// The holder's TTL runs out first (PTTL 0: within a millisecond): be there when it does.
 		d = wc.res.RetryAfter + time.Millisecond
 	}
-	if !head && !wc.ao.fair && !wc.l.kind.queued() {
-		// Only the first local waiter polls as a fallback; the others are woken in turn and poll
-		// rarely, so that many parked waiters cost Redis almost nothing. (Every fair waiter and
-		// every permit waiter polls within a third of its queue timeout: the poll keeps its place
-		// in the Redis-side queue, which would drop it otherwise.)
-		d = max(d, 10*wc.maxBack)
-	}
-	why := wc.c.room.Park(ctx, wc.w, false, d/2+rand.N(d/2+1), wc.deadline, &wc.timer)
-	switch why {
-	case wait.Woken:
-		// The backoff is not reset: a waiter that loses the race keeps its fallback long, and the
-		// next release wakes it anyway.
-		wc.woken = true
-	case wait.Elapsed:
-		wc.backoff = min(wc.backoff*2, wc.maxBack)
-	}
-	return wc.parked(ctx, why)
+	// Every fair waiter and every permit waiter polls within a third of its queue timeout: the poll
+	// keeps its place in the Redis-side queue, which would drop it otherwise. A lock's waiters
+	// behind the first local one poll rarely, so that many parked waiters cost Redis almost nothing.
+	return wc.parked(ctx, wc.Park(ctx, d, !wc.Handoff))
 }
 
 // parked is the call's error after a Park that ended why: nil while it goes on.
@@ -270,13 +249,8 @@ func (wc *waitCall) parked(ctx context.Context, why wait.Parked) error {
 
 // finish leaves the local queue and, for a fair call that did not get the lock, the Redis-side one.
 func (wc *waitCall) finish(ctx context.Context, err error) {
-	if wc.w != nil {
-		if wc.handoff() {
-			wc.c.room.TakeGrant(wc.w) // (a grant not taken is handed on by the dequeue below)
-		}
-		wc.c.room.Leave(wc.w, err == nil)
-	}
-	if err != nil && wc.handoff() && wc.wait && wc.attempts > 0 {
+	wc.Leave(err == nil) // (a grant not taken is handed on by the dequeue below)
+	if err != nil && wc.Handoff && wc.wait && wc.attempts > 0 {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		_ = wc.c.st.Dequeue(dctx, &wc.l.k, wc.l.req)
 		cancel()
@@ -294,18 +268,14 @@ func (wc *waitCall) notAcquired(cause error) error {
 	return e
 }
 
-// handoff reports whether the call's waiting attempts queue it in Redis, where a release may grant
-// it the lock or a permit directly: a fair lock, a permit.
-func (wc *waitCall) handoff() bool { return wc.ao.fair || wc.l.kind.queued() }
-
 // handoffStart prepares such a call: every waiting attempt queues it in Redis, so it polls often
 // enough to stay queued (at least every third of its queue timeout); and if this Client subscribes
 // the release channel already, it joins the local queue before its first attempt, so that a grant
 // made right after that attempt finds it (otherwise it joins after a refused attempt, and tries
 // again once subscribed).
 func (wc *waitCall) handoffStart() error {
-	wc.maxBack = min(wc.maxBack, wc.c.opt.waiterTTL/3)
-	wc.backoff = min(wc.backoff, wc.maxBack)
+	wc.MaxBack = min(wc.MaxBack, wc.c.opt.waiterTTL/3)
+	wc.Backoff = min(wc.Backoff, wc.MaxBack)
 	if !wc.wait {
 		return nil
 	}
@@ -326,10 +296,10 @@ func (wc *waitCall) handoffStart() error {
 // to acknowledge each acquisition (WithReplicaAck: the releasing script's write was not waited
 // for), the call confirms with an attempt instead (which answers the grant with a full TTL).
 func (wc *waitCall) claim(ctx context.Context) (bool, error) {
-	if wc.w == nil || !wc.handoff() || ctx.Err() != nil {
+	if wc.W == nil || !wc.Handoff || ctx.Err() != nil {
 		return false, nil // (cancelled: the call ends, and finish hands a grant on)
 	}
-	g := wc.c.room.TakeGrant(wc.w)
+	g := wc.c.room.TakeGrant(wc.W)
 	lease := wc.l.ttl
 	if !wc.l.kind.queued() {
 		lease = min(lease, wc.l.req.WaiterTTL)

@@ -1,0 +1,65 @@
+package wait
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+)
+
+// Call is one waiting call's part in the wake-up machinery: its place in the Client's local queue
+// once it waits, its fallback delay, its wait limit and its timer. Set Q, Handoff, Backoff,
+// MaxBack and Deadline before the first Join.
+type Call struct {
+	Q        *Queues
+	W        *Waiter          // the call's place in the local queue, once it waits
+	Digest   string           // fair mode and permits: the token's digest, once the server gave it
+	Handoff  bool             // queued in Redis, where a release may grant it the hold directly
+	Woken    bool             // the next attempt follows a release message
+	Backoff  time.Duration    // the fallback delay: it doubles up to MaxBack
+	MaxBack  time.Duration    //
+	Deadline <-chan time.Time // the call's wait limit
+	timer    *time.Timer      // the fallback delay's, kept from one park to the next
+}
+
+// Join queues the call behind the Client's other waiters on ch; it reports false when the Queues
+// closed.
+func (c *Call) Join(ch string) bool {
+	c.W = c.Q.Join(ch, c.Digest, c.Handoff)
+	return c.W != nil
+}
+
+// Ready waits until the call's channel subscription is confirmed, or at most the backoff.
+func (c *Call) Ready(ctx context.Context) Parked {
+	return c.Q.Park(ctx, c.W, true, c.Backoff, c.Deadline, &c.timer)
+}
+
+// Park waits for a release message, or for a fallback delay of about d (jittered down to half):
+// stretched to ten times MaxBack when rare and the call is not the first local waiter, which
+// alone polls as a fallback (the others are woken in turn). The backoff doubles when the delay
+// passes; it is not reset by a wake-up (a waiter that loses the race keeps its fallback long, and
+// the next release wakes it anyway).
+func (c *Call) Park(ctx context.Context, d time.Duration, rare bool) Parked {
+	if head := c.Q.Requeue(c.W); !head && rare {
+		d = max(d, 10*c.MaxBack)
+	}
+	why := c.Q.Park(ctx, c.W, false, d/2+rand.N(d/2+1), c.Deadline, &c.timer)
+	switch why {
+	case Woken:
+		c.Woken = true
+	case Elapsed:
+		c.Backoff = min(c.Backoff*2, c.MaxBack)
+	}
+	return why
+}
+
+// Leave leaves the local queue, if the call joined it; a grant to a Handoff call that it did not
+// take is dropped here (the caller's Redis-side dequeue hands it on).
+func (c *Call) Leave(acquired bool) {
+	if c.W == nil {
+		return
+	}
+	if c.Handoff {
+		c.Q.TakeGrant(c.W)
+	}
+	c.Q.Leave(c.W, acquired)
+}
