@@ -163,15 +163,10 @@ func invalid(format string, args ...any) error {
 // (TryAcquire found the lock taken); "timeout" (the WithWait limit or the context's deadline passed);
 // "cancelled" (the context was cancelled); "guarded" (the WithGuard key exists); or "error".
 func outcome(err error) string {
-	if err == nil {
-		return "acquired"
-	}
-	return failedOutcome(err)
-}
-
-func failedOutcome(err error) string {
 	var na *NotAcquiredError
 	switch {
+	case err == nil:
+		return "acquired"
 	case errors.Is(err, context.Canceled):
 		return "cancelled"
 	case errors.Is(err, context.DeadlineExceeded):

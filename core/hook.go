@@ -109,26 +109,8 @@ func chainHooks(hs []Hook) *Hook {
 		return &h
 	}
 	var out Hook
-	out.WaitStart = func(ctx context.Context, in WaitInfo) context.Context {
-		for _, h := range hs {
-			if h.WaitStart != nil {
-				if c := h.WaitStart(ctx, in); c != nil {
-					ctx = c
-				}
-			}
-		}
-		return ctx
-	}
-	out.Acquired = func(ctx context.Context, in HoldInfo) context.Context {
-		for _, h := range hs {
-			if h.Acquired != nil {
-				if c := h.Acquired(ctx, in); c != nil {
-					ctx = c
-				}
-			}
-		}
-		return ctx
-	}
+	out.WaitStart = chain(hs, func(h Hook) func(context.Context, WaitInfo) context.Context { return h.WaitStart })
+	out.Acquired = chain(hs, func(h Hook) func(context.Context, HoldInfo) context.Context { return h.Acquired })
 	out.Attempt = each(hs, func(h Hook) func(context.Context, WaitInfo) { return h.Attempt })
 	out.WaitDone = each(hs, func(h Hook) func(context.Context, WaitInfo) { return h.WaitDone })
 	out.Renewed = each(hs, func(h Hook) func(context.Context, HoldInfo) { return h.Renewed })
@@ -145,5 +127,20 @@ func each[I any](hs []Hook, pick func(Hook) func(context.Context, I)) func(conte
 				f(ctx, in)
 			}
 		}
+	}
+}
+
+// chain calls the picked callback of every hook that has it, each with the context the one before
+// returned (nil: unchanged).
+func chain[I any](hs []Hook, pick func(Hook) func(context.Context, I) context.Context) func(context.Context, I) context.Context {
+	return func(ctx context.Context, in I) context.Context {
+		for _, h := range hs {
+			if f := pick(h); f != nil {
+				if c := f(ctx, in); c != nil {
+					ctx = c
+				}
+			}
+		}
+		return ctx
 	}
 }

@@ -35,8 +35,11 @@ type setCall struct {
 	ttl   time.Duration
 	start time.Time
 	wait.Call
-	locks  []*Lock   // in the order of the names given
-	groups [][]*Lock // by slot, in slot order, each sorted by name
+	locks  []*Lock         // in the order of the names given
+	groups [][]*Lock       // by slot, in slot order, each sorted by name
+	keys   [][]*store.Keys // the groups' keys (store.TakeSet)
+	fences [][]int64       // the last attempt's fences, per group
+	sent   []time.Time     // when the last attempt sent each group
 	req    store.AcquireReq
 }
 
@@ -68,8 +71,13 @@ func (sc *setCall) prepare(full []string) {
 	for _, s := range slots {
 		g := bySlot[s]
 		slices.SortFunc(g, func(a, b *Lock) int { return strings.Compare(a.k.Name, b.k.Name) })
-		sc.groups = append(sc.groups, g)
+		ks := make([]*store.Keys, len(g))
+		for i, l := range g {
+			ks[i] = &l.k
+		}
+		sc.groups, sc.keys = append(sc.groups, g), append(sc.keys, ks)
 	}
+	sc.fences, sc.sent = make([][]int64, len(sc.groups)), make([]time.Time, len(sc.groups))
 }
 
 // run makes attempts until every group is taken, or the call ends.
@@ -108,7 +116,7 @@ func (sc *setCall) attempts(ctx context.Context) (*LockSet, int, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, n - 1, sc.notAcquired(nil, 0, n-1, err)
 		}
-		sent, busy, retry, err := sc.attempt(ctx, n)
+		busy, retry, err := sc.attempt(ctx, n)
 		if h := c.hook; h != nil && h.Attempt != nil {
 			h.Attempt(ctx, WaitInfo{Name: sc.locks[0].k.Name, Key: sc.locks[0].k.Main, TTL: sc.ttl, Attempts: n,
 				Woken: sc.W != nil, Acquired: err == nil && busy == nil, RetryAfter: retry, Err: err})
@@ -120,20 +128,20 @@ func (sc *setCall) attempts(ctx context.Context) (*LockSet, int, error) {
 			}
 			return nil, n, err
 		case busy == nil:
-			set, err := sc.handOut(ctx, sent)
+			set, err := sc.handOut(ctx)
 			acquired = err == nil
 			return set, n, err
 		case !sc.wait:
 			return nil, n, sc.notAcquired(busy, retry, n, nil)
 		}
 		// Wait for the release of the lock found taken (or its expiry), then try again.
-		if sc.W != nil && sc.W.Channel() != busy.k.Channel {
+		if sc.W != nil && sc.W.Channel() != busy.Channel {
 			sc.Leave(false)
 			sc.W = nil
 		}
 		why := wait.Woken
 		if sc.W == nil {
-			if !sc.Join(busy.k.Channel) {
+			if !sc.Join(busy.Channel) {
 				return nil, n, ErrClosed
 			}
 			why = sc.Ready(ctx) // a release may have come before the subscription: try again once it is confirmed
@@ -148,18 +156,16 @@ func (sc *setCall) attempts(ctx context.Context) (*LockSet, int, error) {
 
 // parked is the call's error after a Park that ended it (its wait limit, the Client's Close). (A
 // cancelled context ends the call at the top of the next attempt.)
-func (sc *setCall) parked(why wait.Parked, busy *Lock, retry time.Duration, n int) error {
+func (sc *setCall) parked(why wait.Parked, busy *store.Keys, retry time.Duration, n int) error {
 	if why == wait.Closed {
 		return ErrClosed
 	}
 	return sc.notAcquired(busy, retry, n, nil)
 }
 
-// attempt is attempt number n: each group in turn. It returns when each group's attempt was sent
-// (all taken: busy nil), or the lock found taken and how long it stays taken, after giving back
-// what it took; or the error that ended it, after giving back what it may have taken.
-func (sc *setCall) attempt(ctx context.Context, n int) (sent []time.Time, busy *Lock, retry time.Duration, err error) {
-	c := sc.c
+// attempt is attempt number n (store.TakeSet): it reports the keys found taken and how long they
+// stay taken, if any, or the error that ended it; nothing stays held by a failed attempt.
+func (sc *setCall) attempt(ctx context.Context, n int) (busy *store.Keys, retry time.Duration, err error) {
 	sc.req.Waiting = store.MarkNone
 	if sc.wait {
 		sc.req.Waiting = store.MarkWaiting
@@ -167,61 +173,21 @@ func (sc *setCall) attempt(ctx context.Context, n int) (sent []time.Time, busy *
 			sc.req.Waiting = store.MarkWaited
 		}
 	}
-	sent = make([]time.Time, len(sc.groups))
-	for gi, g := range sc.groups {
-		ks := make([]*store.Keys, len(g))
-		for i, l := range g {
-			ks[i] = &l.k
-		}
-		sent[gi] = time.Now()
-		res, aerr := c.st.TakeAll(ctx, ks, &sc.req)
-		switch {
-		case aerr != nil:
-			if store.MayHaveRun(aerr) {
-				for _, l := range g {
-					c.giveBack(l, aerr)
-				}
-			}
-			sc.giveBack(ctx, gi)
-			return nil, nil, 0, unavailable("acquire", aerr)
-		case res.Busy >= 0:
-			sc.giveBack(ctx, gi)
-			return nil, g[res.Busy], res.RetryAfter, nil
-		}
-		for i, l := range g {
-			l.fence = res.Fences[i]
-		}
+	busy, retry, err = store.TakeSet(ctx, sc.c.st, sc.c.backs, sc.keys, &sc.req, sc.fences, sc.sent)
+	if err != nil {
+		return nil, 0, unavailable("acquire", err)
 	}
-	return sent, nil, 0, nil
-}
-
-// giveBack releases what the current attempt took of the groups before group upto (a busy or
-// failed slot comes after them): nothing stays held by a failed attempt.
-func (sc *setCall) giveBack(ctx context.Context, upto int) {
-	for _, g := range sc.groups[:upto] {
-		ks := make([]*store.Keys, len(g))
-		fences := make([]int64, len(g))
-		for i, l := range g {
-			ks[i], fences[i] = &l.k, l.fence
-		}
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(sc.ttl, 5*time.Second))
-		if _, err := sc.c.st.ReleaseAll(rctx, ks, sc.req.Token, sc.req.Hold, fences); store.MayHaveRun(err) {
-			for _, l := range g {
-				sc.c.giveBack(l, err)
-			}
-		}
-		cancel()
-	}
+	return busy, retry, nil
 }
 
 // handOut makes the taken locks held: each checked against its validity (from when its group's
 // attempt was sent), then handed out in the order taken, each one's context under the previous
 // one's, so that the set's context (the last one's) ends with any of them.
-func (sc *setCall) handOut(ctx context.Context, sent []time.Time) (*LockSet, error) {
+func (sc *setCall) handOut(ctx context.Context) (*LockSet, error) {
 	c := sc.c
 	for gi, g := range sc.groups {
-		if err := c.outlived(ctx, g[0], sent[gi]); err != nil {
-			sc.giveBack(ctx, len(sc.groups))
+		if err := c.outlived(ctx, g[0], sc.sent[gi]); err != nil {
+			store.ReleaseGroups(ctx, c.st, c.backs, sc.keys, &sc.req, sc.fences)
 			return nil, err
 		}
 	}
@@ -229,9 +195,10 @@ func (sc *setCall) handOut(ctx context.Context, sent []time.Time) (*LockSet, err
 	parent := ctx
 	var prev *Lock
 	for gi, g := range sc.groups {
-		for _, l := range g {
+		for i, l := range g {
+			l.fence = sc.fences[gi][i]
 			l.outer = prev // a lock acquired with the set's context re-enters the set's lock of its name
-			if _, err := c.handOut(ctx, parent, l, l.fence, 1, sent[gi]); err != nil {
+			if _, err := c.handOut(ctx, parent, l, l.fence, 1, sc.sent[gi]); err != nil {
 				return nil, err // (closed: handOut released l; Close releases the others)
 			}
 			parent, prev = l.Context(), l
@@ -243,10 +210,10 @@ func (sc *setCall) handOut(ctx context.Context, sent []time.Time) (*LockSet, err
 }
 
 // notAcquired is the error of a set call that ended without its locks.
-func (sc *setCall) notAcquired(busy *Lock, retry time.Duration, attempts int, cause error) error {
+func (sc *setCall) notAcquired(busy *store.Keys, retry time.Duration, attempts int, cause error) error {
 	name := sc.locks[0].k.Name
 	if busy != nil {
-		name = busy.k.Name
+		name = busy.Name
 	}
 	e := &NotAcquiredError{Name: name, RetryAfter: retry, Attempts: attempts}
 	if sc.wait {

@@ -18,7 +18,7 @@ func (wc *waitCall) learnDigest(ctx context.Context) error {
 		return nil
 	}
 	if wc.Digest == "" {
-		d, err := wc.c.tokenDigest(ctx, wc.l.token)
+		d, err := store.Digest(ctx, wc.c.st, wc.l.token)
 		if err != nil {
 			if cerr := ctx.Err(); cerr != nil {
 				return wc.notAcquired(cerr)
@@ -29,15 +29,6 @@ func (wc *waitCall) learnDigest(ctx context.Context) error {
 	}
 	wc.c.room.Named(wc.W, wc.Digest)
 	return nil
-}
-
-// tokenDigest asks the server for the SHA-1 (hex) of token.
-func (c *Client) tokenDigest(ctx context.Context, token string) (string, error) {
-	n, ok := c.st.(*store.Node)
-	if !ok {
-		return "", errors.New("lockkit: no Redis-side queue on this store") // (fair mode and permits run on one node)
-	}
-	return n.Digest(ctx, token)
 }
 
 // nest is the wait of a nested read-write hold (see Read): nothing is sent; the outer hold's

@@ -345,8 +345,13 @@ func (n *Node) ReleaseAll(ctx context.Context, ks []*Keys, token, hold any, fenc
 	return left, nil
 }
 
-// Digest asks the server for the SHA-1 (hex) of token: fair and permit waiters are named by it.
-func (n *Node) Digest(ctx context.Context, token string) (string, error) {
+// Digest asks st's server for the SHA-1 (hex) of token: fair waiters and permit waiters are named
+// by it in release messages. Only a single node has a Redis-side queue.
+func Digest(ctx context.Context, st Store, token string) (string, error) {
+	n, ok := st.(*Node)
+	if !ok {
+		return "", errors.New("lockkit: no Redis-side queue on this store")
+	}
 	return script.Digest(ctx, n.send, token)
 }
 
