@@ -29,6 +29,42 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	return newClient(n, o, id, 0), nil
 }
 
+// NewRedlock returns a Client whose locks live on a quorum of independent Redis nodes (the Redlock
+// algorithm): an acquisition succeeds on N/2+1 nodes within its validity (TTL − elapsed − drift);
+// renewals need a quorum; releases go to every node. Requests to the nodes run in parallel, each
+// bounded by the per-node timeout (WithNodeTimeout), so a slow or dead node costs at most that; and
+// Acquire, Release and Extend return once a quorum has answered, so a slow node usually costs
+// nothing. (The slower nodes' grants are kept after a successful acquisition, and their releases
+// finish in the background; a release goes to such a node only once the acquisition's request to
+// it returned.) The requests run on worker goroutines that the Client reuses from one request to
+// the next; a worker exits after one to two seconds without work, or on Close.
+// The API is the same as New's, except Fair (not supported: each node would keep its own queue).
+//
+// Fencing tokens stay monotonic across quorums: the fence is the maximum of the quorum's counters,
+// and before Acquire returns it is written back (counter = max(counter, fence)) to a quorum unless a
+// quorum already had it. This holds as long as nodes keep their data: run them with persistence
+// (appendonly yes, appendfsync always) or a restarted node may hand out an old fence.
+func NewRedlock(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
+	if len(nodes) == 0 {
+		return nil, invalid("redlock needs at least one node")
+	}
+	for i, n := range nodes {
+		if isNil(n) {
+			return nil, invalid("redlock node %d is nil", i)
+		}
+		if _, ok := n.(*redis.ClusterClient); ok {
+			return nil, invalid("redlock node %d is a cluster client; use independent masters", i)
+		}
+	}
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	id := wait.ClientIDPrefix + store.NewToken()[:16]
+	rl := store.NewRedlock(nodes, id, o.store())
+	return newClient(rl, o, id, rl.Quorum()), nil
+}
+
 func buildOptions(opts []Option) (options, error) {
 	o := defaultOptions()
 	for i, f := range opts {
@@ -228,7 +264,7 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 
 // take runs the acquire call of a prepared Lock (a lock or a permit) and registers it with the
 // watchdog. sc, if not nil, holds l's acquire request (store.Scratches).
-func (c *Client) take(ctx context.Context, l *Lock, wait bool, ao acquireOptions, name string, sc *store.Scratch) (*Lock, error) {
+func (c *Client) take(ctx context.Context, l *Lock, waits bool, ao acquireOptions, name string, sc *store.Scratch) (*Lock, error) {
 	ttl := l.ttl
 	start := time.Now()
 	hctx := ctx
@@ -238,7 +274,9 @@ func (c *Client) take(ctx context.Context, l *Lock, wait bool, ao acquireOptions
 			hctx = x
 		}
 	}
-	res, sent, attempts, err := c.wait(hctx, l, wait, ao, start)
+	wc := waitCall{c: c, l: l, ao: ao, wait: waits, start: start} // (waitcall.go)
+	wc.Call = wait.Call{Q: c.room, Handoff: ao.fair || l.kind.queued(), Backoff: c.opt.backoffMin, MaxBack: c.opt.backoffMax}
+	err := wc.run(hctx)
 	l.req = nil // (a held lock does not keep its request)
 	if sc != nil {
 		// (Only then: over Redlock a request to a node may still read l.k, see store.Scratches.Take.)
@@ -246,13 +284,13 @@ func (c *Client) take(ctx context.Context, l *Lock, wait bool, ao acquireOptions
 		c.scratch.Put(sc, err == nil || answered(err))
 	}
 	if h != nil && h.WaitDone != nil {
-		h.WaitDone(hctx, WaitInfo{Name: name, Key: l.k.Main, TTL: ttl, Limit: l.Limit(), Mode: l.Mode(), Attempts: attempts,
+		h.WaitDone(hctx, WaitInfo{Name: name, Key: l.k.Main, TTL: ttl, Limit: l.Limit(), Mode: l.Mode(), Attempts: wc.attempts,
 			Duration: time.Since(start), Outcome: outcome(err), Err: err})
 	}
 	if err != nil {
 		return nil, err
 	}
-	return c.handOut(ctx, hctx, l, res.Fence, res.Holds, sent)
+	return c.handOut(ctx, hctx, l, wc.res.Fence, wc.res.Holds, wc.sent)
 }
 
 // handOut makes l, acquired with fence and holds by an attempt sent at sent, a held lock: its
@@ -268,7 +306,7 @@ func (c *Client) handOut(ctx, hctx context.Context, l *Lock, fence, holds int64,
 	l.k.Held(fence)
 	parent, held := hctx, 0
 	if h := c.hook; h != nil && h.Acquired != nil {
-		if !l.nested() && !c.wd.holding(l.k.Main, l.tok) {
+		if !l.nested && !c.wd.holding(l.k.Main, l.tok) {
 			held = 1
 		}
 		if x := h.Acquired(hctx, HoldInfo{Lock: l, TTL: l.ttl, Held: held}); x != nil {
@@ -281,20 +319,12 @@ func (c *Client) handOut(ctx, hctx context.Context, l *Lock, fence, holds int64,
 	if !c.wd.add(l, sent, held) {
 		l.endHeld, l.endLast = -held, held > 0 // (the watchdog never saw l)
 		_, _ = l.end(context.WithoutCancel(ctx), stateClosed, ErrClosed, giveNow, nil)
-		if l.nested() {
+		if l.nested {
 			return nil, l.notNested() // (its outer hold ended meanwhile)
 		}
 		return nil, ErrClosed
 	}
 	return l, nil
-}
-
-// wait runs the acquire attempts of one call (see waitCall).
-func (c *Client) wait(ctx context.Context, l *Lock, waits bool, ao acquireOptions, start time.Time) (store.AcquireResult, time.Time, int, error) {
-	wc := waitCall{c: c, l: l, ao: ao, wait: waits, start: start}
-	wc.Call = wait.Call{Q: c.room, Handoff: ao.fair || l.kind.queued(), Backoff: c.opt.backoffMin, MaxBack: c.opt.backoffMax}
-	err := wc.run(ctx)
-	return wc.res, wc.sent, wc.attempts, err
 }
 
 // answered reports whether an acquisition's error came from Redis's answers alone (the lock is

@@ -42,7 +42,7 @@ func (l *Lock) end(ctx context.Context, why holdState, cause error, give giveMod
 	if !l.begin(why, cause) {
 		return false, nil
 	}
-	if l.nested() {
+	if l.nested {
 		give = giveNone // a nested read-write hold shares its outer hold's acquisition (rwlock.go)
 	}
 	var n int64

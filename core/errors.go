@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -193,6 +194,15 @@ type QuorumError struct {
 	// Errs holds, per failed node, "address: error".
 	Errs []string
 }
+
+// Error summarises the failure and why each failed node failed.
+func (e *QuorumError) Error() string {
+	return fmt.Sprintf("lockkit: redlock %s: %d of %d nodes succeeded, %d needed; failed: %s",
+		e.Op, e.OK, e.Nodes, e.Quorum, strings.Join(e.Errs, "; "))
+}
+
+// Unwrap returns ErrUnavailable, which gives the error its ErrorType.
+func (e *QuorumError) Unwrap() error { return ErrUnavailable }
 
 // quorumError is the store's Config.Quorum.
 func quorumError(op string, nodes, quorum, ok int, failed []string) error {

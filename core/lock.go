@@ -99,11 +99,11 @@ type Lock struct {
 	endLast     bool // (see endHeld)
 	fair        bool
 	kind        kind
-	// isNested: a read or write hold that shares its outer hold's acquisition (outer): it has
-	// nothing of its own to give back in Redis. closed: a read or write hold that is ending, so
-	// nothing may nest in it any more (guarded by the watchdog's mu).
-	isNested, closed bool
-	state            holdState // (under mu)
+	// nested: a read or write hold that shares its outer hold's acquisition (outer; see Read): it
+	// has nothing of its own to give back in Redis. closed: a read or write hold that is ending,
+	// so nothing may nest in it any more (guarded by the watchdog's mu).
+	nested, closed bool
+	state          holdState // (under mu)
 }
 
 // firstLease is how long the acquisition left the lock to live in Redis from when it was sent.
@@ -254,9 +254,6 @@ func (l *Lock) lostCause() error {
 	}
 	return nil
 }
-
-// nested reports whether l is a hold nested in another read-write hold (see Read).
-func (l *Lock) nested() bool { return l.isNested }
 
 // watchdog is the one renewal scheduler of a Client: a heap of held locks ordered by their next
 // deadline, served by one goroutine that sends due renewals in pipelined batches.

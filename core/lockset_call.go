@@ -148,19 +148,13 @@ func (sc *setCall) attempts(ctx context.Context) (*LockSet, int, error) {
 		} else {
 			why = sc.Park(ctx, min(sc.Backoff, retry+time.Millisecond), false)
 		}
-		if why == wait.Deadline || why == wait.Closed {
-			return nil, n, sc.parked(why, busy, retry, n)
+		switch why { // (a cancelled context ends the call at the top of the next attempt)
+		case wait.Closed:
+			return nil, n, ErrClosed
+		case wait.Deadline:
+			return nil, n, sc.notAcquired(busy, retry, n, nil)
 		}
 	}
-}
-
-// parked is the call's error after a Park that ended it (its wait limit, the Client's Close). (A
-// cancelled context ends the call at the top of the next attempt.)
-func (sc *setCall) parked(why wait.Parked, busy *store.Keys, retry time.Duration, n int) error {
-	if why == wait.Closed {
-		return ErrClosed
-	}
-	return sc.notAcquired(busy, retry, n, nil)
 }
 
 // attempt is attempt number n (store.TakeSet): it reports the keys found taken and how long they

@@ -68,7 +68,7 @@ func (c *Client) initRW(ctx context.Context, l *Lock, ao *acquireOptions, name s
 			return invalid("Write through the context of a read hold of %q (upgrade) is not supported: two readers upgrading at once would wait for each other for ever; release the read hold, then take Write", name)
 		}
 		l.k.InitRW(tag, name, o.k.Sem.Limit)
-		l.outer, l.isNested = o, true
+		l.outer, l.nested = o, true
 		l.token, l.tok, l.hold = o.token, o.tok, o.hold
 		return nil
 	}

@@ -64,7 +64,7 @@ type waitCall struct {
 }
 
 func (wc *waitCall) run(ctx context.Context) (err error) {
-	if wc.l.nested() {
+	if wc.l.nested {
 		return wc.nest(ctx) // a read-write hold nested in another: no round trip
 	}
 	wc.l.req.Fair = wc.ao.fair

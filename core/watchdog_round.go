@@ -13,7 +13,7 @@ import (
 // add registers a freshly acquired Lock, sent being when its acquire request was sent; held is what
 // the hook was told the acquisition adds to the locks the Client holds (HoldInfo.Held).
 func (w *watchdog) add(l *Lock, sent time.Time, held int) bool {
-	if l.nested() {
+	if l.nested {
 		return w.nest(l) // renewed with the hold it is nested in (watchdog.go)
 	}
 	var stale lostSet
