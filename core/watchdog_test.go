@@ -78,7 +78,9 @@ func TestWatchdog_keyDeleted_cancelsWithinOneInterval(t *testing.T) {
 	case <-time.After(ttl):
 		t.Fatal("lock context not cancelled within the TTL after the key was deleted")
 	}
-	if took, interval := time.Since(deleted), ttl/3; took > interval+50*time.Millisecond {
+	// (100 ms of slack for a loaded host: still short of the TTL, which a watchdog that noticed the
+	// loss only at expiry would take.)
+	if took, interval := time.Since(deleted), ttl/3; took > interval+100*time.Millisecond {
 		t.Fatalf("loss detected after %v, want within one renewal interval (%v)", took, interval)
 	}
 	if le := lostCause(t, l.Context()); le.Reason != "not_owner" || !errors.Is(le, core.ErrLost) {
