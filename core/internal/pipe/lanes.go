@@ -110,7 +110,7 @@ func (l *lanes) next(now time.Time) {
 		switch {
 		case cur == l.pref:
 			l.since++
-		case l.mean[cur] > l.mean[l.pref]*(1+margin):
+		case l.mean[l.pref] != 0 && l.mean[cur] > l.mean[l.pref]*(1+margin):
 			l.every, l.probing = min(2*l.every, probeMax), false // a probe that lost
 		default:
 			l.every, l.probing = probeEvery, false
@@ -125,8 +125,8 @@ func (l *lanes) next(now time.Time) {
 	}
 	want := l.pref
 	switch {
-	case l.mean[1-l.pref] == 0, l.probing:
-		want = 1 - l.pref // not measured yet, or its probe's measured epoch comes next
+	case l.mean[l.pref] != 0 && l.mean[1-l.pref] == 0, l.probing:
+		want = 1 - l.pref // not measured yet (once the preferred is), or its probe's measured epoch comes next
 	case l.since >= l.every:
 		want, l.probing, l.since = 1-l.pref, true, 0 // its turn to be tried again
 	}

@@ -119,3 +119,16 @@ func TestLanes_losingProbesBackOff(t *testing.T) {
 		t.Fatalf("then split 3× faster: ran split %.0f%% of %d epochs, want it found", got*100, 2*probeMax)
 	}
 }
+
+// The first probe comes once piping everything has been measured, and is judged against it.
+func TestLanes_firstProbeAfterPipedMeasured(t *testing.T) {
+	var l lanes
+	drive(&l, 1, 100*time.Microsecond, 200*time.Microsecond)
+	if l.mean[0] == 0 || !l.split.Load() {
+		t.Fatalf("after one epoch: piped mean %v, split %v: want piped measured, then split tried", l.mean[0], l.split.Load())
+	}
+	drive(&l, 3, 100*time.Microsecond, 200*time.Microsecond) // (settling, measured, back)
+	if l.mean[1] == 0 || l.split.Load() || l.every != 2*probeEvery {
+		t.Fatalf("after the first probe: split mean %v, split %v, interval %d: want measured, lost once, back to piped", l.mean[1], l.split.Load(), l.every)
+	}
+}
