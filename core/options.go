@@ -316,6 +316,9 @@ func validTTL(ttl time.Duration) error {
 // pipelines every command. Below the threshold a command goes straight out: a lone caller pays
 // nothing for it. Under concurrency, many callers' acquisitions and releases share one round trip
 // and one read and write on each side, which raises throughput and lowers Redis's CPU per lock.
+// Above a threshold of 2 or more, the Client also sends a command straight out while half of
+// those in flight are in the pipeliner, for as long as it measures that this gets its commands
+// done faster (on a host with idle cores; docs/topologies.md, "Pipelining").
 //
 // Each call's context still bounds it; a call abandoned while its command was queued or in flight
 // is handled as a lost reply (an acquisition is given back once the command has run). Renewals

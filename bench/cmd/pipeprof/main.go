@@ -8,6 +8,10 @@
 // checkouts, its binaries can be run in alternation against one server for an A/B comparison.
 //
 //	pipeprof -addr 127.0.0.1:6399 -row lockkit -g 64 -d 5s -rounds 3 -cpuprofile cpu.out
+//
+// With -ab it measures several rows in alternation in one process instead (see runAB):
+//
+//	AB_HOOK=1 pipeprof -addr 127.0.0.1:6399 -ab 'lockkit/lockkit0/redislock' -g 16 -d 1s -rounds 8
 package main
 
 import (
@@ -50,7 +54,12 @@ func run() error {
 	cpuprof := flag.String("cpuprofile", "", "write a CPU profile of the measurement windows")
 	memprof := flag.String("memprofile", "", "write an allocation profile (every allocation sampled)")
 	tag := flag.String("tag", "", "label printed on each line (e.g. the build's commit)")
+	ab := flag.String("ab", "", "rows to measure in alternation, a/b/c (see runAB); -g, -d, -rounds apply")
+	pool := flag.Int("pool", 128, "go-redis PoolSize for -ab (compare's)")
 	flag.Parse()
+	if *ab != "" {
+		return runAB(*addr, *ab, *g, *rounds, *pool, *d)
+	}
 
 	if *memprof != "" {
 		runtime.MemProfileRate = 1

@@ -10,6 +10,11 @@
 // A caller whose context ends first gets an error that wraps the context's (see Settle): its
 // command still runs, as a plain client's command whose reply was lost may have.
 //
+// Above the threshold (2 or more), the Sender measures which of two policies gets its commands
+// done faster, every command through the pipeliner or half of them straight out, and keeps that
+// one, trying the other now and then (lanes.go): go-redis's one batch in flight has Redis and the
+// callers work in turn, which commands sent straight out overlap on a host with idle cores.
+//
 // The pipeliner is go-redis's own, cached on the client and shared with whoever else asks the
 // client for it (the first caller's options win). The Sender asks for it the first time it is
 // needed, never closes it (closing the client does), and sends directly when it cannot have one

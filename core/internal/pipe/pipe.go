@@ -24,6 +24,8 @@ type Sender struct {
 	opts      *redis.AutoPipelineOptions
 	direct    atomic.Int64
 	piped     atomic.Int64
+	adapt     bool  // lanes picks the policy above the threshold (threshold > 1)
+	lanes     lanes // (see lanes.go)
 }
 
 // New returns a Sender over rdb that coalesces a command when at least threshold commands are in
@@ -35,7 +37,8 @@ func New(rdb redis.UniversalClient, threshold int) *Sender {
 }
 
 func newSender(rdb redis.UniversalClient, threshold int, o *redis.AutoPipelineOptions) *Sender {
-	s := &Sender{rdb: rdb, threshold: int64(max(threshold, 1)), opts: o}
+	// Threshold 1 promises every command to the pipeliner: no lanes there (see lanes.go).
+	s := &Sender{rdb: rdb, threshold: int64(max(threshold, 1)), opts: o, adapt: threshold > 1}
 	switch rdb.(type) {
 	case *redis.Client, *redis.ClusterClient:
 	default:
@@ -96,6 +99,27 @@ func (s *Sender) Process(ctx context.Context, cmd redis.Cmder) error {
 		cmd.SetErr(err) // not sent, as the client does with an ended context
 		return err
 	}
+	if !s.adapt {
+		return s.submit(ctx, ap, cmd)
+	}
+	// Above the threshold, the lanes' policy: through the pipeliner, or straight out while at
+	// least half of the commands in flight are already in it (lanes.go says why and when). The
+	// lanes count the commands done: they keep the policy under which they are done faster.
+	var err error
+	if s.lanes.splitNow(n) {
+		s.direct.Add(1)
+		err = s.rdb.Process(ctx, cmd)
+	} else {
+		s.lanes.piped.Add(1)
+		err = s.submit(ctx, ap, cmd)
+		s.lanes.piped.Add(-1)
+	}
+	s.lanes.done()
+	return err
+}
+
+// submit sends cmd through the pipeliner ap and waits for its reply, or for ctx to end.
+func (s *Sender) submit(ctx context.Context, ap *redis.AutoPipeliner, cmd redis.Cmder) error {
 	f := ap.Submit(ctx, cmd)
 	err := f.WaitContext(ctx)
 	switch {
