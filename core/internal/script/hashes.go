@@ -13,7 +13,7 @@ var knownHashes = map[string]string{
 	"inspect":       "f974f0a9c0577a6664b69a7f0f65192192c16fbc",
 	"pttl":          "3cdababd874d0b87ef60e362e2cb422fe0d9faa5",
 	"raise_fence":   "08aead9cf33b3269d22ca1d1e6ece941486aef0c",
-	"release":       "848dc68fc069950de8145f514b58d3902b63a484",
+	"release":       "99b847611d8e13f93e7f786650628a8fce0bc783",
 	"release_all":   "d1e04a27d00e0e4852bb77bc627ee3897212d85d",
 	"release_fair":  "49b8b317dc5356157305e3b02352303bff6fd016",
 	"renew":         "1611910dc4d4c88ce6b051a8e8332372b7b626c6",
