@@ -9,9 +9,13 @@ local v = redis.call('GET', KEYS[1])
 if not v or v:sub(1, #ARGV[1] + 1) ~= ARGV[1] .. '\0' then
   return 0
 end
--- W (the fourth field) becomes 1, so that the leader's release, however it comes (Resign, Close,
--- WithMaxHold), is published on the release channel: observers listen there.
-local head, tail = string.match(v, '^([^%z]*%z[^%z]*%z[^%z]*%z)[01](\2[^%z]*%z[^%z]*%z[^%z]*%z[^%z]*)')
-redis.call('SET', KEYS[1], head .. '1' .. tail .. '\0' .. ARGV[2], 'KEEPTTL')
+-- W (the fourth field) becomes at least 1, so that the leader's release, however it comes (Resign,
+-- Close, WithMaxHold), is published on the release channel: observers listen there. (A 2, set by a
+-- waiter of another kind of hold, also publishes there, and on that kind's channels: it stays.)
+local head, w, tail = string.match(v, '^([^%z]*%z[^%z]*%z[^%z]*%z)([012])(\2[^%z]*%z[^%z]*%z[^%z]*%z[^%z]*)')
+if w == '0' then
+  w = '1'
+end
+redis.call('SET', KEYS[1], head .. w .. tail .. '\0' .. ARGV[2], 'KEEPTTL')
 redis.call(ARGV[4], KEYS[1] .. ':leader', ARGV[3] .. ' ' .. ARGV[2])
 return 1
