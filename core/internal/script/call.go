@@ -151,13 +151,13 @@ func IsNoScript(err error) bool {
 
 // opt appends the optional trailing key or argument v, if given.
 func (c *Call) opt(v any) {
-	if !absent(v) {
-		c.argv = append(c.argv, v)
+	switch x := v.(type) {
+	case nil:
+		return
+	case string:
+		if x == "" {
+			return
+		}
 	}
-}
-
-// absent reports whether the optional argument v is not given: nil or "".
-func absent(v any) bool {
-	s, ok := v.(string)
-	return v == nil || ok && s == ""
+	c.argv = append(c.argv, v)
 }
