@@ -98,15 +98,6 @@ func mr(xs []float64, f string) string {
 	return fmt.Sprintf(f+"("+f+"–"+f+")", s[len(s)/2], s[0], s[len(s)-1])
 }
 
-func loadavg() string {
-	b, _ := os.ReadFile("/proc/loadavg")
-	f := strings.Fields(string(b))
-	if len(f) == 0 {
-		return "?"
-	}
-	return f[0]
-}
-
 func abRow(row string, rdb *redis.Client) (func(ctx context.Context, key string) error, func(), error) {
 	bg := context.Background()
 	name, env, _ := strings.Cut(row, "@")
