@@ -1,15 +1,10 @@
 package pipe
 
 import (
-	"context"
-	"fmt"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/lockkit/lockkit/internal/redistest"
-	"github.com/redis/go-redis/v9"
 )
 
 // drive runs epochs of commands whose wall time per command depends on the policy in force,
@@ -81,25 +76,7 @@ func TestSender_split_usesBothLanes(t *testing.T) {
 	rdb := client(t, px.Options())
 	s := New(rdb, 2)
 	s.lanes.split.Store(true) // (640 commands: no epoch ends, the policy stays)
-	ctx := context.Background()
-	var wg sync.WaitGroup
-	var bad atomic.Int64
-	for g := range 32 {
-		wg.Go(func() {
-			for i := range 10 {
-				key, val := fmt.Sprintf("k%d", g), fmt.Sprintf("v%d", i)
-				set := redis.NewStatusCmd(ctx, "set", key, val)
-				get := redis.NewStringCmd(ctx, "get", key)
-				if s.Process(ctx, set) != nil || s.Process(ctx, get) != nil || get.Val() != val {
-					bad.Add(1)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if bad.Load() > 0 {
-		t.Fatalf("%d callers got a wrong reply or an error", bad.Load())
-	}
+	setGetCallers(t, s, 32, 10)
 	if d, p := s.Stats(); d == 0 || p == 0 {
 		t.Fatalf("direct %d, piped %d: want both lanes used", d, p)
 	}

@@ -75,25 +75,7 @@ func TestSender_concurrentCallers_coalesced(t *testing.T) {
 	var b batches
 	rdb.AddHook(&b)
 	s := New(rdb, 2)
-	ctx := context.Background()
-	var wg sync.WaitGroup
-	var bad atomic.Int64
-	for g := range 32 {
-		wg.Go(func() {
-			for i := range 20 {
-				key, val := fmt.Sprintf("k%d", g), fmt.Sprintf("v%d", i)
-				set := redis.NewStatusCmd(ctx, "set", key, val)
-				get := redis.NewStringCmd(ctx, "get", key)
-				if s.Process(ctx, set) != nil || s.Process(ctx, get) != nil || get.Val() != val {
-					bad.Add(1)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if bad.Load() > 0 {
-		t.Fatalf("%d callers got a wrong reply or an error", bad.Load())
-	}
+	setGetCallers(t, s, 32, 20)
 	d, p := s.Stats()
 	if p == 0 || b.largest() < 2 {
 		t.Fatalf("direct %d, piped %d, largest pipeline %d: nothing was coalesced", d, p, b.largest())
@@ -212,5 +194,30 @@ func TestSender_ring_goesDirect(t *testing.T) {
 	}
 	if d, p := s.Stats(); d != 1 || p != 0 {
 		t.Fatalf("direct %d, piped %d", d, p)
+	}
+}
+
+// setGetCallers runs callers goroutines that each SET then GET their own key through s, rounds
+// times, and fails t when any caller got an error or another caller's reply.
+func setGetCallers(t *testing.T, s *Sender, callers, rounds int) {
+	t.Helper()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	var bad atomic.Int64
+	for g := range callers {
+		wg.Go(func() {
+			for i := range rounds {
+				key, val := fmt.Sprintf("k%d", g), fmt.Sprintf("v%d", i)
+				set := redis.NewStatusCmd(ctx, "set", key, val)
+				get := redis.NewStringCmd(ctx, "get", key)
+				if s.Process(ctx, set) != nil || s.Process(ctx, get) != nil || get.Val() != val {
+					bad.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if bad.Load() > 0 {
+		t.Fatalf("%d callers got a wrong reply or an error", bad.Load())
 	}
 }
