@@ -235,6 +235,63 @@ func TestSafety_replayedRelease_afterAnotherOwnersRelease(t *testing.T) {
 	}
 }
 
+// A release replayed by go-redis after the next holder's key vanished: between the release and its
+// replay, B takes "x" and its key expires (B died; PEXPIRE stands for its TTL running out), which
+// takes the name's chain of owner releases with it. The replay finds no key: that says nothing
+// about A's hold, whose release had run, and Release must not report it lost (the checker's
+// do-lost, seed 725771).
+func TestSafety_replayedRelease_afterTheNextHoldersKeyVanished(t *testing.T) {
+	srv := redistest.Start(t)
+	replay := &replayHook{}
+	rdbA := srv.Client(t)
+	rdbA.AddHook(replay)
+	a := newClient(t, rdbA)
+	b := newClient(t, srv.Client(t))
+	ctx := context.Background()
+	la, err := a.Acquire(ctx, "x", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replay.arm(func() {
+		if _, err := b.TryAcquire(ctx, "x", 5*time.Second); err != nil {
+			t.Errorf("B: %v", err)
+			return
+		}
+		srv.Do(t, "PEXPIRE", "lockkit:{x}", 1)
+		for deadline := time.Now().Add(5 * time.Second); srv.Do(t, "EXISTS", "lockkit:{x}") != int64(0); {
+			if time.Now().After(deadline) {
+				t.Error("B's key never expired")
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	})
+	if err := la.Release(ctx); err != nil {
+		t.Fatalf("replayed release: %v (lost: %v)", err, errors.Is(err, core.ErrLost))
+	}
+	if !replay.fired() {
+		t.Fatal("the release was not replayed")
+	}
+}
+
+// The other side of the replayed release above: a release sent once that finds the key gone
+// reports the loss, also when its EVALSHA first met an empty script cache (NOSCRIPT runs nothing:
+// the EVAL that follows is the release's first run, not a replay).
+func TestRelease_keyLost_reportedAfterNoScript(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv.Client(t))
+	ctx := context.Background()
+	l, err := c.Acquire(ctx, "x", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Do(t, "DEL", "lockkit:{x}")
+	srv.Do(t, "SCRIPT", "FLUSH")
+	if err := l.Release(ctx); !errors.Is(err, core.ErrLost) {
+		t.Fatalf("release after the key was lost: %v, want ErrLost", err)
+	}
+}
+
 // Defect 7: an acquisition whose reply is lost after the script ran must not leave the lock taken
 // by nobody for its TTL.
 func TestSafety_lostAcquireReply_givesTheLockBack(t *testing.T) {

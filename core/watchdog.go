@@ -97,6 +97,14 @@ func (w *watchdog) ends(e *entry, l *Lock) {
 	l.endHeld, l.endLast = -e.counted, true
 }
 
+// validNow reports whether l's validity deadline (the last renewal's send + TTL − drift) is still
+// ahead: until then its lock cannot have expired in Redis.
+func (w *watchdog) validNow(l *Lock) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return l.e != nil && time.Now().Before(l.e.valid)
+}
+
 // endOf returns what l's end event carries (HoldInfo.Held and Last).
 func (w *watchdog) endOf(l *Lock) (held int, last bool) {
 	w.mu.Lock()

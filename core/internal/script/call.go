@@ -2,6 +2,7 @@ package script
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -45,8 +46,11 @@ type Line struct {
 	argv  [12]any
 }
 
-// Lines are the Lines of a lock's acquire and release calls.
-type Lines struct{ Acquire, Release Line }
+// Lines are the Lines of a lock's acquire and release calls, and the release's fence argument.
+type Lines struct {
+	Acquire, Release Line
+	Fence            Sends
+}
 
 // Reset frees both rooms for new calls. Only for Lines whose earlier calls were all answered.
 func (l *Lines) Reset() {
@@ -54,7 +58,38 @@ func (l *Lines) Reset() {
 	clear(l.Release.argv[:])
 	l.Acquire.taken.Store(false)
 	l.Release.taken.Store(false)
+	l.Fence.Set(0)
 }
+
+// Sends is an integer argument of one call that counts the times its command was written to a
+// connection: more than one says the command was sent again (go-redis retried it after a lost
+// reply, or replayed a pipeline's batch), so that an earlier run may have done the call's work and
+// the reply describes what that run left. A NOSCRIPT reply, which runs nothing, does not count
+// (Run). One call at a time: a command sent to several servers at once needs one Sends each.
+type Sends struct {
+	v   int64
+	n   atomic.Int32
+	buf [20]byte
+}
+
+// Set makes v the argument's value and forgets earlier sends.
+func (s *Sends) Set(v int64) {
+	s.v = v
+	s.n.Store(0)
+}
+
+// Replayed reports whether the command was written more than once.
+func (s *Sends) Replayed() bool { return s.n.Load() > 1 }
+
+// MarshalBinary writes the value for go-redis (encoding.BinaryMarshaler), counting the send; the
+// bytes are valid until the next call (go-redis copies them at once).
+func (s *Sends) MarshalBinary() ([]byte, error) {
+	s.n.Add(1)
+	return strconv.AppendInt(s.buf[:0], s.v, 10), nil
+}
+
+// String returns the value (hooks that print commands format their arguments).
+func (s *Sends) String() string { return strconv.FormatInt(s.v, 10) }
 
 // take returns l's room for n arguments the first time it is asked, else nil (also for a nil l).
 func (l *Line) take(n int) []any {
@@ -127,6 +162,11 @@ func (c Call) Run(ctx context.Context, r Runner) *redis.Cmd {
 		}
 		if !IsNoScript(cmd.Err()) {
 			return cmd
+		}
+		for _, a := range c.argv { // (the script ran nowhere: the EVAL below is its first send)
+			if s, ok := a.(*Sends); ok {
+				s.n.Store(0)
+			}
 		}
 	}
 	cmd := c.Eval(ctx)

@@ -129,6 +129,17 @@ func (k Keys) GivenBack(token string) Keys {
 	return k
 }
 
+// sentFence is the held acquisition's fence as a release's argument that counts its sends
+// (script.Sends, in the Lines of the release's scratch), when the release has Lines (a release
+// sent to one server: a Redlock Client has no scratch); else nil.
+func (k *Keys) sentFence() *script.Sends {
+	if k.Lines == nil || k.Fence == 0 {
+		return nil
+	}
+	k.Lines.Fence.Set(k.Fence)
+	return &k.Lines.Fence
+}
+
 // fenceArg is the held acquisition's fence as a script argument (0 before Held: unknown): once
 // held, &Fence, which go-redis writes as the number, and which boxes without an allocation.
 func (k *Keys) fenceArg() any {

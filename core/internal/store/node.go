@@ -115,14 +115,34 @@ func (n *Node) acquireCall(k *Keys, r *AcquireReq) script.Call {
 }
 
 func (n *Node) Release(ctx context.Context, k *Keys, token, hold any, fair bool, set *ReleaseSet, _ time.Duration) (int64, error) {
-	return n.releaseWith(ctx, k, token, hold, fair, set, n.id)
+	return n.releaseWith(ctx, k, token, hold, fair, set, n.id, k.sentFence())
 }
 
-// releaseWith releases with payload as the release message (Redlock names the token in it). With
-// set under WithReplicaAck, it returns an *ackError with the holds left when the value was written
+// Vanished is what a release answers (in place of -1, not held) when the lock's key was missing
+// as a second send of it ran (script.Sends): the key's chain of owner releases, by which a replayed
+// release recognises its own earlier run, was gone. That run may have freed the lock, and the next
+// holder's key expired since; or the key was lost before the release ran. The caller tells the two
+// apart as well as it can (core: the hold's validity).
+const Vanished = -2
+
+// releaseReply maps a release script's reply: -2 (the key was missing) is Vanished when the release was
+// sent more than once (sent, nil when not counted), else -1.
+func releaseReply(v int64, sent *script.Sends) int64 {
+	if v == -2 && (sent == nil || !sent.Replayed()) {
+		return -1
+	}
+	return v
+}
+
+// releaseWith releases with payload as the release message (Redlock names the token in it), and
+// with sent, when not nil, as a lock's fence argument (Vanished). With set under WithReplicaAck, it returns an *ackError with the holds left when the value was written
 // and the release done, but too few replicas acknowledged them.
-func (n *Node) releaseWith(ctx context.Context, k *Keys, token, hold any, fair bool, set *ReleaseSet, payload any) (int64, error) {
+func (n *Node) releaseWith(ctx context.Context, k *Keys, token, hold any, fair bool, set *ReleaseSet, payload any, sent *script.Sends) (int64, error) {
 	var call script.Call
+	fence := k.fenceArg()
+	if sent != nil {
+		fence = sent
+	}
 	switch {
 	case k.Sem != nil:
 		call = (&script.SemRelease{Permits: k.Main, Limits: k.Sem.Limits, Fences: k.Sem.Fences, Lock: k.Sem.Lock,
@@ -130,16 +150,17 @@ func (n *Node) releaseWith(ctx context.Context, k *Keys, token, hold any, fair b
 			Fair: k.Sem.fairArg(fair)}).Call()
 	case fair:
 		call = (&script.ReleaseFair{Lock: k.Main, Queue: k.Queue, Deadlines: k.Deadlines, Token: token, Pub: n.pubCmd,
-			Hold: hold, Fence: k.fenceArg()}).Call()
+			Hold: hold, Fence: fence}).Call()
 	default:
-		r := script.Release{Lock: k.Main, Token: token, Pub: n.pubCmd, Msg: payload, Hold: hold, Fence: k.fenceArg()}
+		r := script.Release{Lock: k.Main, Token: token, Pub: n.pubCmd, Msg: payload, Hold: hold, Fence: fence}
 		if set != nil {
 			r.Set, r.Value, r.ValueTTL = set.Key, set.Value, MS(set.TTL)
 		}
 		call = r.CallIn(k.releaseLine())
 	}
 	if set == nil || n.replicas == 0 {
-		return call.Run(ctx, n.send).Int64()
+		v, err := call.Run(ctx, n.send).Int64()
+		return releaseReply(v, sent), err
 	}
 	var holds int64
 	acked, err := n.acked(ctx, call, func(v any) (bool, error) {
@@ -147,6 +168,7 @@ func (n *Node) releaseWith(ctx context.Context, k *Keys, token, hold any, fair b
 		if holds, ok = v.(int64); !ok {
 			return false, errors.New("unexpected release reply")
 		}
+		holds = releaseReply(holds, sent)
 		return holds >= 0, nil // the value was written
 	})
 	if err != nil {
@@ -338,6 +360,7 @@ func (n *Node) ReleaseAll(ctx context.Context, ks []*Keys, token, hold any, fenc
 	left := make([]int64, len(v))
 	for i := range v {
 		left[i], _ = v[i].(int64)
+		left[i] = releaseReply(left[i], nil)
 	}
 	if len(left) != len(ks) {
 		return nil, errors.New("unexpected release reply")

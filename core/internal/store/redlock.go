@@ -80,7 +80,7 @@ func (rl *Redlock) releaseSet(ctx context.Context, k *Keys, token, hold any, set
 				return true
 			}
 		}
-		own[i], oerrs[i] = n.releaseWith(ctx, k, token, hold, false, set, n.id)
+		own[i], oerrs[i] = n.releaseWith(ctx, k, token, hold, false, set, n.id, nil)
 		var ae *AckError
 		if errors.As(oerrs[i], &ae) {
 			short[i], oerrs[i] = oerrs[i], nil

@@ -92,7 +92,7 @@ func (a *rlAcquire) settleLate(i int, keep bool) {
 	case !keep && (granted || MayHaveRun(g.err)):
 		ctx, cancel := context.WithTimeout(context.Background(), a.rl.nodeTimeout(a.r.TTL))
 		pipe.Settle(ctx, g.err) // (a grant left running in the node's pipeline: after it)
-		_, _ = n.releaseWith(ctx, a.k, a.r.Token, a.r.Hold, false, nil, n.id)
+		_, _ = n.releaseWith(ctx, a.k, a.r.Token, a.r.Hold, false, nil, n.id, nil)
 		cancel()
 	}
 }
@@ -238,7 +238,7 @@ func (rl *Redlock) undo(k *Keys, r *AcquireReq, got []nodeGrant) {
 	rl.fan(context.Background(), r.TTL, 0, func(ctx context.Context, i int, n *Node) bool {
 		if got[i].undo() {
 			pipe.Settle(ctx, got[i].err)
-			_, _ = n.releaseWith(ctx, k, r.Token, r.Hold, false, nil, n.id)
+			_, _ = n.releaseWith(ctx, k, r.Token, r.Hold, false, nil, n.id, nil)
 		}
 		return true
 	}, nil)
@@ -272,7 +272,7 @@ func (x *rlRelease) call(ctx context.Context, i int) bool {
 			return false
 		}
 	}
-	r.holds, r.err = x.rl.nodes[i].releaseWith(ctx, x.k, x.token, x.hold, false, nil, x.payload)
+	r.holds, r.err = x.rl.nodes[i].releaseWith(ctx, x.k, x.token, x.hold, false, nil, x.payload, nil)
 	return r.err == nil && r.holds >= 0
 }
 

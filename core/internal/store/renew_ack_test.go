@@ -34,8 +34,12 @@ func TestRenew_batchReplicaAck(t *testing.T) {
 	rdb := master.Client(t)
 	plain := NewNode(rdb, "c:test", &Config{})
 	plain.Fenced = true
-	n := NewNode(rdb, "c:test", &Config{Replicas: 1, ReplicaWait: 300 * time.Millisecond, RenewChunk: 3})
+	// WAIT returns as soon as the replica acknowledges, so the healthy phase can afford a long
+	// timeout (a loaded CI host once took longer than 300 ms); the stalled phase uses a short one.
+	n := NewNode(rdb, "c:test", &Config{Replicas: 1, ReplicaWait: 10 * time.Second, RenewChunk: 3})
 	n.Fenced = true
+	stalled := NewNode(rdb, "c:test", &Config{Replicas: 1, ReplicaWait: 300 * time.Millisecond, RenewChunk: 3})
+	stalled.Fenced = true
 	r := &renewRig{t: t, srv: master, rdb: rdb, n: plain} // takes the locks without waiting
 	ctx := context.Background()
 	var items []RenewItem
@@ -66,7 +70,7 @@ func TestRenew_batchReplicaAck(t *testing.T) {
 	for i := range items {
 		items[i].OK, items[i].Err, items[i].TTL = false, nil, 30*time.Second
 	}
-	if err := n.Renew(ctx, items); err != nil {
+	if err := stalled.Renew(ctx, items); err != nil {
 		t.Fatal(err)
 	}
 	for i, it := range items {

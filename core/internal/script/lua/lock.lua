@@ -141,14 +141,20 @@ end
 -- A release of a lock no longer its own answers 0 (released) when its fence is in the key's chain
 -- of owner releases (BASE <= its fence <= FENCE): its acquisition was released by its owner, so
 -- this is a release that go-redis replayed because its first reply was lost, whatever acquisitions
--- came after it. Otherwise (the lock expired, was deleted, or taken by ForceRelease) it answers -1.
+-- came after it. Otherwise (the lock expired, was deleted, or taken by ForceRelease) it answers -1,
+-- and -2 when the key is missing: the chain went with it, so a replayed release cannot tell its
+-- own earlier run (followed by a holder whose key expired) from a loss; the client can (it knows
+-- whether it sent the release more than once, and the hold's validity).
 local function lk_drop(key, s, token, hold, fenceArg)
   local mine = tonumber(fenceArg or '')
   if mine == 0 then
     mine = nil -- a give-back: the fence is unknown
   end
-  if not s or s.tok ~= token then
-    if s and mine and s.f >= mine and mine >= (tonumber(s.rel) or math.huge) then
+  if not s then
+    return -2
+  end
+  if s.tok ~= token then
+    if mine and s.f >= mine and mine >= (tonumber(s.rel) or math.huge) then
       return 0
     end
     return -1

@@ -6,7 +6,8 @@
 --! keys: lock set?
 --! args: token pub msg hold fence value? value_ttl?
 -- pub: PUBLISH, or SPUBLISH on a cluster. fence: the acquisition's (0: unknown, a give-back).
--- Returns: -1 when the token does not hold the lock (nothing touched), else the holds left.
+-- Returns: -1 when the token does not hold the lock (nothing touched), -2 when the key is missing
+-- (lk_drop), else the holds left.
 
 -- The hot path, before the lock's functions are even defined: the owner's only hold, released with
 -- as few Lua strings as possible. The value must start with the token, this acquisition's fence

@@ -3,7 +3,8 @@
 --! keys: locks...
 --! args: token pub msg hold fences...
 -- fences: each lock's acquisition fence, in the keys' order.
--- Returns the holds left per key, in order: -1 where the token does not hold that lock.
+-- Returns the holds left per key, in order: -1 where the token does not hold that lock, -2 where
+-- its key is missing (lk_drop).
 --! include lock.lua
 local left = {}
 for i, key in ipairs(k_locks) do

@@ -5,7 +5,8 @@
 -- fence in the chain of owner releases).
 --! keys: lock queue deadlines
 --! args: token pub hold fence
--- Returns: -1 when the token does not hold the lock (nothing touched), else the holds left.
+-- Returns: -1 when the token does not hold the lock (nothing touched), -2 when the key is missing
+-- (lk_drop), else the holds left.
 --! include fair.lua
 local s = lk_get(k_lock)
 if s and s.tok == a_token and s.holds == a_hold then
