@@ -191,13 +191,13 @@ func IsNoScript(err error) bool {
 
 // opt appends the optional trailing key or argument v, if given.
 func (c *Call) opt(v any) {
-	switch x := v.(type) {
-	case nil:
-		return
-	case string:
-		if x == "" {
-			return
-		}
+	if !absent(v) {
+		c.argv = append(c.argv, v)
 	}
-	c.argv = append(c.argv, v)
+}
+
+// absent reports whether the optional argument v is not given: nil or "".
+func absent(v any) bool {
+	s, ok := v.(string)
+	return v == nil || ok && s == ""
 }

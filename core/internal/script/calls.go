@@ -8,7 +8,7 @@ package script
 // Acquire calls acquire.lua: take a lock, re-enter it, or say how long it stays taken.
 type Acquire struct {
 	Lock, Guard                                    string
-	Token, TTL, Hold, Label, Floor, Waiting, Entry any
+	Token, TTL, Hold, Label, Waiting, Floor, Entry any
 }
 
 // Call builds the call.
@@ -22,8 +22,17 @@ func (a *Acquire) CallIn(line *Line) Call {
 		c.argv = append(c.argv, a.Guard)
 		c.argv[2] = 2
 	}
-	c.argv = append(c.argv, a.Token, a.TTL, a.Hold, a.Label, a.Floor, a.Waiting)
-	c.opt(a.Entry)
+	c.argv = append(c.argv, a.Token, a.TTL, a.Hold, a.Label)
+	// The trailing defaults are left out (the script reads them as nil): no entry, no floor (nil
+	// or ""), waiting "0" (or nil, ""). Each argument costs Redis a Lua string.
+	switch {
+	case !absent(a.Entry):
+		c.argv = append(c.argv, a.Waiting, a.Floor, a.Entry)
+	case !absent(a.Floor):
+		c.argv = append(c.argv, a.Waiting, a.Floor)
+	case !absent(a.Waiting) && a.Waiting != "0":
+		c.argv = append(c.argv, a.Waiting)
+	}
 	return c
 }
 
@@ -44,7 +53,7 @@ func (a *AcquireFair) Call() Call {
 // Release calls release.lua: release one hold (and, with Set, write Value there).
 type Release struct {
 	Lock, Set                                     string
-	Token, Pub, Msg, Hold, Fence, Value, ValueTTL any
+	Token, Hold, Fence, Msg, Pub, Value, ValueTTL any
 }
 
 // Call builds the call.
@@ -58,9 +67,12 @@ func (a *Release) CallIn(line *Line) Call {
 		c.argv = append(c.argv, a.Set)
 		c.argv[2] = 2
 	}
-	c.argv = append(c.argv, a.Token, a.Pub, a.Msg, a.Hold, a.Fence)
-	if a.Set != "" {
-		c.argv = append(c.argv, a.Value, a.ValueTTL)
+	c.argv = append(c.argv, a.Token, a.Hold, a.Fence, a.Msg)
+	switch {
+	case a.Set != "":
+		c.argv = append(c.argv, a.Pub, a.Value, a.ValueTTL)
+	case a.Pub != "PUBLISH": // the script's default, left out: each argument costs Redis a Lua string
+		c.argv = append(c.argv, a.Pub)
 	}
 	return c
 }

@@ -1,13 +1,15 @@
 -- Acquire a lock, re-enter it, or report how long it stays taken; behind a guard when one is given.
 -- One round trip; GET + TIME + SET when it is free.
 --! keys: lock guard?
---! args: token ttl hold label floor waiting entry?
+--! args: token ttl hold label waiting? floor? entry?
 -- guard: a key with the lock's hash tag (a stored result, a completion marker): while it exists,
--- nothing is taken and its value is returned. floor: the client's fence floor in µs (Redlock), ''
--- for none. waiting: '' or 0 (TryAcquire), 1 (a waiting call: flag a taken lock so that its
--- release publishes), 2 (a call that waited: keep the flag when it takes the lock, for the
--- waiters behind it). entry (a re-entry only): the fence of the acquisition re-entered, or 0 for
--- any acquisition of the token (lk_entry: a re-entry never takes a lock).
+-- nothing is taken and its value is returned. waiting: nil, '' or 0 (TryAcquire), 1 (a waiting
+-- call: flag a taken lock so that its release publishes), 2 (a call that waited: keep the flag
+-- when it takes the lock, for the waiters behind it). floor: the client's fence floor in µs
+-- (Redlock), nil or '' for none. entry (a re-entry only): the fence of the acquisition re-entered,
+-- or 0 for any acquisition of the token (lk_entry: a re-entry never takes a lock). The client
+-- leaves out trailing defaults (no entry, no floor, waiting 0): each argument costs Redis a Lua
+-- string (about 700 instructions) and a parsed one.
 -- Returns: fence (integer > 0) on a fresh acquisition,
 --          {fence, holds} when the owner re-entered (or a replay found this hold recorded),
 --          -1 - pttl (integer < 0) when another owner holds the lock, or another kind of hold
