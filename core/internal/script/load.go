@@ -52,14 +52,17 @@ func load(name string) (*Script, error) {
 	return s, nil
 }
 
-// bind declares locals for the named KEYS or ARGV, with one unpack (one call costs Redis less than
-// a global's lookup and an index per name). A last name ending in "..." takes the rest of them, as
-// a table.
+// bind declares locals for the named KEYS or ARGV. The table is read once into a local (KEYS_,
+// ARGV_), and each name is an index of it: a global's lookup costs Redis about 270 instructions
+// (a script's globals are reached through a protected table), an index of a local table a few
+// dozen, and a call of unpack (a C function) more than both (`make server-instructions`: 1,800
+// instructions per lock + unlock less than one unpack per table). A last name ending in "..."
+// takes the rest of them, as a table.
 func bind(b *strings.Builder, prefix, table string, names []string) {
 	if len(names) == 0 {
 		return
 	}
-	var vars []string
+	var vars, idx []string
 	for i, n := range names {
 		if rest, ok := strings.CutSuffix(n, "..."); ok {
 			if i == 0 {
@@ -71,8 +74,10 @@ func bind(b *strings.Builder, prefix, table string, names []string) {
 			return
 		}
 		vars = append(vars, prefix+strings.TrimSuffix(n, "?"))
+		idx = append(idx, fmt.Sprintf("%s_[%d]", table, i+1))
 	}
-	fmt.Fprintf(b, "local %s = unpack(%s, 1, %d)\n", strings.Join(vars, ", "), table, len(vars))
+	fmt.Fprintf(b, "local %s_ = %s\n", table, table)
+	fmt.Fprintf(b, "local %s = %s\n", strings.Join(vars, ", "), strings.Join(idx, ", "))
 }
 
 // expand writes file name to b, with the parts it includes in its place (each part once per

@@ -77,10 +77,10 @@ func TestScripts_loadAndDeclare(t *testing.T) {
 			t.Errorf("%s: %v", s.Name, err)
 			continue
 		}
-		body := s.Source
-		for _, prefix := range []string{"local k_", "local a_"} {
-			if rest, ok := strings.CutPrefix(body, prefix); ok {
-				body = rest[strings.IndexByte(rest, '\n')+1:]
+		body := s.Source // without the lines that bind KEYS and ARGV (bind)
+		for _, prefix := range []string{"local KEYS_ = KEYS\n", "local k_", "local ARGV_ = ARGV\n", "local a_"} {
+			if strings.HasPrefix(body, prefix) {
+				body = body[strings.IndexByte(body, '\n')+1:]
 			}
 		}
 		if strings.Contains(body, "KEYS[") || strings.Contains(body, "ARGV[") {
