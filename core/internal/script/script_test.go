@@ -134,7 +134,7 @@ func TestScripts_hotPathsCreateNoClosure(t *testing.T) {
 			}
 		}
 		src := code.String()
-		start := strings.Index(src, "\nlocal v = redis.call('GET', k_lock)\n")
+		start := strings.Index(src, "\nlocal v = rcall('GET', k_lock)\n")
 		if start < 0 {
 			t.Fatalf("%s: no hot path (local v = GET of the lock) found", s.Name)
 		}

@@ -20,7 +20,8 @@
 -- instructions per run): a free (or missing) lock is taken with as few Lua strings and calls as
 -- possible, its fence made by the fence rule inlined. Anything else (a guard, a re-entry, a lock
 -- held by someone, a value to parse) falls through, with the value already read in v.
-local v = redis.call('GET', k_lock)
+local rcall = redis.call -- a global costs Redis about 270 instructions: read once for the hot path's three calls
+local v = rcall('GET', k_lock)
 if not k_guard and not a_entry and (not v or v:byte(1) == 0) then
   local prev, base = nil, ''
   local p = v and v:find('\0', 2, true)
@@ -50,7 +51,7 @@ if not k_guard and not a_entry and (not v or v:byte(1) == 0) then
     else
       fd = string.format('%d', f)
     end
-    redis.call('SET', k_lock, a_token .. '\0' .. fd .. fz .. fu .. '\0' .. a_hold ..
+    rcall('SET', k_lock, a_token .. '\0' .. fd .. fz .. fu .. '\0' .. a_hold ..
       (a_waiting == '2' and '\0001\0' or '\0000\0') .. base .. '\0' .. a1 .. a2 .. a3 .. '\0' .. a_label, 'PX', a_ttl)
     return f
   end

@@ -10,7 +10,7 @@
 -- fences back. It also returns when the acquisition happened, for the ACQUIRED field: the
 -- server's clock "SECONDS.MICROSECONDS" when it read it, else the floor in ms.
 local function next_fence(prev, floorArg)
-  local f, us, at
+  local f, us, at, rcall = nil, nil, nil, redis.call
 --! inline fence_rule.lua
   return f, at or clock_t[1] .. '.' .. clock_t[2]
 end
