@@ -13,7 +13,7 @@ var knownHashes = map[string]string{
 	"inspect":       "f974f0a9c0577a6664b69a7f0f65192192c16fbc",
 	"pttl":          "3cdababd874d0b87ef60e362e2cb422fe0d9faa5",
 	"raise_fence":   "1af44e148a7215f5beb1880bc9472630fd20d68d",
-	"release":       "69227c214807a595fc7968571fcd953c0100078f",
+	"release":       "ca00199c5f56eeedfb51f740ba401236f023f094",
 	"release_all":   "b479af0b361a2648c85dcc1c5041ac95cd009343",
 	"release_fair":  "824c27a182a17f00c5f1b620cf748580c1796d34",
 	"renew":         "1611910dc4d4c88ce6b051a8e8332372b7b626c6",

@@ -12,26 +12,32 @@
 -- (lk_drop), else the holds left.
 
 -- The hot path, before the lock's functions are even defined: the owner's only hold, released with
--- as few Lua strings as possible. The value must start with the token, this acquisition's fence
--- and this hold as the only one (then W, NUL, BASE, NUL). Anything else falls through, with the
--- value already read in v.
+-- as few Lua strings and calls as possible. The value must start with the token, this
+-- acquisition's fence and this hold as the only one, then W, NUL, BASE, NUL. W is '0' when nobody
+-- waits (the uncontended case): it is in the prefix looked for, which saves reading it
+-- (string.byte, a C call: about 500 instructions). Anything else falls through, with the value
+-- already read in v.
 local rcall = redis.call -- a global costs Redis about 270 instructions: read once for two calls
 local v = rcall('GET', k_lock)
-local pre = a_token .. '\0' .. a_fence .. '\0' .. a_hold .. '\0'
-if not k_set and v and v:find(pre, 1, true) == 1 then
+if not k_set and v then
+  local pre = a_token .. '\0' .. a_fence .. '\0' .. a_hold .. '\0000\0'
   local n = #pre
-  local q = v:find('\0', n + 3, true)
-  rcall('SET', k_lock, '\0' .. a_fence .. '\0' .. v:sub(n + 3, q - 1), 'PX', '10000')
-  local w = v:byte(n + 1)
-  if w ~= 48 then -- W is '1' (a waiter of the lock) or '2' (of another kind too: lock.lua, lk_tell)
-    local pub = a_pub or 'PUBLISH'
+  if v:find(pre, 1, true) == 1 then -- W is '0': nothing to publish
+    rcall('SET', k_lock, '\0' .. a_fence .. '\0' .. v:sub(n + 1, v:find('\0', n + 1, true) - 1), 'PX', '10000')
+    return 0
+  end
+  n = n - 2 -- W is '1' (a waiter of the lock) or '2' (of another kind too: lock.lua, lk_tell)
+  if v:find(pre:sub(1, n), 1, true) == 1 then
+    local q = v:find('\0', n + 3, true)
+    rcall('SET', k_lock, '\0' .. a_fence .. '\0' .. v:sub(n + 3, q - 1), 'PX', '10000')
+    local w, pub = v:byte(n + 1), a_pub or 'PUBLISH'
     redis.call(pub, k_lock .. ':released', a_msg)
     if w == 50 then
       redis.call(pub, k_lock .. ':permits:released', a_msg)
       redis.call(pub, k_lock .. ':rw:released', a_msg)
     end
+    return 0
   end
-  return 0
 end
 
 --! include lock.lua
