@@ -172,8 +172,9 @@ func (e *Election) read(ctx context.Context) (lockState, error) {
 	if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return lockState{}, fmt.Errorf("%w: election %q: %w", core.ErrUnavailable, e.name, err)
 	}
-	// The lock's value (docs/keys.md): held, TOKEN FENCE HOLDS W BASE ACQUIRED LABEL separated by
-	// NUL bytes, then the leader's value once proclaimed (see proclaim.lua); free, "" FENCE BASE.
+	// The lock's value (docs/keys.md): held, TOKEN FENCE HOLDS W BASE PREV ACQUIRED LABEL separated
+	// by NUL bytes (a byte 2 before BASE), then the leader's value once proclaimed (see
+	// proclaim.lua); free, a byte 2, BASE, NUL, FENCE.
 	fields := strings.SplitN(get.Val(), "\x00", 8)
 	if len(fields) < 2 {
 		return lockState{}, nil
@@ -182,7 +183,7 @@ func (e *Election) read(ctx context.Context) (lockState, error) {
 	if err != nil || f <= 0 {
 		return lockState{}, nil // not a lock's value: as if there were none
 	}
-	s := lockState{fence: f, held: fields[0] != "", pttl: pt.Val()}
+	s := lockState{fence: f, held: fields[0] != "" && fields[0][0] != 2, pttl: pt.Val()}
 	if s.held && len(fields) == 8 {
 		s.leader = Leader{Value: fields[7], Fence: f}
 	}

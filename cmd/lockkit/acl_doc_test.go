@@ -181,7 +181,7 @@ func TestCLI_docACLs(t *testing.T) {
 			if failed, log := runAs(t, bin, user, srv.Addr(), false, releasing[:1]), aclLog(t, srv); failed == nil || log == nil {
 				t.Fatalf("the read-only operator's release --force: failed %v, ACL LOG %v", failed, log)
 			}
-			if v, err := admin.Get(context.Background(), "lockkit:{a}").Result(); err != nil || strings.HasPrefix(v, "\x00") {
+			if v, err := admin.Get(context.Background(), "lockkit:{a}").Result(); err != nil || strings.HasPrefix(v, "\x02") {
 				t.Fatalf("lock a after the read-only operator's release --force: %q %v, want it held", v, err)
 			}
 		})

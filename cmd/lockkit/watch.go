@@ -294,7 +294,8 @@ wait:
 			return "expired", nil
 		case err != nil:
 			return "", err
-		case strings.HasPrefix(v, "\x00"): // "" FENCE BASE: freed by a release (docs/keys.md)
+		case strings.HasPrefix(v, "\x02"), strings.HasPrefix(v, "\x00"):
+			// \x02 BASE FENCE (the previous version's: "" FENCE BASE): freed by a release (docs/keys.md)
 			return "released", nil
 		}
 	}

@@ -60,15 +60,15 @@ func FreeAddr(t testing.TB) string {
 }
 
 // Held reports whether somebody holds the lock whose key is key: the key holds a lock's value
-// that starts with an owner token (a free lock's value starts with a NUL byte, see
-// core/internal/script/lua/lock.lua).
+// that starts with an owner token (a free lock's value starts with a byte 2, the previous
+// version's with a NUL byte, see core/internal/script/lua/lock.lua).
 func Held(t testing.TB, rdb redis.Cmdable, key string) bool {
 	t.Helper()
 	v, err := rdb.Get(context.Background(), key).Result()
 	if err != nil && err != redis.Nil {
 		t.Fatalf("GET %s: %v", key, err)
 	}
-	return v != "" && v[0] != 0
+	return v != "" && v[0] != 2 && v[0] != 0
 }
 
 // HeldBy reports whether token holds the lock whose key is key.

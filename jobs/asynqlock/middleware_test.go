@@ -190,7 +190,7 @@ func TestMiddleware_lockTakenOver_failsSucceededTask(t *testing.T) {
 		if err := rdb.Del(ctx, l.Key()).Err(); err != nil {
 			return err
 		}
-		return rdb.Set(ctx, l.Key(), "someone-else\x001\x00h\x000\x00\x00\x00", time.Minute).Err() // a lock value, see core/internal/script/lua/lock.lua
+		return rdb.Set(ctx, l.Key(), "someone-else\x001\x00h\x000\x020000000000000000\x00\x00\x00", time.Minute).Err() // a lock value, see core/internal/script/lua/lock.lua
 	})
 	err := h.ProcessTask(ctx, asynq.NewTask("work", nil))
 	if !errors.Is(err, core.ErrLost) {

@@ -8,7 +8,7 @@ package script
 // Acquire calls acquire.lua: take a lock, re-enter it, or say how long it stays taken.
 type Acquire struct {
 	Lock, Guard                                    string
-	Token, TTL, Hold, Label, Waiting, Floor, Entry any
+	Token, TTL, Label, Waiting, Hold, Floor, Entry any
 }
 
 // Call builds the call.
@@ -22,14 +22,16 @@ func (a *Acquire) CallIn(line *Line) Call {
 		c.argv = append(c.argv, a.Guard)
 		c.argv[2] = 2
 	}
-	c.argv = append(c.argv, a.Token, a.TTL, a.Hold, a.Label)
+	c.argv = append(c.argv, a.Token, a.TTL, a.Label)
 	// The trailing defaults are left out (the script reads them as nil): no entry, no floor (nil
-	// or ""), waiting "0" (or nil, ""). Each argument costs Redis a Lua string.
+	// or ""), hold "0", waiting "0" (or nil, ""). Each argument costs Redis a Lua string.
 	switch {
 	case !absent(a.Entry):
-		c.argv = append(c.argv, a.Waiting, a.Floor, a.Entry)
+		c.argv = append(c.argv, a.Waiting, a.Hold, a.Floor, a.Entry)
 	case !absent(a.Floor):
-		c.argv = append(c.argv, a.Waiting, a.Floor)
+		c.argv = append(c.argv, a.Waiting, a.Hold, a.Floor)
+	case a.Hold != "0":
+		c.argv = append(c.argv, a.Waiting, a.Hold)
 	case !absent(a.Waiting) && a.Waiting != "0":
 		c.argv = append(c.argv, a.Waiting)
 	}
@@ -53,7 +55,7 @@ func (a *AcquireFair) Call() Call {
 // Release calls release.lua: release one hold (and, with Set, write Value there).
 type Release struct {
 	Lock, Set                                     string
-	Token, Hold, Fence, Msg, Pub, Value, ValueTTL any
+	Token, Fence, Msg, Hold, Pub, Value, ValueTTL any
 }
 
 // Call builds the call.
@@ -67,12 +69,16 @@ func (a *Release) CallIn(line *Line) Call {
 		c.argv = append(c.argv, a.Set)
 		c.argv[2] = 2
 	}
-	c.argv = append(c.argv, a.Token, a.Hold, a.Fence, a.Msg)
+	c.argv = append(c.argv, a.Token, a.Fence, a.Msg)
+	// The trailing defaults are left out (the script reads them as nil): hold "0", pub "PUBLISH".
+	// Each argument costs Redis a Lua string.
 	switch {
 	case a.Set != "":
-		c.argv = append(c.argv, a.Pub, a.Value, a.ValueTTL)
-	case a.Pub != "PUBLISH": // the script's default, left out: each argument costs Redis a Lua string
-		c.argv = append(c.argv, a.Pub)
+		c.argv = append(c.argv, a.Hold, a.Pub, a.Value, a.ValueTTL)
+	case a.Pub != "PUBLISH":
+		c.argv = append(c.argv, a.Hold, a.Pub)
+	case a.Hold != "0":
+		c.argv = append(c.argv, a.Hold)
 	}
 	return c
 }

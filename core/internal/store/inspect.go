@@ -124,9 +124,19 @@ type lockValue struct {
 	fence                         int64
 }
 
-// parseLockValue reads a lock's value: TOKEN FENCE HOLDS W RELEASED ACQUIRED LABEL [EXTRA] when
-// held, "" FENCE RELEASED when free.
+// parseLockValue reads a lock's value: TOKEN FENCE HOLDS W BASE PREV ACQUIRED LABEL [EXTRA] when
+// held (a byte 2 before BASE), a byte 2, BASE, NUL, FENCE when free ("" FENCE BASE, the previous
+// version's free value, is read too; its held value has the same fields but PREV, and reads the
+// same here).
 func parseLockValue(v string) (lockValue, bool) {
+	if v != "" && v[0] == 2 {
+		_, fs, ok := strings.Cut(v, "\x00")
+		fence, err := strconv.ParseInt(fs, 10, 64)
+		if !ok || err != nil {
+			return lockValue{}, false
+		}
+		return lockValue{fence: fence}, true
+	}
 	f := strings.SplitN(v, "\x00", 8)
 	if (f[0] == "" && len(f) != 3) || (f[0] != "" && len(f) < 7) {
 		return lockValue{}, false

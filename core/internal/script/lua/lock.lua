@@ -2,13 +2,21 @@
 -- GET + TIME + SET and releasing it GET + SET: seven commands per uncontended lock and unlock,
 -- scripts included. docs/keys.md ("The lock's value") documents its fields:
 --
---   held:  TOKEN  FENCE  HOLDS  W  BASE  ACQUIRED  LABEL  [NUL EXTRA]
---   free:  ''     FENCE  BASE
+--   held:  TOKEN  FENCE  HOLDS  W  \2 BASE  PREV  ACQUIRED  LABEL  [NUL EXTRA]
+--   free:  \2 BASE  FENCE
 --
--- separated by NUL bytes. Tokens, hold ids and labels contain no NUL byte and hold ids no space
--- (the client makes sure). A held lock lives for its TTL (renewals and re-entries only lengthen
--- it); a free one for FREE_TTL, which keeps its fence and its chain of owner releases (BASE), then
--- disappears.
+-- separated by NUL bytes, but for the byte 2 before BASE, which starts a free value, and BASE
+-- always has 16 digits (lk_base): the free value an acquisition takes, \2 BASE NUL FENCE, goes
+-- into its held value whole (FENCE becomes PREV: what the acquisition was taken from, empty when
+-- the key was missing), and its release writes \2 BASE NUL, an 18-byte piece of the held value,
+-- and the fence: no field is looked for nor cut out of the value on either hot path but the fence
+-- a free value ends with (each Lua string and each string function call costs Redis hundreds of
+-- instructions; acquire.lua, release.lua). Tokens, hold ids and labels contain no NUL byte and hold
+-- ids no space (the client makes sure). A held lock lives for its TTL (renewals and re-entries
+-- only lengthen it); a free one for FREE_TTL, which keeps its fence and its chain of owner
+-- releases (BASE), then disappears. The free value of the previous version, NUL FENCE NUL BASE, is
+-- still read (lk_parse); its held value is not (a client of each version fails on the other's
+-- held value: "unexpected lock value").
 --
 -- One name, one lock: the same key says when the name's other kinds of hold have it. While
 -- permits (Permits) or reads and writes (Read, Write) of the name are held, TOKEN is their family's
@@ -24,13 +32,20 @@ local FREE_TTL = '10000' -- a string: redis.call formats a number argument with 
 
 local function lk_parse(v)
   local s
-  if v:byte(1) == 0 then
-    local f, rel = string.match(v, '^%z(%d+)%z([^%z]*)$')
-    s = {tok = '', f = tonumber(f), holds = '', w = '0', rel = rel, acq = '', label = '', extra = ''}
+  local b = v:byte(1)
+  if b == 2 or b == 0 then
+    local rel, f
+    if b == 2 then
+      rel, f = string.match(v, '^\2([^%z]*)%z(%d+)$')
+    else -- the previous version's free value
+      f, rel = string.match(v, '^%z(%d+)%z([^%z]*)$')
+    end
+    s = {tok = '', f = tonumber(f), holds = '', w = '0', rel = rel, prev = '', acq = '', label = '', extra = ''}
   else
-    local tok, f, holds, w, rel, acq, label, extra = string.match(v,
-      '^([^%z]+)%z(%d+)%z([^%z]*)%z([012])%z([^%z]*)%z([^%z]*)%z([^%z]*)(.*)$')
-    s = {tok = tok, f = tonumber(f), holds = holds, w = w, rel = rel, acq = acq, label = label, extra = extra}
+    local tok, f, holds, w, rel, prev, acq, label, extra = string.match(v,
+      '^([^%z]+)%z(%d+)%z([^%z]*)%z([012])\2([^%z]*)%z([^%z]*)%z([^%z]*)%z([^%z]*)(.*)$')
+    s = {tok = tok, f = tonumber(f), holds = holds, w = w, rel = rel, prev = prev, acq = acq, label = label,
+      extra = extra}
   end
   if not s.f then
     error('lockkit: unexpected lock value (a key of an older lockkit version or of another program?)')
@@ -47,16 +62,29 @@ local function lk_get(key)
   return lk_parse(v)
 end
 
+-- lk_base is BASE as the value keeps it: on 16 digits, so that the hot paths find what follows it
+-- without looking (a sign takes one: '%016d'). A chain that starts after 9e15 (fences beyond 2255's
+-- clock) starts there, as one without a start (an older value's empty BASE) does: a release it
+-- holds a fence of answers not held rather than released (lk_drop).
+local function lk_base(rel)
+  local n = tonumber(rel)
+  if not n or n > 9000000000000000 then
+    n = 9000000000000000
+  end
+  return string.format('%016d', n)
+end
+
 local function lk_enc(s)
   if s.tok == '' then
-    return '\0' .. int(s.f) .. '\0' .. s.rel
+    return '\2' .. lk_base(s.rel) .. '\0' .. int(s.f)
   end
-  return table.concat({s.tok, int(s.f), s.holds, s.w, s.rel, s.acq, s.label}, '\0') .. s.extra
+  return table.concat({s.tok, int(s.f), s.holds, s.w .. '\2' .. lk_base(s.rel), s.prev or '', s.acq, s.label},
+    '\0') .. s.extra
 end
 
 -- lk_free is the value of a free lock.
 local function lk_free(f, rel)
-  return {tok = '', f = f, holds = '', w = '0', rel = rel, acq = '', label = '', extra = ''}
+  return {tok = '', f = f, holds = '', w = '0', rel = rel, prev = '', acq = '', label = '', extra = ''}
 end
 
 -- lk_keep rewrites the value and keeps the key's TTL.
@@ -70,8 +98,8 @@ end
 -- knows the acquisitions before it, and a release of one of them within its replay window
 -- (go-redis retries for a few seconds) must still be recognized (see lk_drop).
 local function lk_held(s, token, hold, label, f, at, w)
-  return {tok = token, f = f, holds = hold, w = w, rel = s and s.rel or int(f - 10000000), acq = at,
-    label = label or '', extra = ''}
+  return {tok = token, f = f, holds = hold, w = w, rel = s and s.rel or int(f - 10000000),
+    prev = s and int(s.f) or '', acq = at, label = label or '', extra = ''}
 end
 
 -- lk_take takes the free (or missing: s nil) lock for token and returns the fence. waiting '2'
