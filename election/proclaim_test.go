@@ -18,7 +18,7 @@ func TestProclaim_keepsOrRaisesW(t *testing.T) {
 	ctx := context.Background()
 	const key, tok = "lockkit:{@election/x}", "tok"
 	held := func(w string) string {
-		return tok + "\x00" + "1700000000000000\x001\x00" + w + "\x001690000000000000\x001700000000000\x00label"
+		return tok + "\x00" + "1700000000000000\x001\x00" + w + "\x020000000000000001\x00" + "17\x001700000000000\x00label"
 	}
 	for _, tc := range []struct{ w, want string }{{"0", "1"}, {"1", "1"}, {"2", "2"}} {
 		if err := rdb.Set(ctx, key, held(tc.w), 0).Err(); err != nil {

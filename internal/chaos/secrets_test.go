@@ -265,10 +265,11 @@ func TestSecurity_scriptsAreEmbeddedFiles(t *testing.T) {
 }
 
 // bindingRE matches the lines that bind a script's KEYS or ARGV to the names its header declares.
-// (core/internal/script's bind: one unpack of the names; a last name may take the rest, as a
-// table: KEYS itself, or {unpack(ARGV, n)}.)
-var bindingRE = regexp.MustCompile(`^local [ka]_[a-z_]+(, [ka]_[a-z_]+)* = ` +
-	`(KEYS|ARGV|unpack\((KEYS|ARGV), 1, \d+\)|\{unpack\((KEYS|ARGV), \d+\)\})$`)
+// (core/internal/script's bind: the table read once into KEYS_ or ARGV_, and the names indexes of
+// it; a last name may take the rest, as a table: KEYS itself, or {unpack(ARGV, n)} after one
+// unpack of the names before it.)
+var bindingRE = regexp.MustCompile(`^local ((KEYS|ARGV)_ = (KEYS|ARGV)|[ka]_[a-z_]+(, [ka]_[a-z_]+)* = ` +
+	`(KEYS|ARGV|unpack\((KEYS|ARGV), 1, \d+\)|\{unpack\((KEYS|ARGV), \d+\)\}|(KEYS|ARGV)_\[1\](, (KEYS|ARGV)_\[\d+\])*))$`)
 
 // Errors never carry the owner token or the full Redis key, whatever went wrong.
 func TestSecurity_errorsCarryNoTokenOrKey(t *testing.T) {
