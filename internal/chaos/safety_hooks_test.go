@@ -110,20 +110,30 @@ func (r redisHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
-// releaseToken returns the token of a release script (a lock's or a permit's: its second
-// argument is the publish command), the kind a give-back sends.
+// releaseToken returns the token of a release script, the kind a give-back sends: a permit's
+// (sem_release.lua: 7 keys, then the token and the publish command) or a lock's (release.lua: the
+// lock's key and an optional set key, then the token, the fence and the message, which names the
+// Client: "c:…", core/internal/wait.ClientIDPrefix). An acquisition's third argument is its label,
+// never "c:…".
 func releaseToken(cmd redis.Cmder) (string, bool) {
 	args := cmd.Args()
 	if name := strings.ToLower(cmd.Name()); (name != "eval" && name != "evalsha") || len(args) < 3 {
 		return "", false
 	}
 	nk, ok := args[2].(int)
-	if !ok || len(args) < 3+nk+2 {
+	if !ok || len(args) < 3+nk+3 {
 		return "", false
 	}
 	tok, _ := args[3+nk].(string)
-	pub, _ := args[4+nk].(string)
-	return tok, tok != "" && (pub == "PUBLISH" || pub == "SPUBLISH")
+	if tok == "" {
+		return "", false
+	}
+	if nk == 7 {
+		pub, _ := args[4+nk].(string)
+		return tok, pub == "PUBLISH" || pub == "SPUBLISH"
+	}
+	msg, _ := args[5+nk].(string)
+	return tok, (nk == 1 || nk == 2) && strings.HasPrefix(msg, "c:")
 }
 
 // ProcessPipelineHook implements redis.Hook: renewals travel in pipelines; it notes which tokens
