@@ -5,10 +5,21 @@ package script
 // keys, `any` fields arguments (boxed once by callers that reuse them). An optional trailing key
 // ("") or argument (nil) is left out. docs/keys.md documents the keys.
 
+// LockArg is a call's lock key as an argument: boxed, the holder's boxed copy of lock when it keeps
+// one (a string boxed into an interface is an allocation: a lock's acquire and release then share
+// the one its Keys made), else lock boxed for this call.
+func LockArg(lock string, boxed any) any {
+	if boxed != nil {
+		return boxed
+	}
+	return lock
+}
+
 // Acquire calls acquire.lua: take a lock, re-enter it, or say how long it stays taken.
 type Acquire struct {
 	Lock, Guard                                    string
 	Token, TTL, Label, Waiting, Hold, Floor, Entry any
+	LockArg                                        any `script:"-"` // Lock boxed once by its holder (see LockArg)
 }
 
 // Call builds the call.
@@ -17,7 +28,7 @@ func (a *Acquire) Call() Call { return a.CallIn(nil) }
 // CallIn builds the call in line's room, when it is free (see Line).
 func (a *Acquire) CallIn(line *Line) Call {
 	c := Scripts().Acquire.callIn(line, 1, 9)
-	c.argv = append(c.argv, a.Lock)
+	c.argv = append(c.argv, LockArg(a.Lock, a.LockArg))
 	if a.Guard != "" {
 		c.argv = append(c.argv, a.Guard)
 		c.argv[2] = 2
@@ -56,6 +67,7 @@ func (a *AcquireFair) Call() Call {
 type Release struct {
 	Lock, Set                                     string
 	Token, Fence, Msg, Hold, Pub, Value, ValueTTL any
+	LockArg                                       any `script:"-"` // Lock boxed once by its holder (see LockArg)
 }
 
 // Call builds the call.
@@ -64,7 +76,7 @@ func (a *Release) Call() Call { return a.CallIn(nil) }
 // CallIn builds the call in line's room, when it is free (see Line).
 func (a *Release) CallIn(line *Line) Call {
 	c := Scripts().Release.callIn(line, 1, 9)
-	c.argv = append(c.argv, a.Lock)
+	c.argv = append(c.argv, LockArg(a.Lock, a.LockArg))
 	if a.Set != "" {
 		c.argv = append(c.argv, a.Set)
 		c.argv[2] = 2

@@ -19,6 +19,9 @@ type Keys struct {
 	Deadlines string   // its waiters' deadlines: main + ":queue:deadlines"
 	Sem       *SemKeys // a semaphore's other keys (Permits), nil for a lock
 	Fence     int64    // the fence of the acquisition held (see Held)
+	// MainArg is a lock's Main boxed once (script.LockArg): its acquire and release calls share
+	// it. Nil for a semaphore's keys.
+	MainArg any
 	// Lines is room for the command lines of a lock's first acquire attempt and of its release
 	// (script.Line), held by its Lock; nil: each call allocates its own.
 	Lines *script.Lines
@@ -37,6 +40,7 @@ func (k *Keys) Init(prefix, name string) {
 	// than the compiler's stack buffer (32 bytes).
 	s := prefix + "{" + name + "}:released" + prefix + "{" + name + "}:queue:deadlines"
 	k.slice(name, s, len(prefix)+len(name)+2)
+	k.MainArg = k.Main
 }
 
 // InitNew sets k to the keys of the lock name and returns a new token (NewToken), cut from the
@@ -47,6 +51,7 @@ func (k *Keys) InitNew(prefix, name string) (token string) {
 	s := prefix + "{" + name + "}:released" + prefix + "{" + name + "}:queue:deadlines" + string(h[:])
 	keys := len(s) - len(h)
 	k.slice(name, s[:keys], len(prefix)+len(name)+2)
+	k.MainArg = k.Main
 	return s[keys:]
 }
 

@@ -110,7 +110,7 @@ func (n *Node) acquireCall(k *Keys, r *AcquireReq) script.Call {
 	if ttl == nil {
 		ttl = MS(r.TTL)
 	}
-	return (&script.Acquire{Lock: k.Main, Guard: r.Guard, Token: r.Token, TTL: ttl, Hold: r.Hold, Label: n.label,
+	return (&script.Acquire{Lock: k.Main, LockArg: k.MainArg, Guard: r.Guard, Token: r.Token, TTL: ttl, Hold: r.Hold, Label: n.label,
 		Floor: floor, Waiting: r.Waiting.arg(), Entry: r.Entry}).CallIn(k.acquireLine())
 }
 
@@ -122,7 +122,9 @@ func (n *Node) Release(ctx context.Context, k *Keys, token, hold any, fair bool,
 // as a second send of it ran (script.Sends): the key's chain of owner releases, by which a replayed
 // release recognises its own earlier run, was gone. That run may have freed the lock, and the next
 // holder's key expired since; or the key was lost before the release ran. The caller tells the two
-// apart as well as it can (core: the hold's validity).
+// apart as well as it can: core counts the release done when the hold's validity deadline had not
+// passed (the lock could not have expired on its own); a key lost before the first run then goes
+// unreported, as it went unseen by the work, which ended under a live context.
 const Vanished = -2
 
 // releaseReply maps a release script's reply: -2 (the key was missing) is Vanished when the release was
@@ -152,7 +154,7 @@ func (n *Node) releaseWith(ctx context.Context, k *Keys, token, hold any, fair b
 		call = (&script.ReleaseFair{Lock: k.Main, Queue: k.Queue, Deadlines: k.Deadlines, Token: token, Pub: n.pubCmd,
 			Hold: hold, Fence: fence}).Call()
 	default:
-		r := script.Release{Lock: k.Main, Token: token, Pub: n.pubCmd, Msg: payload, Hold: hold, Fence: fence}
+		r := script.Release{Lock: k.Main, LockArg: k.MainArg, Token: token, Pub: n.pubCmd, Msg: payload, Hold: hold, Fence: fence}
 		if set != nil {
 			r.Set, r.Value, r.ValueTTL = set.Key, set.Value, MS(set.TTL)
 		}
