@@ -91,13 +91,6 @@ func (l *Lock) begin(why holdState, cause error) bool {
 // finish is end's steps 3 (the reply of a release that was sent: the holds left n, or err) and 4;
 // it returns the release's error.
 func (l *Lock) finish(why holdState, sent bool, n int64, err error) error {
-	if sent && err == nil && n == store.Vanished && l.c.wd.validNow(l) {
-		// The release was sent again (its reply lost) and found no key: its first run freed the
-		// lock, and the next holder's key expired since (the lock itself could not have: its
-		// validity had not passed). A key lost before the release ran reads the same; that loss
-		// went unseen by the work, which ended under a live context.
-		n = 0
-	}
 	if sent {
 		switch {
 		case err != nil && why == stateReleased && !isAckError(err):
@@ -105,6 +98,8 @@ func (l *Lock) finish(why holdState, sent bool, n int64, err error) error {
 			err = unavailable("release", err)
 		case err != nil:
 			err = unavailable("release", err) // (an *ackError: released, but not acknowledged)
+		case n == store.Vanished && l.c.wd.validNow(l):
+			n = 0 // a replay after the next holder's key expired: released (store.Vanished)
 		case n < 0:
 			lost := &LostError{Name: l.k.Name, Reason: "not_owner"}
 			l.setState(stateLost, lost)

@@ -144,16 +144,15 @@ type redisError struct {
 func (e *redisError) Error() string          { return "lockkit: redis " + e.op + ": " + e.err.Error() }
 func (e *redisError) Unwrap() error          { return e.err }
 func (e *redisError) Is(target error) bool   { return target == ErrUnavailable }
-func (e *redisError) ErrorType() string      { return errorTypeOr(e.err, "unavailable") }
 func unavailable(op string, err error) error { return &redisError{op: op, err: err} }
 
-// errorTypeOr returns the ErrorType of the first error in err's chain that has one, else def.
-func errorTypeOr(err error, def string) string {
+// ErrorType is that of the first error in the wrapped chain that has one, else "unavailable".
+func (e *redisError) ErrorType() string {
 	var t interface{ ErrorType() string }
-	if errors.As(err, &t) {
+	if errors.As(e.err, &t) {
 		return t.ErrorType()
 	}
-	return def
+	return "unavailable"
 }
 
 func invalid(format string, args ...any) error {

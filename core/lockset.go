@@ -76,7 +76,7 @@ func (s *LockSet) Release(ctx context.Context) error {
 		for i := len(g) - 1; i >= 0; i-- { // the inner contexts end first (see endAll)
 			l := g[i]
 			if err := l.heldErr(); err != nil {
-				if !l.released() {
+				if ok, _ := l.released(); !ok {
 					errs = append(errs, err)
 				}
 				continue

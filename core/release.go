@@ -109,7 +109,7 @@ func (l *Lock) ReleaseSet(ctx context.Context, key string, value []byte, ttl tim
 	if ttl < time.Millisecond {
 		return invalid("core.Lock.ReleaseSet: ttl must be at least 1ms, got %v", ttl)
 	}
-	if l.closedByClient() {
+	if _, closed := l.released(); closed {
 		return ErrClosed // the lock was released by Close: the value was not written
 	}
 	return l.release(ctx, &store.ReleaseSet{Key: key, Value: value, TTL: ttl})
@@ -120,7 +120,7 @@ func (l *Lock) release(ctx context.Context, set *store.ReleaseSet) error {
 		return invalid("ctx is nil")
 	}
 	if err := l.heldErr(); err != nil {
-		if l.released() {
+		if ok, _ := l.released(); ok {
 			return nil
 		}
 		return err
@@ -146,14 +146,8 @@ func releaseContext(ctx context.Context, ttl time.Duration) (context.Context, co
 	return context.WithTimeout(context.WithoutCancel(ctx), min(releaseTimeout, ttl))
 }
 
-func (l *Lock) closedByClient() bool {
+func (l *Lock) released() (ok, closed bool) { // (by Release, or by Client.Close: closed)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.state == stateClosed
-}
-
-func (l *Lock) released() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.state == stateReleased || l.state == stateClosed
+	return l.state == stateReleased || l.state == stateClosed, l.state == stateClosed
 }

@@ -97,9 +97,7 @@ func (w *watchdog) ends(e *entry, l *Lock) {
 	l.endHeld, l.endLast = -e.counted, true
 }
 
-// validNow reports whether l's validity deadline (the last renewal's send + TTL − drift) is still
-// ahead: until then its lock cannot have expired in Redis.
-func (w *watchdog) validNow(l *Lock) bool {
+func (w *watchdog) validNow(l *Lock) bool { // (l's validity deadline is ahead: its lock cannot have expired)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return l.e != nil && time.Now().Before(l.e.valid)

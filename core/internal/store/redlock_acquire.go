@@ -178,7 +178,7 @@ func (rl *Redlock) acquireQuorum(ctx context.Context, k *Keys, r *AcquireReq, go
 	case ok >= rl.quorum: // validity used up by slow nodes: try again later
 		return AcquireResult{Busy: true, RetryAfter: r.TTL / 10}, nil
 	}
-	return AcquireResult{Busy: out.Busy, RetryAfter: out.RetryAfter}, nil
+	return AcquireResult{Busy: out.Busy, RetryAfter: out.RetryAfter, Split: ok > 0}, nil
 }
 
 // writeBack makes sure a quorum's fence counters are at least fence before the lock is handed out,

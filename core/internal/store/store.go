@@ -79,6 +79,11 @@ type AcquireResult struct {
 	Guarded    bool   // the guard key exists; nothing was taken
 	Value      string // the guard key's value
 	NotHeld    bool   // a re-entry found no acquisition of its token to enter (lk_entry in lock.lua)
+	// Split: over Redlock, the attempt was granted on some nodes, fewer than a quorum, and gave
+	// them back. Callers that arrived together may have split the vote, each giving its minority
+	// back at once, which wakes no waiter (a waiter wakes on a release a quorum of nodes publish):
+	// the lock may be free a round trip later.
+	Split bool
 }
 
 // AcquireReq is one acquire attempt.

@@ -19,6 +19,11 @@ type Call struct {
 	MaxBack  time.Duration    //
 	Deadline <-chan time.Time // the call's wait limit
 	timer    *time.Timer      // the fallback delay's, kept from one park to the next
+	// Split and RoundTrip describe the call's last attempt: over Redlock, granted a minority of
+	// the nodes, which it gave back (store.AcquireResult.Split), and how long it took.
+	Split     bool
+	RoundTrip time.Duration
+	soon      bool // the last park was a retry after a split vote
 }
 
 // Join queues the call behind the Client's other waiters on ch; it reports false when the Queues
@@ -38,15 +43,27 @@ func (c *Call) Ready(ctx context.Context) Parked {
 // alone polls as a fallback (the others are woken in turn). The backoff doubles when the delay
 // passes; it is not reset by a wake-up (a waiter that loses the race keeps its fallback long, and
 // the next release wakes it anyway).
+//
+// After a Redlock split vote (Split) it waits two round trips instead, once: callers that arrived
+// together were each granted a minority of the nodes and give it back within a round trip or so,
+// which no release message says (a Redlock waiter wakes when a quorum of nodes published one), and
+// the fallback delay, which only grows while nothing wakes the waiter, made a hot key serve one
+// critical section a second (issue #38). A second split in a row waits as usual.
 func (c *Call) Park(ctx context.Context, d time.Duration, rare bool) Parked {
-	if head := c.Q.Requeue(c.W); !head && rare {
+	soon := c.Split && !c.soon
+	c.soon = soon
+	head := c.Q.Requeue(c.W)
+	switch {
+	case soon:
+		d = min(d, max(2*c.RoundTrip, time.Millisecond))
+	case !head && rare:
 		d = max(d, 10*c.MaxBack)
 	}
 	why := c.Q.Park(ctx, c.W, false, d/2+rand.N(d/2+1), c.Deadline, &c.timer)
-	switch why {
-	case Woken:
+	switch {
+	case why == Woken:
 		c.Woken = true
-	case Elapsed:
+	case why == Elapsed && !soon:
 		c.Backoff = min(c.Backoff*2, c.MaxBack)
 	}
 	return why
