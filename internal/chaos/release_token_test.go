@@ -79,3 +79,73 @@ func TestReleaseToken_knowsCoreReleases(t *testing.T) {
 		}
 	}
 }
+
+// acquireToken (the history's way to know a failed acquisition's token, for the orphan check)
+// knows every kind of acquisition as core sends it, and takes no release, renewal or TTL for one.
+func TestAcquireToken_knowsCoreAcquisitions(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	log := &cmdLog{}
+	rdb.AddHook(log)
+	c, err := core.New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close(context.Background()) }()
+	ctx := context.Background()
+	sent := func(op func()) []redis.Cmder {
+		log.mu.Lock()
+		log.cmds = nil
+		log.mu.Unlock()
+		op()
+		log.mu.Lock()
+		defer log.mu.Unlock()
+		return log.cmds
+	}
+	for _, tc := range []struct {
+		what string
+		opts []core.AcquireOption
+	}{{"lock", nil}, {"fair lock", []core.AcquireOption{core.Fair()}}, {"permit", []core.AcquireOption{core.Permits(2)}}} {
+		var l *core.Lock
+		cmds := sent(func() {
+			if l, err = c.Acquire(ctx, "a-"+tc.what, time.Second, tc.opts...); err != nil {
+				t.Fatal(err)
+			}
+		})
+		found := false
+		for _, cmd := range cmds {
+			if tok, ok := acquireToken(cmd); ok && tok == l.Token() {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("%s: its acquisition was not recognized among %v", tc.what, cmds)
+		}
+		cmds = sent(func() {
+			_ = l.Extend(ctx, 2*time.Second)
+			_, _ = l.TTL(ctx)
+			_ = l.Release(ctx)
+		})
+		for _, cmd := range cmds {
+			if _, ok := acquireToken(cmd); ok {
+				t.Errorf("%s: %v taken for an acquisition", tc.what, cmd.Args())
+			}
+		}
+	}
+	var set *core.LockSet
+	cmds := sent(func() {
+		if set, err = c.AcquireAll(ctx, []string{"s1", "s2", "s3"}, time.Second); err != nil {
+			t.Fatal(err)
+		}
+	})
+	n := 0
+	for _, cmd := range cmds {
+		if _, ok := acquireToken(cmd); ok {
+			n++
+		}
+	}
+	if n == 0 {
+		t.Errorf("a set's acquisition was not recognized among %v", cmds)
+	}
+	_ = set.Release(ctx)
+}

@@ -188,33 +188,50 @@ func (r redisHook) done(t0 time.Duration, name string, err error) {
 	r.h.mu.Unlock()
 }
 
-// script notes the token of a call's acquire script (its first key is the lock, PREFIX{NAME}; its
-// first argument the token, and it has at least 5: a release's second argument is the publish
-// command, renewals and the Redlock fence write-back have fewer). A permit's acquire script has
-// the semaphore's PREFIX{NAME}:permits first and at least 4 keys (its release and dequeue scripts
-// pass the publish command second; its renewal and PTTL scripts have fewer keys).
+// script notes the token of a call's acquire script (acquireToken).
 func (r redisHook) script(c *call, cmd redis.Cmder) {
+	tok, ok := acquireToken(cmd)
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.tok == "" {
+		c.tok = tok
+	}
+}
+
+// acquireToken returns the token of an acquire script: its first argument. Not a release or a
+// dequeue: their second argument is the publish command (release_all, release_fair, dequeue, a
+// permit's), or their third the message naming the Client, "c:…" (release.lua). A permit's has the
+// semaphore's PREFIX{NAME}:permits first and at least 4 keys and 4 arguments (its renewal and PTTL
+// have fewer keys). A fair lock's (acquire_fair.lua) has 3 keys and at least 6 arguments; a lock's
+// (acquire.lua: token, TTL, the holder's label; acquire_all.lua: token, TTL, hold "0") a string
+// third (a renewal's is its fence, a number or ""; the Redlock write-back's first its fence).
+func acquireToken(cmd redis.Cmder) (string, bool) {
 	args := cmd.Args()
 	name := strings.ToLower(cmd.Name())
 	if (name != "eval" && name != "evalsha") || len(args) < 3 {
-		return
+		return "", false
 	}
 	nk, ok := args[2].(int)
-	if !ok || len(args) < 3+nk+2 {
-		return
+	if !ok || nk == 0 || len(args) < 3+nk+3 {
+		return "", false
 	}
 	keys, argv := args[3:3+nk], args[3+nk:]
 	tok, _ := argv[0].(string)
 	pub, _ := argv[1].(string)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if nk == 0 {
-		return
-	}
+	third, _ := argv[2].(string)
 	k0, _ := keys[0].(string)
-	lock := len(argv) >= 5 && strings.HasSuffix(k0, "}")
-	permit := nk >= 4 && len(argv) >= 4 && strings.HasSuffix(k0, "}:permits")
-	if pub != "PUBLISH" && pub != "SPUBLISH" && (lock || permit) && c.tok == "" {
-		c.tok = tok
+	switch {
+	case tok == "" || pub == "PUBLISH" || pub == "SPUBLISH" || strings.HasPrefix(third, "c:"):
+		return "", false
+	case strings.HasSuffix(k0, "}:permits"):
+		return tok, nk >= 4 && len(argv) >= 4
+	case !strings.HasSuffix(k0, "}"):
+		return "", false
+	case nk == 3 && len(argv) >= 6:
+		return tok, true
 	}
+	return tok, third != ""
 }
