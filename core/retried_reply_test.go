@@ -203,21 +203,34 @@ func TestGuard_hugeKey_notEchoedInError(t *testing.T) {
 	}
 }
 
-// Defect 6: a release replayed by go-redis (its first reply was lost) after another owner took and
-// released the same name in between must still answer "released", not "not held".
-func TestSafety_replayedRelease_afterAnotherOwnersRelease(t *testing.T) {
+// replayedRelease releases A's hold of "x" through a client whose release go-redis replays, with
+// between run (given the server and another client, B) after the release's first run and before
+// its replay. It returns the release's error.
+func replayedRelease(t *testing.T, between func(srv *redistest.Server, b *core.Client)) error {
+	t.Helper()
 	srv := redistest.Start(t)
 	replay := &replayHook{}
 	rdbA := srv.Client(t)
 	rdbA.AddHook(replay)
 	a := newClient(t, rdbA)
 	b := newClient(t, srv.Client(t))
-	ctx := context.Background()
-	la, err := a.Acquire(ctx, "x", 5*time.Second)
+	la, err := a.Acquire(context.Background(), "x", 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	replay.arm(func() { // between the release and its replay, B takes and releases "x"
+	replay.arm(func() { between(srv, b) })
+	err = la.Release(context.Background())
+	if !replay.fired() {
+		t.Fatal("the release was not replayed")
+	}
+	return err
+}
+
+// Defect 6: a release replayed by go-redis (its first reply was lost) after another owner took and
+// released the same name in between must still answer "released", not "not held".
+func TestSafety_replayedRelease_afterAnotherOwnersRelease(t *testing.T) {
+	ctx := context.Background()
+	err := replayedRelease(t, func(_ *redistest.Server, b *core.Client) { // B takes and releases "x"
 		lb, err := b.TryAcquire(ctx, "x", 5*time.Second)
 		if err != nil {
 			t.Errorf("B: %v", err)
@@ -227,11 +240,8 @@ func TestSafety_replayedRelease_afterAnotherOwnersRelease(t *testing.T) {
 			t.Errorf("B release: %v", err)
 		}
 	})
-	if err := la.Release(ctx); err != nil {
+	if err != nil {
 		t.Fatalf("replayed release: %v", err)
-	}
-	if !replay.fired() {
-		t.Fatal("the release was not replayed")
 	}
 }
 
@@ -241,36 +251,16 @@ func TestSafety_replayedRelease_afterAnotherOwnersRelease(t *testing.T) {
 // about A's hold, whose release had run, and Release must not report it lost (the checker's
 // do-lost, seed 725771).
 func TestSafety_replayedRelease_afterTheNextHoldersKeyVanished(t *testing.T) {
-	srv := redistest.Start(t)
-	replay := &replayHook{}
-	rdbA := srv.Client(t)
-	rdbA.AddHook(replay)
-	a := newClient(t, rdbA)
-	b := newClient(t, srv.Client(t))
-	ctx := context.Background()
-	la, err := a.Acquire(ctx, "x", 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	replay.arm(func() {
-		if _, err := b.TryAcquire(ctx, "x", 5*time.Second); err != nil {
+	err := replayedRelease(t, func(srv *redistest.Server, b *core.Client) {
+		if _, err := b.TryAcquire(context.Background(), "x", 5*time.Second); err != nil {
 			t.Errorf("B: %v", err)
 			return
 		}
 		srv.Do(t, "PEXPIRE", "lockkit:{x}", 1)
-		for deadline := time.Now().Add(5 * time.Second); srv.Do(t, "EXISTS", "lockkit:{x}") != int64(0); {
-			if time.Now().After(deadline) {
-				t.Error("B's key never expired")
-				return
-			}
-			time.Sleep(time.Millisecond)
-		}
+		eventually(t, 5*time.Second, "B's key expired", func() bool { return srv.Do(t, "EXISTS", "lockkit:{x}") == int64(0) })
 	})
-	if err := la.Release(ctx); err != nil {
+	if err != nil {
 		t.Fatalf("replayed release: %v (lost: %v)", err, errors.Is(err, core.ErrLost))
-	}
-	if !replay.fired() {
-		t.Fatal("the release was not replayed")
 	}
 }
 

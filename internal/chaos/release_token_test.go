@@ -30,9 +30,19 @@ func (l *cmdLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proce
 	return next
 }
 
-// releaseToken (the history's way to see a give-back's release fail) knows a lock's and a
-// permit's release by their arguments as core sends them, and takes no acquisition for one.
-func TestReleaseToken_knowsCoreReleases(t *testing.T) {
+// sent returns the commands op made the client send.
+func (l *cmdLog) sent(op func()) []redis.Cmder {
+	l.mu.Lock()
+	l.cmds = nil
+	l.mu.Unlock()
+	op()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.cmds
+}
+
+// loggedClient returns a Client on a new server whose commands log keeps.
+func loggedClient(t *testing.T) (*core.Client, *cmdLog) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	log := &cmdLog{}
@@ -41,22 +51,25 @@ func TestReleaseToken_knowsCoreReleases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = c.Close(context.Background()) }()
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return c, log
+}
+
+// releaseToken (the history's way to see a give-back's release fail) knows a lock's and a
+// permit's release by their arguments as core sends them, and takes no acquisition for one.
+func TestReleaseToken_knowsCoreReleases(t *testing.T) {
+	c, log := loggedClient(t)
 	ctx := context.Background()
 	for _, opts := range [][]core.AcquireOption{nil, {core.Permits(2)}} {
 		l, err := c.Acquire(ctx, "n", time.Second, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		log.mu.Lock()
-		log.cmds = nil
-		log.mu.Unlock()
-		if err := l.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-		log.mu.Lock()
-		cmds := log.cmds
-		log.mu.Unlock()
+		cmds := log.sent(func() {
+			if err := l.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
 		found := false
 		for _, cmd := range cmds {
 			if tok, ok := releaseToken(cmd); ok && tok == l.Token() {
@@ -67,13 +80,12 @@ func TestReleaseToken_knowsCoreReleases(t *testing.T) {
 			t.Errorf("permits %v: the release of token %.8s was not recognized among %v", opts != nil, l.Token(), cmds)
 		}
 	}
-	log.mu.Lock()
-	log.cmds = nil
-	log.mu.Unlock()
-	if _, err := c.Acquire(ctx, "m", time.Second); err != nil {
-		t.Fatal(err)
-	}
-	for _, cmd := range log.cmds {
+	cmds := log.sent(func() {
+		if _, err := c.Acquire(ctx, "m", time.Second); err != nil {
+			t.Fatal(err)
+		}
+	})
+	for _, cmd := range cmds {
 		if _, ok := releaseToken(cmd); ok {
 			t.Errorf("an acquisition taken for a release: %v", cmd.Args())
 		}
@@ -83,31 +95,15 @@ func TestReleaseToken_knowsCoreReleases(t *testing.T) {
 // acquireToken (the history's way to know a failed acquisition's token, for the orphan check)
 // knows every kind of acquisition as core sends it, and takes no release, renewal or TTL for one.
 func TestAcquireToken_knowsCoreAcquisitions(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := srv.Client(t)
-	log := &cmdLog{}
-	rdb.AddHook(log)
-	c, err := core.New(rdb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = c.Close(context.Background()) }()
+	c, log := loggedClient(t)
 	ctx := context.Background()
-	sent := func(op func()) []redis.Cmder {
-		log.mu.Lock()
-		log.cmds = nil
-		log.mu.Unlock()
-		op()
-		log.mu.Lock()
-		defer log.mu.Unlock()
-		return log.cmds
-	}
+	var err error
 	for _, tc := range []struct {
 		what string
 		opts []core.AcquireOption
 	}{{"lock", nil}, {"fair lock", []core.AcquireOption{core.Fair()}}, {"permit", []core.AcquireOption{core.Permits(2)}}} {
 		var l *core.Lock
-		cmds := sent(func() {
+		cmds := log.sent(func() {
 			if l, err = c.Acquire(ctx, "a-"+tc.what, time.Second, tc.opts...); err != nil {
 				t.Fatal(err)
 			}
@@ -121,7 +117,7 @@ func TestAcquireToken_knowsCoreAcquisitions(t *testing.T) {
 		if !found {
 			t.Errorf("%s: its acquisition was not recognized among %v", tc.what, cmds)
 		}
-		cmds = sent(func() {
+		cmds = log.sent(func() {
 			_ = l.Extend(ctx, 2*time.Second)
 			_, _ = l.TTL(ctx)
 			_ = l.Release(ctx)
@@ -133,7 +129,7 @@ func TestAcquireToken_knowsCoreAcquisitions(t *testing.T) {
 		}
 	}
 	var set *core.LockSet
-	cmds := sent(func() {
+	cmds := log.sent(func() {
 		if set, err = c.AcquireAll(ctx, []string{"s1", "s2", "s3"}, time.Second); err != nil {
 			t.Fatal(err)
 		}
