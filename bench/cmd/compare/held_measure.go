@@ -52,8 +52,16 @@ func (h *harness) measureHeld(ctx context.Context, hc heldConfig, round int) (me
 // window has two halves: the first measures what keeping the locks alive costs, with nothing else
 // running; the second the foreground's latency beside them.
 func (h *harness) observeHeld(ctx context.Context, rg *rig, lib, other heldLib, keys []string, fgKey string, ttl, observe time.Duration) (metrics, error) {
+	srv := rg.servers[0]
+	if err := srv.latencyReset(ctx); err != nil {
+		return nil, err
+	}
 	idle, idleOther := foregrounds(ctx, lib, other, fgKey, ttl, h.p.fgPace, h.p.fgIdle)
 	if err := errors.Join(idle.err, idleOther.err); err != nil {
+		return nil, err
+	}
+	stallIdle, err := srv.longestFast(ctx)
+	if err != nil {
 		return nil, err
 	}
 
@@ -83,10 +91,15 @@ func (h *harness) observeHeld(ctx context.Context, rg *rig, lib, other heldLib, 
 		var fgPeak int
 		done := make(chan struct{})
 		go func() { fgPeak = observeGoroutines(observe-cost) - 2; close(done) }() // (the foregrounds' goroutines)
+		err = srv.latencyReset(ctx)
 		beside, besideOther = foregrounds(ctx, lib, other, fgKey, ttl, h.p.fgPace, observe-cost)
 		<-done
 		peak = max(peak, fgPeak)
-		err = errors.Join(beside.err, besideOther.err)
+		err = errors.Join(err, beside.err, besideOther.err)
+	}
+	var stall float64
+	if err == nil {
+		stall, err = srv.longestFast(ctx)
 	}
 	lost := hd.lost()
 	relMean, rerr := hd.release()
@@ -112,6 +125,8 @@ func (h *harness) observeHeld(ctx context.Context, rg *rig, lib, other heldLib, 
 		"ttl_s":             ttl.Seconds(),
 		"renew_s":           renewals / cost.Seconds(),
 		"release_us":        us(relMean),
+		"stall_idle_ms":     stallIdle,
+		"stall_ms":          stall,
 	}
 	if renewals > 0 {
 		m["redis_us_renew"] = float64(u.cpu) / renewals

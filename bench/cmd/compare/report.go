@@ -169,6 +169,8 @@ func writeReport(out io.Writer, h *harness, m *machine, rounds int, want map[str
 		s.table(w, "held", "locks", heldCostCols())
 		fmt.Fprintf(w, "*same client*: the foreground goes through the client that holds the locks (lockkit: its watchdog's Client); *other client*: through another client of the library over the same go-redis client, at the same time, which the holder's own bookkeeping does not delay.\n\n")
 		s.table(w, "held", "locks", heldLatencyCols())
+		fmt.Fprintf(w, "*Redis's longest O(1) command*: the longest command of constant cost (GET, PING, PEXPIRE, ...) that redis-server's own latency monitor (threshold 1 ms) recorded while the foreground ran, idle and beside the held locks. Such a command is microseconds of work: a long one is the server itself kept off a CPU, which delays every client's command queued behind it.\n\n")
+		s.table(w, "held", "locks", []column{{key: "stall_idle_ms", head: "Redis's longest O(1) command, ms, idle"}, {key: "stall_ms", head: "beside the held locks"}})
 		fmt.Fprintf(w, "redsync and redislock have **no watchdog**: a lock outlives its TTL only if the caller refreshes it (redislock `Lock.Refresh`, redsync `Mutex.Extend`). The row above is the ticker goroutine per lock that redislock's README suggests; redsync's equivalent (`Extend` from a goroutine per `Mutex`) has the same shape: one goroutine and one unpipelined round trip per lock per interval. lockkit runs one watchdog goroutine per client and renews in pipelined batches of up to 1000 locks.\n\n")
 	}
 	if want["sets"] {

@@ -82,7 +82,7 @@ func launch(bin string, port int) (*server, error) {
 	log := filepath.Join(dir, "redis.log")
 	cmd := exec.Command(bin,
 		"--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--dir", dir, "--logfile", log,
-		"--daemonize", "no", "--save", "", "--appendonly", "no")
+		"--daemonize", "no", "--save", "", "--appendonly", "no", "--latency-monitor-threshold", "1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		_ = os.RemoveAll(dir)
@@ -140,7 +140,7 @@ func (s *server) stop() {
 // measurement starts); they are left out of every count.
 func harnessCommand(name string) bool {
 	switch name {
-	case "info", "config|resetstat", "flushall", "hello", "client|setinfo":
+	case "info", "config|resetstat", "flushall", "hello", "client|setinfo", "latency|reset", "latency|latest":
 		return true
 	}
 	return false
@@ -169,6 +169,42 @@ func (s *server) flush(ctx context.Context) error { return s.admin.FlushAll(ctx)
 // resetStats clears the command statistics. The CONFIG RESETSTAT call itself and the INFO that
 // reads the stats are excluded from every count (see harnessCommand).
 func (s *server) resetStats(ctx context.Context) error { return s.admin.ConfigResetStat(ctx).Err() }
+
+// latencyReset clears the server's latency monitor (left out of every count, as LATENCY LATEST).
+func (s *server) latencyReset(ctx context.Context) error {
+	return s.admin.Do(ctx, "LATENCY", "RESET").Err()
+}
+
+// longestFast is the longest command of constant cost (GET, PING, PEXPIRE: the latency monitor's
+// fast-command event) the server ran since its latency monitor was last reset, in ms; 0 when none
+// took 1 ms (the threshold launch sets). Such a command is microseconds of work: a long one is
+// the server kept off a CPU, not a command waiting for another.
+func (s *server) longestFast(ctx context.Context) (float64, error) {
+	v, err := s.admin.Do(ctx, "LATENCY", "LATEST").Slice()
+	if err != nil {
+		return 0, err
+	}
+	return fastMax(v)
+}
+
+// fastMax reads the fast-command event's all-time maximum (ms) from a LATENCY LATEST reply: one
+// entry per event, [name, time of the latest, the latest ms, the maximum ms].
+func fastMax(reply []any) (float64, error) {
+	for _, e := range reply {
+		f, ok := e.([]any)
+		if !ok || len(f) < 4 {
+			return 0, fmt.Errorf("LATENCY LATEST entry %v", e)
+		}
+		if name, _ := f[0].(string); name == "fast-command" {
+			ms, ok := f[3].(int64)
+			if !ok {
+				return 0, fmt.Errorf("LATENCY LATEST entry %v", e)
+			}
+			return float64(ms), nil
+		}
+	}
+	return 0, nil
+}
 
 func (s *server) stats(ctx context.Context) (serverStats, error) {
 	txt, err := s.admin.Info(ctx, "commandstats", "cpu").Result()

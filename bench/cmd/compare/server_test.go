@@ -29,6 +29,19 @@ func TestParseInfo(t *testing.T) {
 	}
 }
 
+func TestFastMax(t *testing.T) {
+	reply := []any{[]any{"command", int64(1795950339), int64(3), int64(5)}, []any{"fast-command", int64(1795950339), int64(2), int64(4)}}
+	if ms, err := fastMax(reply); err != nil || ms != 4 {
+		t.Errorf("fastMax = %v, %v; want 4 (the fast-command event's maximum)", ms, err)
+	}
+	if ms, err := fastMax([]any{[]any{"command", int64(1), int64(3), int64(5)}}); err != nil || ms != 0 {
+		t.Errorf("without a fast-command event: %v, %v; want 0", ms, err)
+	}
+	if _, err := fastMax([]any{[]any{"fast-command", int64(1)}}); err == nil {
+		t.Error("a short entry accepted")
+	}
+}
+
 // testServers starts n redis-servers for a test.
 func testServers(t *testing.T, n int) []*server {
 	t.Helper()

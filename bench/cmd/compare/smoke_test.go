@@ -45,6 +45,11 @@ func TestHarness_roundAndReport(t *testing.T) {
 			t.Errorf("%s: %s %+v", heldFastName(p), metric, got)
 		}
 	}
+	for _, metric := range []string{"stall_idle_ms", "stall_ms"} { // (0 when no command took 1 ms)
+		if got := h.res.get("held", "300 locks", heldFastName(p), metric); got.n != 1 || got.med < 0 {
+			t.Errorf("%s: %s %+v", heldFastName(p), metric, got)
+		}
+	}
 	m := collectMachine("redis-server", []string{"-quick"})
 	m.finish()
 	var out bytes.Buffer
@@ -57,7 +62,7 @@ func TestHarness_roundAndReport(t *testing.T) {
 		"| 2 | raw floor (auto-pipelined) |", "| 2 | raw floor (coalesced when busy) |", "| 2 | lockkit (pipelined) |", "| 2 | lockkit (pipelined, 2) |",
 		"| 1 ms | lockkit (pipelined) |", "| 1 ms | lockkit fair (pipelined) |",
 		"| 1 ms | lockkit Redlock (pipelined) |", "ops/s vs auto-pipelined floor", "The targets (issue #22", "## Redlock over 3 nodes", "| 1 ms | lockkit Redlock |",
-		"## Many held locks", "redislock + DIY ticker", "cost per renewal, and a foreground lock beside them", "| 300 locks | lockkit (3s TTL) |", "## How the tuned settings were chosen", "Redis server v="} {
+		"## Many held locks", "redislock + DIY ticker", "cost per renewal, and a foreground lock beside them", "Redis's longest O(1) command", "| 300 locks | lockkit (3s TTL) |", "## How the tuned settings were chosen", "Redis server v="} {
 		if !strings.Contains(doc, s) {
 			t.Errorf("report lacks %q", s)
 		}
