@@ -58,11 +58,13 @@ func runCluster(t *testing.T, rep *chaos.Report) {
 		row.Faults(1)
 		cl.WaitHealthy(t)
 	}
+	want := pick(4, 10) // the workload must have run; two bounded rounds give ~10
+	secs.settle(want, 30*time.Second)
 	close(stop)
 	wg.Wait()
 	n, lost := secs.check(t, row)
 	t.Logf("cluster: %d sections (%d lost), %d failovers, errors %v", n, lost, rounds, secs.errs)
-	if want := pick(4, 10); n < want { // the workload must have run; two bounded rounds give ~10
+	if n < want {
 		t.Errorf("only %d critical sections, want at least %d", n, want)
 	}
 }

@@ -100,6 +100,7 @@ func runRedlock(t *testing.T, rep *chaos.Report) {
 		}
 		time.Sleep(redlockTTL / 2) // let connections recover before the next fault
 	}
+	secs.settle(10, 30*time.Second)
 	close(stop)
 	wg.Wait()
 	n, lost := secs.check(t, row)

@@ -13,7 +13,9 @@ import (
 func TestHook_readWrite(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
-	w, err := e.c.Acquire(ctx, "doc", 30*time.Millisecond, core.Write())
+	// A TTL a loaded host renews in time (at 30 ms, CI's write lock expired before its renewal):
+	// renewed every 100 ms.
+	w, err := e.c.Acquire(ctx, "doc", 300*time.Millisecond, core.Write())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,7 +26,7 @@ func TestHook_readWrite(t *testing.T) {
 	if got := e.sum(t, "lockkit.lock.held", set()); got != 1 {
 		t.Errorf("held with a write and a nested read = %d, want 1", got)
 	}
-	eventually(t, time.Second, "a renewal", func() bool {
+	eventually(t, 5*time.Second, "a renewal", func() bool {
 		for _, sp := range e.sr.Ended() {
 			if sp.Name() == "lock.renew" {
 				return true
