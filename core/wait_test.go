@@ -274,7 +274,9 @@ func TestWait_headGivesUp_nextPolls(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	holder := newClient(t, srv.Client(t))
-	c := newClient(t, srv.Client(t), core.WithRetryBackoff(time.Second, 2*time.Second))
+	var attempts atomic.Int32
+	c := newClient(t, srv.Client(t), core.WithRetryBackoff(time.Second, 2*time.Second),
+		core.WithHook(core.Hook{Attempt: func(context.Context, core.WaitInfo) { attempts.Add(1) }}))
 	ctx := context.Background()
 	l, err := holder.Acquire(ctx, "k", 30*time.Second)
 	if err != nil {
@@ -285,7 +287,9 @@ func TestWait_headGivesUp_nextPolls(t *testing.T) {
 		_, err := c.Acquire(ctx, "k", time.Second, core.WithWait(300*time.Millisecond))
 		headErr <- err
 	}()
-	eventually(t, 5*time.Second, "head parked", func() bool { return core.WaitersParked(c) == 1 })
+	// Parked after its second attempt, the one it makes once subscribed (a slow subscription on a
+	// loaded host let the lock vanish before it, and the head took it).
+	eventually(t, 5*time.Second, "head parked", func() bool { return attempts.Load() == 2 && core.WaitersParked(c) == 1 })
 	got := make(chan error, 1)
 	go func() {
 		w, err := c.Acquire(ctx, "k", time.Second)
