@@ -164,7 +164,10 @@ func TestMaxHold_Do(t *testing.T) {
 // Over Redlock the hold ends the same way and every node's copy is released.
 func TestMaxHold_redlock(t *testing.T) {
 	srvs := redistest.StartN(t, 3)
-	c := redlockClient(t, srvs)
+	// Every node gets time to answer the release (a node abandoned at the default node timeout,
+	// TTL/20, would keep its copy until the TTL on a loaded host).
+	const nodeTimeout = 2 * time.Second
+	c := redlockClient(t, srvs, core.WithNodeTimeout(nodeTimeout))
 	ctx := context.Background()
 	l, err := c.Acquire(ctx, "mh-rl", 5*time.Second, core.WithMaxHold(300*time.Millisecond)) // expires far later
 	if err != nil {
@@ -178,7 +181,7 @@ func TestMaxHold_redlock(t *testing.T) {
 	if !errors.Is(context.Cause(l.Context()), core.ErrMaxHold) {
 		t.Fatalf("cause = %v", context.Cause(l.Context()))
 	}
-	eventually(t, time.Second, "every node released", func() bool {
+	eventually(t, 2*nodeTimeout, "every node released", func() bool {
 		for _, s := range srvs {
 			if heldOn(t, s, l.Key()) {
 				return false
