@@ -265,6 +265,51 @@ func TestValidation_nothingSent(t *testing.T) {
 	}
 }
 
+// An acquisition that completes while its Client closes gives the lock back; when the lock is no
+// longer its own by then (its key vanished, or another holder has it), that release's "not
+// owner" answer ends nothing else. (It dereferenced the watchdog entry the hold never got: the
+// checker's permit workers hit it in CI.)
+func TestClose_duringAcquisition_lockGoneMeanwhile(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		taken bool // another client holds the name when the give-back arrives
+	}{{"vanished", false}, {"taken", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, rdb, _ := setup(t)
+			ctx := context.Background()
+			other := newClient(t, rdb)
+			var c *core.Client
+			var theirs *core.Lock
+			c = newClient(t, rdb, core.WithHook(core.Hook{
+				Acquired: func(_ context.Context, h core.HoldInfo) context.Context {
+					if err := rdb.Del(ctx, h.Lock.Key()).Err(); err != nil {
+						t.Error(err)
+					}
+					if tc.taken {
+						var err error
+						if theirs, err = other.TryAcquire(ctx, "k", time.Minute); err != nil {
+							t.Error(err)
+						}
+					}
+					if err := c.Close(ctx); err != nil {
+						t.Error(err)
+					}
+					return nil
+				},
+			}))
+			if l, err := c.Acquire(ctx, "k", time.Minute); !errors.Is(err, core.ErrClosed) {
+				t.Fatalf("Acquire while closing: %v, %v; want ErrClosed", l, err)
+			}
+			if got := lockHeld(t, rdb, "lockkit:{k}"); got != tc.taken {
+				t.Fatalf("held after the give-back: %v, want %v", got, tc.taken)
+			}
+			if tc.taken && theirs.Context().Err() != nil {
+				t.Fatalf("the other holder's lock ended: %v", context.Cause(theirs.Context()))
+			}
+		})
+	}
+}
+
 func TestClose_releasesAndCancels(t *testing.T) {
 	_, rdb, c := setup(t)
 	ctx := context.Background()

@@ -111,8 +111,12 @@ func (w *watchdog) endOf(l *Lock) (held int, last bool) {
 }
 
 // notOwner ends e because Redis said its token does not hold the lock (Extend, Release), and
-// reports its remaining holds lost.
+// reports its remaining holds lost. e is nil for a hold the watchdog never saw (one given back as
+// its Client closed): it has no other holds to end.
 func (w *watchdog) notOwner(e *entry) {
+	if e == nil {
+		return
+	}
 	w.mu.Lock()
 	var ls lostSet
 	if !e.gone {
