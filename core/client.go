@@ -171,15 +171,10 @@ func (c *Client) Close(ctx context.Context) error {
 	}
 	c.room.Close()
 	c.backs.Close(ctx)
-	var first error
-	for _, set := range c.wd.close() {
-		closed := func(*Lock) error { return ErrClosed }
-		if err := endAll(ctx, set.locks, stateClosed, closed, giveNow); err != nil && first == nil {
-			first = err
-		}
-	}
+	closed := func(*Lock) error { return ErrClosed }
+	err := endAll(ctx, flatten(c.wd.close()), stateClosed, closed, giveNow)
 	c.st.Close()
-	return first
+	return err
 }
 
 func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wait bool, opts []AcquireOption) (*Lock, error) {

@@ -42,6 +42,11 @@ func (l *Lock) end(ctx context.Context, why holdState, cause error, give giveMod
 	if !l.begin(why, cause) {
 		return false, nil
 	}
+	return true, l.giveUp(ctx, why, give, set)
+}
+
+// giveUp is end's steps 3 and 4 for a hold that begin ended: the release (give) and its outcome.
+func (l *Lock) giveUp(ctx context.Context, why holdState, give giveMode, set *store.ReleaseSet) error {
 	if l.nested {
 		give = giveNone // a nested read-write hold shares its outer hold's acquisition (rwlock.go)
 	}
@@ -64,7 +69,7 @@ func (l *Lock) end(ctx context.Context, why holdState, cause error, give giveMod
 		// passed on is not touched).
 		l.c.giveBack(l, nil)
 	}
-	return true, l.finish(why, give == giveNow, n, err)
+	return l.finish(why, give == giveNow, n, err)
 }
 
 // begin is end's steps 1 and 2: it reports false when the hold had ended already.
@@ -164,7 +169,9 @@ func (l *Lock) endReported() bool {
 
 // endAll ends holds that end together (an entry the watchdog gave up, Close, WithMaxHold), inner
 // holds first: a nested hold's context derives from its outer hold's, and its holder must find it
-// ended by the time that context is done. It returns the first release error.
+// ended by the time that context is done. Every context ends before the first release is sent, so
+// that a slow release does not postpone the end of another hold. It returns the first release
+// error.
 func endAll(ctx context.Context, locks []*Lock, why holdState, cause func(*Lock) error, give giveMode) error {
 	depth := func(l *Lock) (d int) {
 		for o := l.outer; o != nil; o = o.outer {
@@ -174,9 +181,15 @@ func endAll(ctx context.Context, locks []*Lock, why holdState, cause func(*Lock)
 	}
 	locks = slices.Clone(locks)
 	slices.SortStableFunc(locks, func(a, b *Lock) int { return depth(b) - depth(a) })
-	var first error
+	ended := locks[:0]
 	for _, l := range locks {
-		if _, err := l.end(ctx, why, cause(l), give, nil); err != nil && first == nil {
+		if l.begin(why, cause(l)) {
+			ended = append(ended, l)
+		}
+	}
+	var first error
+	for _, l := range ended {
+		if err := l.giveUp(ctx, why, give, nil); err != nil && first == nil {
 			first = err
 		}
 	}
@@ -218,13 +231,26 @@ func (c *Client) outlived(ctx context.Context, l *Lock, sent time.Time) error {
 		took.Round(time.Millisecond), validity, back))
 }
 
-// endHolds ends holds whose WithMaxHold deadline passed (the watchdog no longer renews them for
-// them): each context is cancelled with a *MaxHoldError, then the hold is released (Lock.end).
-func (c *Client) endHolds(set lostSet) {
+// endHolds ends holds whose WithMaxHold deadline passed, in one watchdog round (the watchdog no
+// longer renews them for them): every context is cancelled with a *MaxHoldError, then each hold is
+// released (endAll).
+func (c *Client) endHolds(sets []lostSet) {
 	ctx, cancel := context.WithTimeout(c.backs.Context(), 5*time.Second) // the locks expire within their TTL anyway
 	defer cancel()
 	cause := func(l *Lock) error { return &MaxHoldError{Name: l.k.Name, Limit: l.limit} }
-	_ = endAll(ctx, set.locks, stateEnded, cause, giveNow)
+	_ = endAll(ctx, flatten(sets), stateEnded, cause, giveNow)
+}
+
+// flatten returns the holds of sets in one slice.
+func flatten(sets []lostSet) []*Lock {
+	if len(sets) == 1 {
+		return sets[0].locks
+	}
+	var all []*Lock
+	for _, set := range sets {
+		all = append(all, set.locks...)
+	}
+	return all
 }
 
 // lost ends the holds of an entry the watchdog gave up. A hold declared expired is given back in

@@ -261,15 +261,16 @@ type watchdog struct {
 	c *Client
 	// lost ends the holds of an entry given up (Client.lost), endHolds those whose WithMaxHold
 	// limit passed (Client.endHolds): the watchdog says what ends, the Client ends it.
-	lost, endHolds func(lostSet)
-	mu             sync.Mutex
-	held           map[string]*entry // by lock key
-	h              sched.Heap[*entry]
-	base           time.Time   // the heap's due times count from it (monotonic)
-	t              *time.Timer // the scheduler's timer, reset under mu (nil until the first lock)
-	stop           chan struct{}
-	done           chan struct{}
-	batches        sync.WaitGroup
+	lost     func(lostSet)
+	endHolds func([]lostSet)
+	mu       sync.Mutex
+	held     map[string]*entry // by lock key
+	h        sched.Heap[*entry]
+	base     time.Time   // the heap's due times count from it (monotonic)
+	t        *time.Timer // the scheduler's timer, reset under mu (nil until the first lock)
+	stop     chan struct{}
+	done     chan struct{}
+	batches  sync.WaitGroup
 	// pipelines and scripts count renewal round trips and the scripts they carried.
 	pipelines, scripts atomic.Int64
 	started            bool

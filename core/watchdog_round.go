@@ -80,9 +80,7 @@ func (w *watchdog) run() {
 			w.batches.Add(1)
 			go func() {
 				defer w.batches.Done()
-				for _, set := range ended {
-					w.endHolds(set)
-				}
+				w.endHolds(ended)
 			}()
 		}
 		if len(r.batch) > 0 {
