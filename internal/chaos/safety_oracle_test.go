@@ -169,27 +169,42 @@ func (o *oracle) overlaps(hs []*hold) {
 //
 // A fresh acquisition is the first hold (by return) with its token and fence and a hold count of
 // 1: a re-entry can also answer 1 (a replayed WithOwner re-entry, after the owner released), but
-// with the fence of the hold it entered.
+// with the fence of the hold it entered. Or, when no hold of that token and fence answered 1, the
+// first of them (by send) if a reply loss on its path let go-redis send it again: a replayed
+// acquisition answers the holds its token has by then, more than 1 when a co-owner (WithOwner,
+// WithToken) entered it in between.
 func (o *oracle) fences(hs []*hold) {
 	type tokFence struct {
 		tok   string
 		fence int64
 	}
-	first := map[tokFence]*hold{}
+	first, firstSent := map[tokFence]*hold{}, map[tokFence]*hold{}
+	took := map[tokFence]bool{} // a hold with this token and fence answered 1
 	for _, b := range hs {
-		if k := (tokFence{b.Tok, b.Fence}); first[k] == nil || b.Ret < first[k].Ret {
+		k := tokFence{b.Tok, b.Fence}
+		if first[k] == nil || b.Ret < first[k].Ret {
 			first[k] = b
 		}
+		if firstSent[k] == nil || b.Sent < firstSent[k].Sent {
+			firstSent[k] = b
+		}
+		if b.Holds == 1 {
+			took[k] = true
+		}
 	}
-	isFresh := func(b *hold) bool { return b.Holds == 1 && first[tokFence{b.Tok, b.Fence}] == b }
+	isFresh := func(b *hold) bool {
+		k := tokFence{b.Tok, b.Fence}
+		if took[k] {
+			return b.Holds == 1 && first[k] == b
+		}
+		return firstSent[k] == b && (b.Kind == "owner" || b.Kind == "token") && o.replayed(b)
+	}
 	fresh := map[string][]int64{} // token -> its fresh holds' fences
-	took := map[tokFence]bool{}   // an acquisition (a hold count of 1) got this fence, whenever it returned
+	got := map[tokFence]bool{}    // an acquisition got this fence, whenever it returned
 	for _, b := range hs {
 		if isFresh(b) {
 			fresh[b.Tok] = append(fresh[b.Tok], b.Fence)
-		}
-		if b.Holds == 1 {
-			took[tokFence{b.Tok, b.Fence}] = true
+			got[tokFence{b.Tok, b.Fence}] = true
 		}
 	}
 	for _, b := range hs {
@@ -235,7 +250,7 @@ func (o *oracle) fences(hs []*hold) {
 		case b.Kind == "ctx" && outer != nil && outer.Fence != b.Fence:
 			o.flag("reentry-fence", b.Ret, []int{outer.ID, b.ID}, "%s: re-entry %d through hold %d's context has fence %d, the hold has %d",
 				b.Name, b.ID, outer.ID, b.Fence, outer.Fence)
-		case (b.Kind == "owner" || b.Kind == "token") && !took[tokFence{b.Tok, b.Fence}]:
+		case (b.Kind == "owner" || b.Kind == "token") && !took[tokFence{b.Tok, b.Fence}] && !got[tokFence{b.Tok, b.Fence}]:
 			// (A WithOwner re-entry may return before the acquisition it entered does: two
 			// clients' WithOwner calls after the owner released, before issue 27's fix.)
 			o.flag("reentry-fence", b.Ret, []int{b.ID}, "%s: WithOwner re-entry %d has fence %d, which no acquisition of its token got (%v)",
@@ -311,6 +326,17 @@ func (o *oracle) healthy(client int, from, to, slow time.Duration) bool {
 }
 
 func onPath(f span, client int) bool { return f.Target == client || f.Target < 0 }
+
+// replayed reports whether a reply loss on h's path fell within its call: go-redis may have sent
+// its acquisition again.
+func (o *oracle) replayed(h *hold) bool {
+	for _, f := range o.faults {
+		if f.Kind == "replyloss" && onPath(f, h.Client) && f.From < h.Ret && f.To > h.Sent {
+			return true
+		}
+	}
+	return false
+}
 
 // lateness is the worst timer lateness the probe saw in [from, to].
 func (o *oracle) lateness(from, to time.Duration) time.Duration {
