@@ -31,6 +31,11 @@ type linEvent struct {
 	// Live, for an exp of a held lock: when its holder stopped using it (the loss was reported, or
 	// Release was called). The lock must not have left Redis before then either (see holderView).
 	Live int64 `json:"l,omitempty"`
+	// GiveBack, for an exp of a lock lost by expiry: its validity deadline (no later than TTL −
+	// drift after the last script that set its expiry was sent). Declared expired at that deadline
+	// or after it, the hold is given back (released) at once, so the lock may leave Redis from
+	// then on, before Call.
+	GiveBack int64 `json:"g,omitempty"`
 }
 
 // linConfig is what the parent tells a lin child.
@@ -110,7 +115,7 @@ func linClient(addr string, id int, ttl time.Duration, end time.Time, emit func(
 	// (replayed scripts are retry_test.go's subject).
 	rdb := redis.NewClient(&redis.Options{Addr: addr, DisableIdentity: true, MaxRetries: -1})
 	defer rdb.Close()
-	sends := &sendLog{renewed: map[context.Context]time.Time{}, lost: map[context.Context]time.Time{}}
+	sends := &sendLog{renewed: map[context.Context]time.Time{}, lost: map[context.Context]loss{}}
 	rdb.AddHook(sends)
 	c, err := core.New(rdb, core.WithHook(sends.hook()))
 	if err != nil {
@@ -130,7 +135,7 @@ func linClient(addr string, id int, ttl time.Duration, end time.Time, emit func(
 		sends.acquiring(tok)
 		l, err := c.Acquire(ctx, name, ttl, core.WithToken(tok), core.WithWait(ttl/2+mrand.N(ttl)))
 		ret := time.Now()
-		acqSent := sends.acquiring("")
+		acqSent, acqLow := sends.acquiring("")
 		ev := linEvent{Kind: "acq", Name: name, Client: id, Tok: tok, Call: us(call), Ret: us(ret)}
 		switch {
 		case err == nil:
@@ -162,9 +167,12 @@ func linClient(addr string, id int, ttl time.Duration, end time.Time, emit func(
 		// The lock cannot leave Redis before TTL after the last script that set its expiry was sent.
 		earliest := us(sends.renewedAt(l.Context(), acqSent).Add(ttl))
 		exp := linEvent{Kind: "exp", Name: name, Client: id, Tok: tok, Call: earliest, Live: us(rcall)}
-		if at, ok := sends.lostAt(l.Context()); ok {
+		if at, expired, ok := sends.lostAt(l.Context()); ok {
 			// Lost before Release: the lock left Redis after earliest, and within slack of the loss.
 			exp.Out, exp.Live, exp.Ret = "lost", us(at), us(at)+slack
+			if expired { // (or after its validity deadline: the give-back)
+				exp.GiveBack = us(sends.renewedAt(l.Context(), acqLow).Add(ttl - linDrift(ttl)))
+			}
 			emit(exp)
 			continue
 		}
@@ -190,21 +198,31 @@ func linClient(addr string, id int, ttl time.Duration, end time.Time, emit func(
 // acquisition's (a go-redis hook sees the token go out) and each successful renewal's (core's
 // Renewed hook); and when losses were reported. Locks are told apart by their contexts.
 type sendLog struct {
-	mu      sync.Mutex
-	tok     string    // the token being acquired, "" between acquisitions
-	sent    time.Time // when the last script carrying tok was sent
-	renewed map[context.Context]time.Time
-	lost    map[context.Context]time.Time
+	mu   sync.Mutex
+	tok  string    // the token being acquired, "" between acquisitions
+	sent time.Time // when the last script carrying tok was sent
+	// low is no later than core's send time of that script (core's clock reads it before go-redis
+	// sees the script): the WaitStart or Attempt call before it. mark is the latest such call.
+	low, mark time.Time
+	renewed   map[context.Context]time.Time
+	lost      map[context.Context]loss
+}
+
+// loss is when a lock's loss was reported, and whether it was declared expired.
+type loss struct {
+	at      time.Time
+	expired bool
 }
 
 // acquiring starts recording the scripts that carry tok ("": stops) and returns when the last
-// script of the previous token was sent: for a successful Acquire, the attempt that took the lock.
-func (s *sendLog) acquiring(tok string) time.Time {
+// script of the previous token was sent, and a time no later than core's send time of it: for a
+// successful Acquire, the attempt that took the lock.
+func (s *sendLog) acquiring(tok string) (sent, low time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sent := s.sent
-	s.tok, s.sent = tok, time.Time{}
-	return sent
+	sent, low = s.sent, s.low
+	s.tok, s.sent, s.low = tok, time.Time{}, time.Time{}
+	return sent, low
 }
 
 func (s *sendLog) renewedAt(lockCtx context.Context, acquired time.Time) time.Time {
@@ -216,11 +234,11 @@ func (s *sendLog) renewedAt(lockCtx context.Context, acquired time.Time) time.Ti
 	return acquired
 }
 
-func (s *sendLog) lostAt(lockCtx context.Context) (time.Time, bool) {
+func (s *sendLog) lostAt(lockCtx context.Context) (at time.Time, expired, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	at, ok := s.lost[lockCtx]
-	return at, ok
+	l, ok := s.lost[lockCtx]
+	return l.at, l.expired, ok
 }
 
 func (s *sendLog) hook() core.Hook {
@@ -232,12 +250,27 @@ func (s *sendLog) hook() core.Hook {
 			}
 			s.mu.Unlock()
 		},
-		Lost: func(lockCtx context.Context, _ core.HoldInfo) {
+		Lost: func(lockCtx context.Context, info core.HoldInfo) {
+			var le *core.LostError
+			expired := errors.As(info.Err, &le) && le.Reason == "expired"
 			s.mu.Lock()
-			s.lost[lockCtx] = time.Now()
+			s.lost[lockCtx] = loss{at: time.Now(), expired: expired}
 			s.mu.Unlock()
 		},
+		WaitStart: func(context.Context, core.WaitInfo) context.Context {
+			s.markNow()
+			return nil
+		},
+		Attempt: func(context.Context, core.WaitInfo) { s.markNow() },
 	}
+}
+
+// markNow notes a WaitStart or Attempt call: core reads its clock for the next attempt's send
+// after it.
+func (s *sendLog) markNow() {
+	s.mu.Lock()
+	s.mark = time.Now()
+	s.mu.Unlock()
 }
 
 // DialHook implements redis.Hook.
@@ -251,7 +284,7 @@ func (s *sendLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		err := next(ctx, cmd)
 		s.mu.Lock()
 		if s.tok != "" && strings.HasPrefix(strings.ToLower(cmd.Name()), "eval") && slices.Contains(cmd.Args(), any(s.tok)) {
-			s.sent = t0
+			s.sent, s.low = t0, s.mark
 		}
 		s.mu.Unlock()
 		return err

@@ -211,9 +211,13 @@ func checkLinHistory(t linT, row *chaos.Row, evs []linEvent, faults []faultMark,
 				}
 			}
 		}
-		redisView = append(redisView, porcupine.Operation{ClientId: ev.Client, Input: ev, Call: ev.Call, Output: ev.Out, Return: ev.Ret})
-		hv := ev
-		hv.Call = min(max(ev.Call, ev.Live), ev.Ret)
+		rv := ev
+		if ev.GiveBack != 0 { // (an expired lock's give-back may take it out of Redis from then on)
+			rv.Call = min(ev.Call, ev.GiveBack)
+		}
+		redisView = append(redisView, porcupine.Operation{ClientId: ev.Client, Input: rv, Call: rv.Call, Output: rv.Out, Return: rv.Ret})
+		hv := rv
+		hv.Call = min(max(rv.Call, ev.Live), ev.Ret)
 		holderView = append(holderView, porcupine.Operation{ClientId: ev.Client, Input: hv, Call: hv.Call, Output: hv.Out, Return: hv.Ret})
 	}
 	row.Ops(len(evs))

@@ -74,6 +74,10 @@ func TestCheckLinHistory_views(t *testing.T) {
 			{Kind: "exp", Name: "n", Client: 0, Tok: "a", Call: 1000, Ret: 5000, Live: live, Out: "lost"},
 		}
 	}
+	givenBack := func(evs []linEvent, at int64) []linEvent {
+		evs[1].GiveBack = at
+		return evs
+	}
 	other := func(call int64) linEvent {
 		return linEvent{Kind: "acq", Name: "n", Client: 1, Tok: "b", Call: call, Ret: call + 10, Out: "ok", Fence: 2}
 	}
@@ -89,6 +93,11 @@ func TestCheckLinHistory_views(t *testing.T) {
 		{"taken before it could expire", append(holder(900), other(500)), 0, 1, 0},
 		{"holder went on, timers on time", append(holder(1100), other(1050)), 0, 2, 0},
 		{"holder went on, timers late", append(holder(1100), other(1050)), 50 * time.Millisecond, 0, 2},
+		// Declared expired at its validity deadline (980), the hold was given back: the lock may
+		// leave Redis from 980, but not before its holder stopped (990).
+		{"given back once expired", append(givenBack(holder(990), 980), other(995)), 0, 0, 0},
+		{"given back, taken before the holder stopped", append(givenBack(holder(990), 980), linEvent{Kind: "acq", Name: "n", Client: 1, Tok: "b", Call: 981, Ret: 986, Out: "ok", Fence: 2}), 0, 1, 0},
+		{"given back, taken before its validity", append(givenBack(holder(990), 980), other(500)), 0, 1, 0},
 	}
 	t.Setenv("LOCKKIT_CHAOS_ARTIFACTS", t.TempDir())
 	for _, c := range cases {

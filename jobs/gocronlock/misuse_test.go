@@ -172,6 +172,11 @@ func TestLocker_refusedRunsAreLogged(t *testing.T) { // not parallel: it sets sl
 	if o := a.fire(t, t0); !o.ran {
 		t.Fatalf("first replica: %+v", o)
 	}
+	// (The job reports its outcome before gocron unlocks the run: wait for the completion marker.)
+	rdb := srv.Client(t)
+	eventually(t, 5*time.Second, "the run's completion marker", func() bool {
+		return markerValue(t, rdb, fmt.Sprintf("lockkit:gocron:{@gocron/shared}:%d", t0.UnixMilli())) == "ok"
+	})
 	b := newFakeReplica(t, newClient(t, srv.Client(t)), t0.Add(-time.Second/2), gocron.CronJob(perSecond, true), "shared", nil)
 	if o := b.fire(t, t0.Add(10*time.Millisecond)); !errors.Is(o.lockErr, gocronlock.ErrDone) {
 		t.Fatalf("second replica: %+v, want ErrDone", o)
