@@ -282,18 +282,31 @@ func (s *sendLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		t0 := time.Now()
 		err := next(ctx, cmd)
-		s.mu.Lock()
-		if s.tok != "" && strings.HasPrefix(strings.ToLower(cmd.Name()), "eval") && slices.Contains(cmd.Args(), any(s.tok)) {
-			s.sent, s.low = t0, s.mark
-		}
-		s.mu.Unlock()
+		s.note(t0, cmd)
 		return err
 	}
 }
 
-// ProcessPipelineHook implements redis.Hook (renewals travel in pipelines; Renewed reports them).
+// ProcessPipelineHook implements redis.Hook: as ProcessHook, for an acquisition that travelled in
+// a pipeline (coalesced with other calls). Renewals travel in pipelines too; Renewed reports them.
 func (s *sendLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		t0 := time.Now()
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			s.note(t0, cmd)
+		}
+		return err
+	}
+}
+
+// note records t0 as the send time of cmd if it is a script carrying the token being acquired.
+func (s *sendLog) note(t0 time.Time, cmd redis.Cmder) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tok != "" && strings.HasPrefix(strings.ToLower(cmd.Name()), "eval") && slices.Contains(cmd.Args(), any(s.tok)) {
+		s.sent, s.low = t0, s.mark
+	}
 }
 
 // awaitRedis backs off until Redis answers a PING (or end), without recording anything: a client
