@@ -167,7 +167,13 @@ func linClient(addr string, id int, ttl time.Duration, end time.Time, emit func(
 		// The lock cannot leave Redis before TTL after the last script that set its expiry was sent.
 		earliest := us(sends.renewedAt(l.Context(), acqSent).Add(ttl))
 		exp := linEvent{Kind: "exp", Name: name, Client: id, Tok: tok, Call: earliest, Live: us(rcall)}
-		if at, expired, ok := sends.lostAt(l.Context()); ok {
+		at, expired, lost := sends.lostAt(l.Context())
+		if le := (*core.LostError)(nil); !lost && errors.As(context.Cause(l.Context()), &le) {
+			// Lost, and the Lost hook, which runs after the context's cancellation and the
+			// give-back's start, has not run yet: Release answered ErrNotHeld from the hold's state.
+			at, expired, lost = rcall, le.Reason == "expired", true
+		}
+		if lost {
 			// Lost before Release: the lock left Redis after earliest, and within slack of the loss.
 			exp.Out, exp.Live, exp.Ret = "lost", us(at), us(at)+slack
 			if expired { // (or after its validity deadline: the give-back)
