@@ -25,15 +25,18 @@ const (
 
 // end ends the hold: the one way every hold ends, whether by Release or ReleaseSet (why
 // stateReleased), Client.Close (stateClosed), WithMaxHold's limit (stateEnded) or a loss
-// (stateLost). In this order, every time:
+// (stateLost, through endAll). In this order, every time:
 //
 //  1. cancel and state, in one step under l.mu: the lock's context is cancelled with cause and the
 //     hold marked ended, so that nobody sees the one without the other;
 //  2. the watchdog stops renewing it;
-//  3. the hold is given back in Redis as give says. The reply may correct the state: a release
+//  3. a loss is reported to the hook (Lost), before anything is given back: whoever observes Lost
+//     sees it before this Client lets anybody else have the name;
+//  4. the hold is given back in Redis as give says. The reply may correct the state: a release
 //     that finds the lock gone makes the end a loss (and the Client's other holds of it too); a
 //     Release that cannot reach Redis leaves the hold to be released again;
-//  4. the hook hears of it, once per hold: Lost for a loss, else Released.
+//  5. any other end is reported to the hook (Released, or Lost for a release that found the lock
+//     gone), with the release's outcome. The hook hears of each hold once.
 //
 // It reports false when the hold had ended already (nothing is done), and the release's error.
 // (A LockSet ends its holds in the same steps, sending their releases together: begin, then one
@@ -45,7 +48,7 @@ func (l *Lock) end(ctx context.Context, why holdState, cause error, give giveMod
 	return true, l.giveUp(ctx, why, give, set)
 }
 
-// giveUp is end's steps 3 and 4 for a hold that begin ended: the release (give) and its outcome.
+// giveUp is end's steps 4 and 5 for a hold that begin ended: the release (give) and its outcome.
 func (l *Lock) giveUp(ctx context.Context, why holdState, give giveMode, set *store.ReleaseSet) error {
 	if l.nested {
 		give = giveNone // a nested read-write hold shares its outer hold's acquisition (rwlock.go)
@@ -93,7 +96,7 @@ func (l *Lock) begin(why holdState, cause error) bool {
 	return true
 }
 
-// finish is end's steps 3 (the reply of a release that was sent: the holds left n, or err) and 4;
+// finish is end's steps 4 (the reply of a release that was sent: the holds left n, or err) and 5;
 // it returns the release's error.
 func (l *Lock) finish(why holdState, sent bool, n int64, err error) error {
 	if sent {
@@ -169,10 +172,15 @@ func (l *Lock) endReported() bool {
 
 // endAll ends holds that end together (an entry the watchdog gave up, Close, WithMaxHold), inner
 // holds first: a nested hold's context derives from its outer hold's, and its holder must find it
-// ended by the time that context is done. Every context ends before the first release is sent, so
-// that a slow release does not postpone the end of another hold. It returns the first release
-// error.
+// ended by the time that context is done. Every context ends, and every loss is reported, before
+// the first release is sent, so that a slow release does not postpone the end of another hold. It
+// returns the first release error.
 func endAll(ctx context.Context, locks []*Lock, why holdState, cause func(*Lock) error, give giveMode) error {
+	return giveUpAll(ctx, beginAll(locks, why, cause), why, give)
+}
+
+// beginAll is endAll's steps 1 to 3: it returns the holds it ended, in the order they ended.
+func beginAll(locks []*Lock, why holdState, cause func(*Lock) error) []*Lock {
 	depth := func(l *Lock) (d int) {
 		for o := l.outer; o != nil; o = o.outer {
 			d++
@@ -187,6 +195,17 @@ func endAll(ctx context.Context, locks []*Lock, why holdState, cause func(*Lock)
 			ended = append(ended, l)
 		}
 	}
+	if why == stateLost {
+		for _, l := range ended {
+			l.reportEnd(true, 0, nil)
+		}
+	}
+	return ended
+}
+
+// giveUpAll is endAll's steps 4 and 5 for the holds beginAll ended; it returns the first release
+// error.
+func giveUpAll(ctx context.Context, ended []*Lock, why holdState, give giveMode) error {
 	var first error
 	for _, l := range ended {
 		if err := l.giveUp(ctx, why, give, nil); err != nil && first == nil {
@@ -264,12 +283,13 @@ func (c *Client) lost(ls lostSet) {
 		give = giveBackground
 	}
 	cause := func(l *Lock) error { return &LostError{Name: l.k.Name, Reason: ls.why, Err: ls.err} }
-	_ = endAll(context.Background(), ls.locks, stateLost, cause, give)
+	ended := beginAll(ls.locks, stateLost, cause)
 	attrs := []slog.Attr{slog.String("name", ls.locks[0].k.Name), slog.String("reason", ls.why)}
 	if ls.err != nil {
 		attrs = append(attrs, slog.Any("error", ls.err))
 	}
-	c.log(slog.LevelWarn, "lock lost", attrs...)
+	c.log(slog.LevelWarn, "lock lost", attrs...) // (before the give-back, as the hook's Lost)
+	_ = giveUpAll(context.Background(), ended, stateLost, give)
 }
 
 // endNested ends the holds nested in l (a read-write hold), innermost first, each with l's why
