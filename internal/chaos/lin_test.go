@@ -29,7 +29,8 @@ type linEvent struct {
 	Out    string `json:"o"` // acq: ok, busy, unknown; rel: ok, notheld, unknown; exp: "", lost, notheld
 	Fence  int64  `json:"f,omitempty"`
 	// Live, for an exp of a held lock: when its holder stopped using it (the loss was reported, or
-	// Release was called). The lock must not have left Redis before then either (see holderView).
+	// Release was called). The lock must not have left Redis before then either (see holderView):
+	// core reports a loss right after cancelling the context and before giving the hold back.
 	Live int64 `json:"l,omitempty"`
 	// GiveBack, for an exp of a lock lost by expiry: its validity deadline (no later than TTL −
 	// drift after the last script that set its expiry was sent). Declared expired at that deadline
@@ -169,8 +170,9 @@ func linClient(addr string, id int, ttl time.Duration, end time.Time, emit func(
 		exp := linEvent{Kind: "exp", Name: name, Client: id, Tok: tok, Call: earliest, Live: us(rcall)}
 		at, expired, lost := sends.lostAt(l.Context())
 		if le := (*core.LostError)(nil); !lost && errors.As(context.Cause(l.Context()), &le) {
-			// Lost, and the Lost hook, which runs after the context's cancellation and the
-			// give-back's start, has not run yet: Release answered ErrNotHeld from the hold's state.
+			// Lost, and the Lost hook, which runs right after the context's cancellation (and before
+			// the hold is given back), has not run yet: Release answered ErrNotHeld from the hold's
+			// state, before anything of the hold was given back.
 			at, expired, lost = rcall, le.Reason == "expired", true
 		}
 		if lost {

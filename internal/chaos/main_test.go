@@ -60,8 +60,9 @@ func redisVia(t testing.TB, opts *redis.Options, addr string) *redis.Client {
 	return rdb
 }
 
-// lossLog records when the Lost hook ran for each fence: the moment the lock's context is cancelled
-// (the hook runs right before).
+// lossLog records when the Lost hook ran for each fence: core runs it right after the lock's
+// context is cancelled and before anything of the hold is given back in Redis (core.Hook's Lost), so
+// its time is no earlier than the cancellation and no later than the holder letting anybody in.
 type lossLog struct{ ch chan lossEvent }
 
 type lossEvent struct {

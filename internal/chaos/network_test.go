@@ -197,30 +197,29 @@ func runNetFault(t *testing.T, row *chaos.Row, f netFault) {
 		if !tC.IsZero() {
 			// The lock's end in Redis: its expiry as last set by the holder, or the restart of a
 			// server that lost it (nobody could take it while the server was down).
-			end := <-expiry
+			end := lockEnd{<-expiry, keyDue}
 			switch f.name {
 			case "restart-delayed":
-				end = healed
+				end = lockEnd{healed, "Redis came back without the lock"}
 			case "restart-immediate":
-				end = tF // the server forgot the lock when it stopped
+				end = lockEnd{tF, "Redis restarted and forgot the lock"} // (when the server stopped)
 			}
-			margin := end.Sub(tC)
-			row.Margin(margin)
+			row.Margin(end.at.Sub(tC))
+			msg, bad := judgeLoss(tC, end, o.at)
 			switch {
 			case f.overlapOK:
 				if o.at.Before(tC) {
 					overlaps++
 				}
-			case margin <= 0 || o.at.Before(tC):
+			case bad:
 				late := probe.take()
 				if starved(late) {
 					// The test process itself could not run in time: the margin (the drift) cannot
 					// cover that. The full run counts it; the bounded CI run reports it only.
-					t.Logf("op %d: inconclusive: cancelled %v after the expiry while this process's timers ran %v late", i, -margin, late)
+					t.Logf("op %d: inconclusive (this process's timers ran up to %v late, more than the drift): %s", i, late, msg)
 					break
 				}
-				row.Violation(t, "op %d: the holder was cancelled %v after its lock expired in Redis, the other client got it %v before the cancel (timers in this process ran up to %v late meanwhile)",
-					i, -margin, tC.Sub(o.at), late)
+				row.Violation(t, "op %d: %s (timers in this process ran up to %v late meanwhile)", i, msg, late)
 			}
 		}
 		if fO <= fH {

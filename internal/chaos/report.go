@@ -95,6 +95,39 @@ func fmtDur(d time.Duration, ok bool) string {
 	}
 }
 
+// Event is a moment a report line tells of: what happened, and when.
+type Event struct {
+	What string
+	At   time.Time
+}
+
+// InOrder tells of events in the order they happened, each but the first with how long after the
+// one before: "A, then 169µs later B, then 344ms later C". Its durations are never negative.
+func InOrder(evs ...Event) string {
+	evs = slices.Clone(evs)
+	slices.SortStableFunc(evs, func(a, b Event) int { return a.At.Compare(b.At) })
+	var b strings.Builder
+	for i, e := range evs {
+		switch gap := e.At.Sub(evs[max(i-1, 0)].At); {
+		case i == 0:
+		case gap == 0:
+			b.WriteString(", then at the same moment ")
+		default:
+			fmt.Fprintf(&b, ", then %v later ", Gap(gap))
+		}
+		b.WriteString(e.What)
+	}
+	return b.String()
+}
+
+// Gap rounds a duration for a report line: to the microsecond below a millisecond, else to 0.1 ms.
+func Gap(d time.Duration) time.Duration {
+	if d.Abs() < time.Millisecond {
+		return d.Round(time.Microsecond)
+	}
+	return d.Round(100 * time.Microsecond)
+}
+
 // Markdown renders the rows, in the order they were added.
 func (r *Report) Markdown() string {
 	r.mu.Lock()

@@ -42,7 +42,8 @@ type hold struct {
 	// End is when the context's cancellation was observed (an upper bound), Cause its cause.
 	End   time.Duration `json:"end,omitempty"`
 	Cause string        `json:"cause,omitempty"`
-	// LostAt is when core's Lost hook ran (after the context was cancelled), Why its reason.
+	// LostAt is when core's Lost hook ran (after the context was cancelled, before the hold was
+	// given back), Why its reason.
 	LostAt time.Duration `json:"lost_at,omitempty"`
 	Why    string        `json:"why,omitempty"`
 	// Renewed is the send time of the last successful renewal; Extends lists the Extend calls.

@@ -47,10 +47,10 @@ func coreHook() core.Hook {
 		},
 		Lost: func(lctx context.Context, info core.HoldInfo) {
 			if c := callOf(lctx); c != nil {
-				// The hook runs after the hold's context was cancelled (core's hook doc: a hold's
-				// end cancels its context first), possibly after a give-back's round trip: it says
-				// when the loss was reported, not that the context was live. A context still live
-				// here would be seen (Live) and judged by the oracle.
+				// The hook runs after the hold's context was cancelled and before the hold is
+				// given back (core's hook doc): it says when the loss was reported, not that the
+				// context was live. A context still live here would be seen (Live) and judged by
+				// the oracle.
 				at := c.h.now()
 				live := lctx.Err() == nil
 				var le *core.LostError

@@ -15,7 +15,8 @@ import (
 
 // sections records critical sections, as their holders saw them, to check that no two overlapped.
 // A section starts when Acquire returned and ends when the holder released the lock or, if it was
-// lost, when the Lost hook ran (right before the lock's context was cancelled).
+// lost, when the Lost hook ran (right after the lock's context was cancelled, and before the hold
+// was given back: no other client can have been granted the name through it by then).
 type sections struct {
 	mu   sync.Mutex
 	all  []section
