@@ -35,8 +35,9 @@ const (
 //  4. the hold is given back in Redis as give says. The reply may correct the state: a release
 //     that finds the lock gone makes the end a loss (and the Client's other holds of it too); a
 //     Release that cannot reach Redis leaves the hold to be released again;
-//  5. any other end is reported to the hook (Released, or Lost for a release that found the lock
-//     gone), with the release's outcome. The hook hears of each hold once.
+//  5. any other end is reported to the hook (Released), with the release's outcome: a release that
+//     found the lock gone reports its error (and the Client's other holds of it lost, through
+//     Client.lost, after the reply). The hook hears of each hold once.
 //
 // It reports false when the hold had ended already (nothing is done), and the release's error.
 // (A LockSet ends its holds in the same steps, sending their releases together: begin, then one

@@ -35,13 +35,14 @@ type Hook struct {
 	// hold's context, already cancelled. A hold's end cancels its context first (and records its
 	// state with it); a loss is then reported here before this Client gives anything back in
 	// Redis: while Lost runs, nobody can take the lock through this Client (only through Redis
-	// forgetting it: expiry, a failover, a deleted key). A release that Redis answers "not held"
-	// is the exception: that lock was gone already, and Lost runs after the reply. Last is set on
-	// exactly one of the holds: count losses there.
+	// forgetting it: expiry, a failover, a deleted key). The exception is a lock found gone by a
+	// release (Redis answered "not held"): the Client's other holds of it are reported Lost after
+	// that reply. Last is set on exactly one of the holds: count losses there.
 	Lost func(lockCtx context.Context, h HoldInfo)
 	// Released is called when Release or Close ended a hold, with the hold's context, after
-	// Redis answered the release: the context was cancelled before the release was sent, and
-	// another client may hold the lock by the time Released runs.
+	// Redis answered the release (Err matches ErrNotHeld if the lock was gone already): the context
+	// was cancelled before the release was sent, and another client may hold the lock by the time
+	// Released runs.
 	Released func(lockCtx context.Context, h HoldInfo)
 }
 
