@@ -67,8 +67,8 @@ bench-compare: deps
 chaos: deps
 	cd internal/chaos && LOCKKIT_CHAOS=full GOWORK=off $(GO) test -race -count=1 -timeout 30m -run Chaos -v .
 
-## compat: the rolling-deploy check (docs/compat.md): a worker built at the baseline (the latest
-## release tag, or 8145591 while there is none; COMPAT_BASE=REV for another) and one built from the
+## compat: the rolling-deploy check (docs/compat.md): a worker built at the baseline (the last
+## release tag before HEAD, or 8145591 while there is none; COMPAT_BASE=REV for another) and one built from the
 ## working tree take every kind of hold on the same names of one redis-server; an oracle checks
 ## that no two conflicting holds were live at once and that every refusal names a key schema.
 ## 2-4 minutes on a loaded 2-core host (building both workers included). CI runs it after `make test`.

@@ -4,7 +4,8 @@
 # and both workers side by side on the same names (every kind of hold) and checks what they
 # recorded (docs/compat.md).
 #
-#   scripts/compat.sh              baseline: the latest release tag (git describe --tags), or
+#   scripts/compat.sh              baseline: the latest release tag before HEAD (git describe --tags
+#                                  --abbrev=0 HEAD^: a tagged HEAD is checked against the previous one), or
 #                                  8145591 (main as of issue #44) while there is none
 #   COMPAT_BASE=REV scripts/compat.sh   any other commit or tag
 #   COMPAT_DURATION=2m             the longest the workers run (default 90s; they stop once every
@@ -19,7 +20,8 @@ cd "$(dirname "$0")/.."
 GO=${GO:-go}
 base=${COMPAT_BASE:-}
 if [ -z "$base" ]; then
-  base=$(git describe --tags --abbrev=0 2>/dev/null || echo 8145591)
+  # The latest tag before this commit: at a release's own tag, the previous release.
+  base=$(git describe --tags --abbrev=0 HEAD^ 2>/dev/null || echo 8145591)
 fi
 if ! rev=$(git rev-parse --verify --quiet "$base^{commit}"); then
   echo "compat: the baseline $base is not in this clone (a shallow clone? fetch the full history)" >&2
