@@ -15,7 +15,7 @@ EACH_MODULE     := ./scripts/modules.sh
 # most of the suite's time is spent waiting on TTLs, timers and servers, not on the CPU).
 TEST_JOBS       ?= 3
 
-.PHONY: test lint bench bench-compare server-instructions chaos demo deps fmt tidy
+.PHONY: test lint bench bench-compare server-instructions chaos compat demo deps fmt tidy
 
 ## test: install redis-server if missing, then run every test of every module with the race detector,
 ## $(TEST_JOBS) modules at once (each module's output whole when it ends, with its time).
@@ -66,6 +66,14 @@ bench-compare: deps
 ## that docs/reliability.md publishes.
 chaos: deps
 	cd internal/chaos && LOCKKIT_CHAOS=full GOWORK=off $(GO) test -race -count=1 -timeout 30m -run Chaos -v .
+
+## compat: the rolling-deploy check (docs/compat.md): a worker built at the baseline (the last
+## release tag before HEAD, or 8145591 while there is none; COMPAT_BASE=REV for another) and one built from the
+## working tree take every kind of hold on the same names of one redis-server; an oracle checks
+## that no two conflicting holds were live at once and that every refusal names a key schema.
+## 2-4 minutes on a loaded 2-core host (building both workers included). CI runs it after `make test`.
+compat: deps
+	GO=$(GO) COMPAT_BASE=$(COMPAT_BASE) ./scripts/compat.sh
 
 ## demo: the guided tour, with an embedded Redis (no setup); go.work makes the examples module
 ## runnable from the root.

@@ -16,7 +16,12 @@
 -- only lengthen it); a free one for FREE_TTL, which keeps its fence and its chain of owner
 -- releases (BASE), then disappears. The free value of the previous version, NUL FENCE NUL BASE, is
 -- still read (lk_parse); its held value is not (a client of each version fails on the other's
--- held value: "unexpected lock value").
+-- held value).
+--
+-- The byte 2 before BASE is the key schema: the first byte of a free value, the byte after W in a
+-- held one. Every schema keeps it there, after TOKEN, FENCE, HOLDS and W, and a layout that a
+-- client of this schema would misread writes another byte (3 to 31), so that each version tells
+-- the other's value from its own and refuses it by its number (lk_schema); schema 1 had NUL there.
 --
 -- One name, one lock: the same key says when the name's other kinds of hold have it. While
 -- permits (Permits) or reads and writes (Read, Write) of the name are held, TOKEN is their family's
@@ -29,6 +34,25 @@
 --! include fence.lua
 
 local FREE_TTL = '10000' -- a string: redis.call formats a number argument with '%.17g'
+
+-- lk_schema raises the error for a value these scripts cannot read: of another key schema (the
+-- first byte of a free value, the byte after W in a held one: 0 for schema 1), which it names, or
+-- no lockkit value. (Only ever on the error path: the hot paths read no schema.)
+local function lk_schema(v)
+  local b = v:byte(1)
+  if b == nil or b > 31 or b == 1 then -- held: the byte after TOKEN, FENCE, HOLDS and W
+    local after = string.match(v, '^[^%z]+%z[^%z]*%z[^%z]*%z[^%z](.)')
+    b = after and after:byte()
+  end
+  if b == 0 then
+    b = 1
+  end
+  if b and b < 32 and b ~= 2 then
+    error(string.format('lockkit: the lock key holds a value of key schema %d, this lockkit reads and writes key ' ..
+      'schema 2: a client of another lockkit version holds or held the name (CHANGELOG, "Key schema")', b))
+  end
+  error('lockkit: unexpected lock value (none of the layouts lockkit writes: a key of another program?)')
+end
 
 local function lk_parse(v)
   local s
@@ -48,7 +72,7 @@ local function lk_parse(v)
       extra = extra}
   end
   if not s.f then
-    error('lockkit: unexpected lock value (a key of an older lockkit version or of another program?)')
+    lk_schema(v)
   end
   return s
 end
