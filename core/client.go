@@ -6,12 +6,42 @@ import (
 	"log/slog"
 	"reflect"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/lockkit/lockkit/core/internal/store"
 	"github.com/lockkit/lockkit/core/internal/wait"
 	"github.com/redis/go-redis/v9"
 )
+
+// Client takes locks on Redis. It is safe for concurrent use. One Client runs at most three
+// goroutines whatever the number of locks: the renewal watchdog, and the reader and writer of the
+// shared release subscription. They start when first needed and stop on Close. (A Redlock Client
+// also sends its requests to the nodes from worker goroutines, as many as requests in flight; a
+// worker exits after one to two seconds without work, or on Close. Pipelining (WithPipelining) uses
+// the go-redis client's automatic pipeliner, built when many commands are first in flight at once,
+// whose goroutines belong to the go-redis client and stop when it is closed.)
+type Client struct {
+	id      string       // random, published in release messages and prefixed to hold ids
+	holds   atomic.Int64 // hold ids of re-entering acquisitions
+	st      store.Store
+	opt     options
+	hook    *Hook
+	wd      *watchdog
+	room    *wait.Queues
+	closed  atomic.Bool
+	backs   *store.GiveBacks // give-backs of acquisitions whose reply was lost
+	scratch *store.Scratches // what an acquisition or a release needs only while it runs
+}
+
+// log reports msg at level with attrs, unless the Client was given a discarding logger.
+func (c *Client) log(level slog.Level, msg string, attrs ...slog.Attr) {
+	lg := c.opt.logger
+	if !c.opt.loggerSet || lg == nil {
+		lg = slog.Default()
+	}
+	lg.LogAttrs(context.Background(), level, "lockkit: "+msg, attrs...)
+}
 
 // New returns a Client over a go-redis client: a plain client, a Sentinel failover client or a
 // Cluster client. It sends nothing to Redis.
@@ -327,17 +357,6 @@ func (c *Client) handOut(ctx, hctx context.Context, l *Lock, fence, holds int64,
 func answered(err error) bool {
 	return (errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrGuarded)) &&
 		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
-}
-
-// store is what the store needs of o (core/internal/store).
-func (o *options) store() *store.Config {
-	return &store.Config{Label: o.label, Pipeline: o.pipeline, Replicas: o.replicas, ReplicaWait: o.replicaWait,
-		NodeTimeout: o.nodeTimeout, Drift: o.drift, Invalid: invalid, Quorum: quorumError}
-}
-
-func newWatchdog(c *Client) *watchdog {
-	return &watchdog{c: c, lost: c.lost, endHolds: c.endHolds, held: make(map[string]*entry), stop: make(chan struct{}),
-		done: make(chan struct{}), base: time.Now()}
 }
 
 // selfExcluded refuses an acquisition of name made through the context of a hold of the same

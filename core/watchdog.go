@@ -2,8 +2,48 @@ package core
 
 import (
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/lockkit/lockkit/core/internal/sched"
 )
+
+// watchdog is the one renewal scheduler of a Client: a heap of held locks ordered by their next
+// deadline, served by one goroutine that sends due renewals in pipelined batches.
+type watchdog struct {
+	c *Client
+	// lost ends the holds of an entry given up (Client.lost), endHolds those whose WithMaxHold
+	// limit passed (Client.endHolds): the watchdog says what ends, the Client ends it.
+	lost     func(lostSet)
+	endHolds func([]lostSet)
+	mu       sync.Mutex
+	held     map[string]*entry // by lock key
+	h        sched.Heap[*entry]
+	base     time.Time   // the heap's due times count from it (monotonic)
+	t        *time.Timer // the scheduler's timer, reset under mu (nil until the first lock)
+	stop     chan struct{}
+	done     chan struct{}
+	batches  sync.WaitGroup
+	// pipelines and scripts count renewal round trips and the scripts they carried.
+	pipelines, scripts atomic.Int64
+	started            bool
+	stopped            bool
+	wakeAt             time.Time // when the scheduler's timer fires next
+	rounds             sync.Pool // of *round: a renewal round's buffers (watchdog_round.go)
+}
+
+func newWatchdog(c *Client) *watchdog {
+	return &watchdog{c: c, lost: c.lost, endHolds: c.endHolds, held: make(map[string]*entry), stop: make(chan struct{}),
+		done: make(chan struct{}), base: time.Now()}
+}
+
+// lostSet is an entry given up by the watchdog: its locks, and why.
+type lostSet struct {
+	locks []*Lock
+	why   string
+	err   error
+}
 
 // nest adds the nested read-write hold l to the watchdog entry of its outer hold, whose renewals
 // keep both; it reports false when the outer hold is ending or ended.

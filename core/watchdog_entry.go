@@ -2,7 +2,31 @@ package core
 
 import (
 	"time"
+
+	"github.com/lockkit/lockkit/core/internal/store"
 )
+
+// entry is one held lock (key + owner token) as the watchdog sees it. Reentrant Locks of the same
+// owner in this client share it.
+type entry struct {
+	k        *store.Keys
+	tok      any // owner token
+	ttl      time.Duration
+	valid    time.Time // local validity deadline: last successful send + ttl − drift
+	next     time.Time // next renewal
+	idx      int       // heap index, -1 when not scheduled
+	seq      uint64    // bumped by Extend: a renewal sent before carries an older seq
+	counted  int       // holds reported to the hook as making the Client hold the lock (HoldInfo.Held)
+	maxAt    time.Time // the earliest WithMaxHold deadline of its locks; zero: none
+	inflight bool
+	gone     bool
+	lastErr  error
+	one      [1]*Lock
+	locks    []*Lock
+}
+
+// Place is the entry's place in the watchdog's heap (sched.Item).
+func (e *entry) Place() *int { return &e.idx }
 
 func (e *entry) due() time.Time {
 	d := e.next

@@ -11,23 +11,6 @@ import (
 	"github.com/lockkit/lockkit/core/internal/wait"
 )
 
-// LockSet is a set of locks held together by one owner, taken all or nothing (AcquireAll). Each lock
-// is a *Lock of its own (key, fence, renewals), and the set has one context. Its methods are safe
-// for concurrent use; those of a nil *LockSet (what a failed AcquireAll returns) do not panic.
-type LockSet struct {
-	locks  []*Lock   // in the order the names were given
-	groups [][]*Lock // the locks of each slot, in the order they were taken
-	last   *Lock     // the lock taken last: the set's context derives from its
-	ctx    *setCtx   // the set's context: last's, carrying the set (SetFromContext)
-}
-
-// setCtx carries the LockSet in its context (its parent is the context of the set's last lock).
-type setCtx struct {
-	context.Context
-	s *LockSet
-}
-
-// setCall is one AcquireAll or TryAcquireAll call: its locks, grouped by slot, and its attempts.
 type setCall struct {
 	c     *Client
 	ao    acquireOptions
