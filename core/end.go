@@ -102,7 +102,7 @@ func (l *Lock) finish(why holdState, sent bool, n int64, err error) error {
 			l.setState(stateHeld, nil) // not released: Release may be called again
 			err = unavailable("release", err)
 		case err != nil:
-			err = unavailable("release", err) // (an *ackError: released, but not acknowledged)
+			err = unavailable("release", err) // (a *store.AckError: released, not acknowledged)
 		case n == store.Vanished && l.c.wd.validNow(l):
 			n = 0 // a replay after the next holder's key expired: released (store.Vanished)
 		case n < 0:
@@ -120,7 +120,7 @@ func (l *Lock) finish(why holdState, sent bool, n int64, err error) error {
 	return err
 }
 
-// isAckError reports whether err is (or wraps) an *ackError. (A function of its own: errors.As's
+// isAckError reports whether err is (or wraps) a *store.AckError. (A function of its own: errors.As's
 // target escapes, and finish must not allocate for the release that succeeded.)
 func isAckError(err error) bool {
 	var short *store.AckError

@@ -28,6 +28,9 @@ type entry struct {
 // Place is the entry's place in the watchdog's heap (sched.Item).
 func (e *entry) Place() *int { return &e.idx }
 
+// due is when e is due in the watchdog's heap: the earliest of its next renewal (its validity
+// deadline while a renewal is in flight), its validity deadline and its locks' maximum-hold
+// deadlines. WithMaxHold's deadlines live in the heap this way, with no timer of their own.
 func (e *entry) due() time.Time {
 	d := e.next
 	if e.inflight || e.valid.Before(d) {
@@ -43,9 +46,6 @@ func (e *entry) due() time.Time {
 func (w *watchdog) fix(e *entry) {
 	w.h.Set(e, e.due().Sub(w.base))
 }
-
-// WithMaxHold's deadlines live in the watchdog's heap: an entry is due at the earliest of its next
-// renewal, its validity deadline and its locks' maximum-hold deadlines.
 
 // setMaxAt recomputes e.maxAt from its locks.
 func (e *entry) setMaxAt() {
