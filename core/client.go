@@ -23,7 +23,7 @@ import (
 // whose goroutines belong to the go-redis client and stop when it is closed.)
 type Client struct {
 	id      string       // random, published in release messages and prefixed to hold ids
-	holds   atomic.Int64 // hold ids of re-entering acquisitions
+	holdIDs atomic.Int64 // hold ids of re-entering acquisitions
 	st      store.Store
 	opt     options
 	hook    *Hook
@@ -207,7 +207,7 @@ func (c *Client) Close(ctx context.Context) error {
 	return err
 }
 
-func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wait bool, opts []AcquireOption) (*Lock, error) {
+func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, waits bool, opts []AcquireOption) (*Lock, error) {
 	if ctx == nil {
 		return nil, invalid("ctx is nil")
 	}
@@ -242,40 +242,40 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 		if err := c.initRW(ctx, l, &ao, name); err != nil {
 			return nil, err
 		}
-		return c.take(ctx, l, wait, ao, name, nil)
+		return c.take(ctx, l, waits, ao, name, nil)
 	}
 	if ao.permits != 0 {
 		if err := c.initPermit(l, &ao, name); err != nil {
 			return nil, err
 		}
-		return c.take(ctx, l, wait, ao, name, nil)
+		return c.take(ctx, l, waits, ao, name, nil)
 	}
-	l.token = ao.owner + ao.token
-	given := l.token != ""
+	token := ao.owner + ao.token
+	given := token != ""
 	if given {
 		l.k.Init(c.opt.prefix, name)
 	} else {
-		l.token = l.k.InitNew(c.opt.prefix, name) // a fresh token (below: the context's, if it holds the lock)
+		token = l.k.InitNew(c.opt.prefix, name) // a fresh token (below: the context's, if it holds the lock)
 	}
+	l.token = token
 	l.outer = heldIn(ctx, c, l.k.Main)
 	if l.outer != nil && given && l.outer.token != l.token {
 		l.outer = nil // another owner's acquisition: not nested in the context's hold
 	}
-	l.hold = any("0") // a fresh token's first hold: unique for that token
+	l.holdID = any("0") // a fresh token's first hold: unique for that token
 	if !given && l.outer != nil {
 		l.token = l.outer.token
 	}
 	if given || l.outer != nil {
-		l.hold = c.id + "/" + strconv.FormatInt(c.holds.Add(1), 10) // unique among the owner's holds
+		l.holdID = c.id + "/" + strconv.FormatInt(c.holdIDs.Add(1), 10) // unique among the owner's holds
 	}
-	l.tok = l.token
 	sc := c.scratch.Take()
 	if sc != nil {
 		sc.TTLMS = store.MS(ttl)
-		sc.Req = store.AcquireReq{Token: l.tok, Hold: l.hold, TTL: ttl, TTLArg: &sc.TTLMS}
+		sc.Req = store.AcquireReq{Token: l.token, Hold: l.holdID, TTL: ttl, TTLArg: &sc.TTLMS}
 		l.req, l.k.Lines = &sc.Req, &sc.Lines
 	} else {
-		l.req = &store.AcquireReq{Token: l.tok, Hold: l.hold, TTL: ttl, TTLArg: store.MS(ttl)}
+		l.req = &store.AcquireReq{Token: l.token, Hold: l.holdID, TTL: ttl, TTLArg: store.MS(ttl)}
 	}
 	switch {
 	case l.outer != nil && c.st.Caps().ReentryFence:
@@ -284,7 +284,7 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 		l.req.Entry = "0" // any acquisition of the token (Redlock's nodes may record different fences)
 	}
 	l.req.Guard = ao.guard
-	return c.take(ctx, l, wait, ao, name, sc)
+	return c.take(ctx, l, waits, ao, name, sc)
 }
 
 // take runs the acquire call of a prepared Lock (a lock or a permit) and registers it with the
@@ -299,7 +299,7 @@ func (c *Client) take(ctx context.Context, l *Lock, waits bool, ao acquireOption
 			hctx = x
 		}
 	}
-	wc := waitCall{c: c, l: l, ao: ao, wait: waits, start: start} // (waitcall.go)
+	wc := waitCall{c: c, l: l, ao: ao, waits: waits, start: start} // (waitcall.go)
 	wc.Call = wait.Call{Q: c.room, Handoff: ao.fair || l.kind.queued(), Backoff: c.opt.backoffMin, MaxBack: c.opt.backoffMax}
 	err := wc.run(hctx)
 	l.req = nil // (a held lock does not keep its request)
@@ -331,7 +331,7 @@ func (c *Client) handOut(ctx, hctx context.Context, l *Lock, fence, holds int64,
 	l.k.Held(fence)
 	parent, held := hctx, 0
 	if h := c.hook; h != nil && h.Acquired != nil {
-		if !l.nested && !c.wd.holding(l.k.Main, l.tok) {
+		if !l.nested && !c.wd.holding(l.k.Main, l.token) {
 			held = 1
 		}
 		if x := h.Acquired(hctx, HoldInfo{Lock: l, TTL: l.ttl, Held: held}); x != nil {

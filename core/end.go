@@ -58,7 +58,7 @@ func (l *Lock) giveUp(ctx context.Context, why holdState, give giveMode, set *st
 		if sc != nil {
 			l.k.Lines = &sc.Lines
 		}
-		n, err = l.c.st.Release(ctx, &l.k, l.tok, l.hold, l.fair, set, l.ttl)
+		n, err = l.c.st.Release(ctx, &l.k, l.token, l.holdID, l.fair, set, l.ttl)
 		if sc != nil {
 			l.k.Lines = nil
 			l.c.scratch.Put(sc, err == nil)
@@ -109,7 +109,7 @@ func (l *Lock) finish(why holdState, sent bool, n int64, err error) error {
 			lost := &LostError{Name: l.k.Name, Reason: "not_owner"}
 			l.setState(stateLost, lost)
 			err = errors.Join(ErrNotHeld, lost)
-			l.c.wd.notOwner(l.e) // this Client's other holds of the lock are gone too
+			l.c.wd.notOwner(l.entry) // this Client's other holds of the lock are gone too
 		}
 	}
 	if err != nil && why == stateEnded { // nobody waits for this release's outcome
@@ -205,7 +205,7 @@ func (l *Lock) setState(s holdState, cause error) {
 // giveBack releases, in the background, the hold an acquire attempt may have taken although its
 // reply was lost (store.GiveBacks); after is the attempt's error.
 func (c *Client) giveBack(l *Lock, after error) {
-	c.backs.Give(l.k.GivenBack(l.token), l.tok, l.hold, l.fair, l.ttl, after)
+	c.backs.Give(l.k.GivenBack(l.Token()), l.token, l.holdID, l.fair, l.ttl, after)
 }
 
 // outlived gives back a hold whose acquisition was answered after its validity deadline (sent +
@@ -221,7 +221,7 @@ func (c *Client) outlived(ctx context.Context, l *Lock, sent time.Time) error {
 	// The lock expires at most TTL from now: there is no point in trying for longer.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.ttl)
 	l.k.Lines = nil // (its own command line: a release that fails may run on from it, see store.Scratches.Put)
-	_, err := c.st.Release(rctx, &l.k, l.tok, l.hold, l.fair, nil, l.ttl)
+	_, err := c.st.Release(rctx, &l.k, l.token, l.holdID, l.fair, nil, l.ttl)
 	cancel()
 	back := "the lock was given back"
 	if err != nil {
@@ -283,7 +283,7 @@ func (l *Lock) endNested(why holdState, cause error) {
 	w.mu.Lock()
 	l.closed = true
 	var in []*Lock
-	if e := l.e; e != nil {
+	if e := l.entry; e != nil {
 		for _, x := range e.locks {
 			for o := x.outer; o != nil; o = o.outer {
 				if o == l {

@@ -29,15 +29,14 @@ type holdState uint8
 // returns an already cancelled context whose cause is ErrNotHeld, so that no work proceeds under a
 // lock that does not exist.
 type Lock struct {
-	c     *Client
-	k     store.Keys
-	token string
-	tok   any // token, boxed once for the scripts
-	hold  any // this hold's id among the owner's holds (see lib.lua)
-	ttl   time.Duration
-	lease time.Duration // a fair grant's first lease when shorter than ttl (claim); 0: ttl
-	fence int64
-	holds int64
+	c      *Client
+	k      store.Keys
+	token  any // the owner token (a string), boxed once for the scripts
+	holdID any // this hold's id among the owner's holds (see lib.lua)
+	ttl    time.Duration
+	lease  time.Duration // a fair grant's first lease when shorter than ttl (claim); 0: ttl
+	fence  int64
+	holds  int64
 	// req is the acquire request while the acquisition runs (take), nil once it ended: a held
 	// lock does not keep it (issue #38: memory per held lock).
 	req      *store.AcquireReq
@@ -45,8 +44,8 @@ type Lock struct {
 	limit    time.Duration // WithMaxHold; 0: none
 	maxAt    time.Time     // acquired + limit; zero: none
 	outer    *Lock         // the lock held by the context this one was acquired with
-	e        *entry        // shared by the reentrant Locks of one owner in this Client
-	own      entry         // e, when this acquisition created it
+	entry    *entry        // shared by the reentrant Locks of one owner in this Client
+	ownEntry entry         // entry, when this acquisition created it
 	vctx     valueCtx      // the parent of the lock's context
 
 	mu    sync.Mutex
@@ -144,7 +143,8 @@ func (l *Lock) Token() string {
 	if l == nil {
 		return ""
 	}
-	return l.token
+	s, _ := l.token.(string)
+	return s
 }
 
 // Fence returns the fencing token: a number that strictly increases with every fresh acquisition of

@@ -109,7 +109,7 @@ func (s *LockSet) Release(ctx context.Context) error {
 		for i, l := range live {
 			ks[i] = &l.k
 		}
-		left, err := c.st.ReleaseAll(ctx, ks, live[0].tok, live[0].hold, nil)
+		left, err := c.st.ReleaseAll(ctx, ks, live[0].token, live[0].holdID, nil)
 		for i, l := range live {
 			var n int64
 			if err == nil {
@@ -204,7 +204,7 @@ func (c *Client) acquireAll(ctx context.Context, names []string, ttl time.Durati
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}
-	sc := setCall{c: c, ao: ao, wait: waits, ttl: ttl, start: time.Now()}
+	sc := setCall{c: c, ao: ao, waits: waits, ttl: ttl, start: time.Now()}
 	sc.Call = wait.Call{Q: c.room, Backoff: c.opt.backoffMin, MaxBack: c.opt.backoffMax}
 	sc.prepare(full)
 	return sc.run(ctx)

@@ -51,12 +51,12 @@ func (w *watchdog) nest(l *Lock) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	o := l.outer
-	e := o.e
+	e := o.entry
 	if w.stopped || e == nil || e.gone || o.closed || !slices.Contains(e.locks, o) {
 		return false
 	}
 	e.locks = append(e.locks, l)
-	l.e = e
+	l.entry = e
 	e.setMaxAt()
 	if e.idx >= 0 {
 		w.fix(e)
@@ -74,7 +74,7 @@ func (w *watchdog) holding(key string, token any) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	e := w.held[key]
-	return e != nil && !e.gone && e.tok == token && len(e.locks) > 0
+	return e != nil && !e.gone && e.token == token && len(e.locks) > 0
 }
 
 // schedule (re)places e in the heap; the caller holds w.mu. The scheduler is woken only when e is
@@ -110,7 +110,7 @@ func (w *watchdog) unschedule(e *entry) {
 func (w *watchdog) detach(l *Lock) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	e := l.e
+	e := l.entry
 	if e == nil {
 		return
 	}
@@ -140,7 +140,7 @@ func (w *watchdog) ends(e *entry, l *Lock) {
 func (w *watchdog) validNow(l *Lock) bool { // (l's validity deadline is ahead: its lock cannot have expired)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return l.e != nil && time.Now().Before(l.e.valid)
+	return l.entry != nil && time.Now().Before(l.entry.valid)
 }
 
 // endOf returns what l's end event carries (HoldInfo.Held and Last).
@@ -171,7 +171,7 @@ func (w *watchdog) notOwner(e *entry) {
 func (w *watchdog) lostToken(key string, token any) {
 	w.mu.Lock()
 	var ls lostSet
-	if e := w.held[key]; e != nil && !e.gone && e.tok == token {
+	if e := w.held[key]; e != nil && !e.gone && e.token == token {
 		ls = w.lose(e, "not_owner", nil)
 	}
 	w.mu.Unlock()

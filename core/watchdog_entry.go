@@ -10,7 +10,7 @@ import (
 // owner in this client share it.
 type entry struct {
 	k        *store.Keys
-	tok      any // owner token
+	token    any // owner token
 	ttl      time.Duration
 	valid    time.Time // local validity deadline: last successful send + ttl − drift
 	next     time.Time // next renewal
