@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -90,7 +91,7 @@ func (c *counting) hook() core.Option {
 func TestFair_handoff_grantReceived(t *testing.T) {
 	_, rdb, holder := setup(t)
 	var n counting
-	c := newClient(t, rdb, core.WithLabel("waiter"), core.WithRetryBackoff(5*time.Second, 10*time.Second),
+	c := locktest.NewClient(t, rdb, core.WithLabel("waiter"), core.WithRetryBackoff(5*time.Second, 10*time.Second),
 		core.WithFairWaiterTimeout(30*time.Second), n.hook())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -101,7 +102,7 @@ func TestFair_handoff_grantReceived(t *testing.T) {
 	got := acquireFair(t, ctx, c, "g", 5*time.Second)
 	// Its first attempt queued it; once subscribed it tried again (a grant may have come in between)
 	// and parked, polling only after 5s.
-	eventually(t, 5*time.Second, "waiter queued and parked", func() bool {
+	locktest.Eventually(t, 5*time.Second, "waiter queued and parked", func() bool {
 		return len(fairQueue(t, rdb, "g")) == 1 && n.attempts.Load() == 2
 	})
 	before := n.attempts.Load()
@@ -138,7 +139,7 @@ func TestFair_handoff_grantMessageLost(t *testing.T) {
 	var n counting
 	slow := redis.NewClient(srv.StartDelayProxy(t, 300*time.Millisecond).Options())
 	t.Cleanup(func() { slow.Close() })
-	c := newClient(t, slow, n.hook())
+	c := locktest.NewClient(t, slow, n.hook())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	h, err := holder.Acquire(ctx, "lost", 10*time.Second, core.Fair())
@@ -146,7 +147,7 @@ func TestFair_handoff_grantMessageLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := acquireFair(t, ctx, c, "lost", 5*time.Second)
-	eventually(t, 5*time.Second, "waiter queued", func() bool { return len(fairQueue(t, rdb, "lost")) == 1 })
+	locktest.Eventually(t, 5*time.Second, "waiter queued", func() bool { return len(fairQueue(t, rdb, "lost")) == 1 })
 	if subscribers(t, rdb, "lost") != 0 {
 		t.Fatal("the waiter subscribed before its attempt's reply came: the test proves nothing")
 	}
@@ -173,8 +174,8 @@ func TestFair_handoff_waiterGivesUpGrantHandedOn(t *testing.T) {
 	// W1 hears everything 300ms late (its grant message too); both poll every 5s or more (a poll of
 	// W1's in flight when the lock is handed to it would take it, legitimately, before it gives up).
 	var n1 counting
-	w1c := newClient(t, slow, core.WithRetryBackoff(5*time.Second, 10*time.Second), core.WithFairWaiterTimeout(30*time.Second), n1.hook())
-	w2c := newClient(t, rdb, core.WithRetryBackoff(5*time.Second, 10*time.Second), core.WithFairWaiterTimeout(30*time.Second))
+	w1c := locktest.NewClient(t, slow, core.WithRetryBackoff(5*time.Second, 10*time.Second), core.WithFairWaiterTimeout(30*time.Second), n1.hook())
+	w2c := locktest.NewClient(t, rdb, core.WithRetryBackoff(5*time.Second, 10*time.Second), core.WithFairWaiterTimeout(30*time.Second))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	h, err := holder.Acquire(ctx, "gone", 10*time.Second, core.Fair())
@@ -191,11 +192,11 @@ func TestFair_handoff_waiterGivesUpGrantHandedOn(t *testing.T) {
 	}
 	ctx1, cancel1 := context.WithCancel(ctx)
 	w1 := wait(w1c, ctx1)
-	eventually(t, 5*time.Second, "W1 queued, subscribed and parked", func() bool {
+	locktest.Eventually(t, 5*time.Second, "W1 queued, subscribed and parked", func() bool {
 		return len(fairQueue(t, rdb, "gone")) == 1 && n1.attempts.Load() == 2
 	})
 	w2 := wait(w2c, ctx)
-	eventually(t, 5*time.Second, "W2 queued and parked", func() bool {
+	locktest.Eventually(t, 5*time.Second, "W2 queued and parked", func() bool {
 		return len(fairQueue(t, rdb, "gone")) == 2 && core.WaitersParked(w2c) == 1
 	})
 	w1tok := fairQueue(t, rdb, "gone")[0]
@@ -223,7 +224,7 @@ func TestFair_handoff_waiterGivesUpGrantHandedOn(t *testing.T) {
 	ctx1, cancel1 = context.WithCancel(ctx)
 	defer cancel1()
 	w1 = wait(w1c, ctx1)
-	eventually(t, 5*time.Second, "W1 queued again", func() bool { return len(fairQueue(t, rdb, "gone")) == 1 })
+	locktest.Eventually(t, 5*time.Second, "W1 queued again", func() bool { return len(fairQueue(t, rdb, "gone")) == 1 })
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +242,7 @@ func TestFair_handoff_waiterGivesUpGrantHandedOn(t *testing.T) {
 // lock, with a higher fence. Every key of the queue has a TTL.
 func TestFair_handoff_deadWaiterGrantExpires(t *testing.T) {
 	_, rdb, holder := setup(t)
-	c := newClient(t, rdb)
+	c := locktest.NewClient(t, rdb)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	h, err := holder.Acquire(ctx, "dead", 10*time.Second, core.Fair())
@@ -253,7 +254,7 @@ func TestFair_handoff_deadWaiterGrantExpires(t *testing.T) {
 	rdb.ZAdd(ctx, "lockkit:{dead}:queue", redis.Z{Score: float64(2 * time.Now().UnixMicro()), Member: member})
 	rdb.PExpire(ctx, "lockkit:{dead}:queue", 10*time.Second)
 	got := acquireFair(t, ctx, c, "dead", 10*time.Second)
-	eventually(t, 5*time.Second, "waiter queued", func() bool { return len(fairQueue(t, rdb, "dead")) == 2 })
+	locktest.Eventually(t, 5*time.Second, "waiter queued", func() bool { return len(fairQueue(t, rdb, "dead")) == 2 })
 	for _, k := range rdb.Keys(ctx, "lockkit:{dead}*").Val() {
 		if d := rdb.PTTL(ctx, k).Val(); d <= 0 {
 			t.Fatalf("%s: PTTL %v, want a TTL", k, d)
@@ -281,7 +282,7 @@ func TestFair_handoff_deadWaiterGrantExpires(t *testing.T) {
 // ignored: the waiter does not hold a lock Redis does not record.
 func TestFair_handoff_staleGrantIgnored(t *testing.T) {
 	_, rdb, holder := setup(t)
-	c := newClient(t, rdb)
+	c := locktest.NewClient(t, rdb)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	h, err := holder.Acquire(ctx, "stale", 10*time.Second, core.Fair())
@@ -299,7 +300,7 @@ func TestFair_handoff_staleGrantIgnored(t *testing.T) {
 		}
 		res <- err
 	}()
-	eventually(t, 5*time.Second, "waiter queued and parked", func() bool {
+	locktest.Eventually(t, 5*time.Second, "waiter queued and parked", func() bool {
 		return len(fairQueue(t, rdb, "stale")) == 1 && core.WaitersParked(c) == 1
 	})
 	z := rdb.ZRangeWithScores(ctx, "lockkit:{stale}:queue", 0, 0).Val()[0]
@@ -342,8 +343,8 @@ func TestFair_handoff_replayedReleaseHandsOnOnce(t *testing.T) {
 	rr := &replayRelease{}
 	hr := srv.Client(t)
 	hr.AddHook(rr)
-	holder := newClient(t, hr)
-	c := newClient(t, rdb, core.WithRetryBackoff(5*time.Second, 10*time.Second))
+	holder := locktest.NewClient(t, hr)
+	c := locktest.NewClient(t, rdb, core.WithRetryBackoff(5*time.Second, 10*time.Second))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	h, err := holder.Acquire(ctx, "replay", 10*time.Second, core.Fair())
@@ -356,7 +357,7 @@ func TestFair_handoff_replayedReleaseHandsOnOnce(t *testing.T) {
 			l, _ := c.Acquire(ctx, "replay", 10*time.Second, core.Fair())
 			got <- l
 		}()
-		eventually(t, 5*time.Second, "waiter queued", func() bool { return len(fairQueue(t, rdb, "replay")) == i+1 })
+		locktest.Eventually(t, 5*time.Second, "waiter queued", func() bool { return len(fairQueue(t, rdb, "replay")) == i+1 })
 	}
 	if err := h.Release(ctx); err != nil || rr.replayed.Load() != 1 {
 		t.Fatalf("release: %v, replayed %d times", err, rr.replayed.Load())

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -69,7 +70,7 @@ func FuzzAcquire_validation(f *testing.F) {
 	rdb := srv.Client(f)
 	counter := &scriptCounter{}
 	rdb.AddHook(counter)
-	c := newClient(f, rdb)
+	c := locktest.NewClient(f, rdb)
 	var seq atomic.Int64
 	f.Fuzz(func(t *testing.T, name string, ttlMs int64, owner, guard string, waitMs int64) {
 		ttl := time.Duration(ttlMs) * time.Millisecond

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 )
 
 // A service that locks a new name per request (the adapters do, per idempotency key and per task
@@ -51,7 +52,7 @@ func TestKeys_10000Names_leaveNothingBehind(t *testing.T) {
 	if peak < 1000 { // one free lock per name, until they expire (the first ones may have)
 		t.Fatalf("%d keys right after %d names: the test proves nothing", peak, names)
 	}
-	eventually(t, 30*time.Second, "every key to expire", func() bool { return rdb.DBSize(ctx).Val() == 0 })
+	locktest.Eventually(t, 30*time.Second, "every key to expire", func() bool { return rdb.DBSize(ctx).Val() == 0 })
 	t.Logf("%d names: %d keys right after, 0 after retention", names, peak)
 }
 
@@ -84,7 +85,7 @@ func TestFence_keyExpiry_fencesStillIncrease(t *testing.T) {
 		t.Fatalf("free lock PTTL %v: it must expire", pttl)
 	}
 	rdb.PExpire(ctx, "lockkit:{x}", 5*time.Millisecond)
-	eventually(t, time.Second, "the free lock to expire", func() bool { return rdb.Exists(ctx, "lockkit:{x}").Val() == 0 })
+	locktest.Eventually(t, time.Second, "the free lock to expire", func() bool { return rdb.Exists(ctx, "lockkit:{x}").Val() == 0 })
 	l2, err := c.Acquire(ctx, "x", time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +99,7 @@ func TestFence_keyExpiry_fencesStillIncrease(t *testing.T) {
 // Every key lockkit writes carries a TTL, whatever the path that wrote it.
 func TestKeys_everyKeyExpires(t *testing.T) {
 	srv, rdb, c := setup(t)
-	other := newClient(t, srv.Client(t))
+	other := locktest.NewClient(t, srv.Client(t))
 	ctx := context.Background()
 	check := func(when string) {
 		t.Helper()
@@ -124,7 +125,7 @@ func TestKeys_everyKeyExpires(t *testing.T) {
 			_ = l.Release(ctx)
 		}
 	}()
-	eventually(t, 2*time.Second, "a fair waiter queued", func() bool { return rdb.Exists(ctx, "lockkit:{f}:queue").Val() == 1 })
+	locktest.Eventually(t, 2*time.Second, "a fair waiter queued", func() bool { return rdb.Exists(ctx, "lockkit:{f}:queue").Val() == 1 })
 	g, _ := c.Acquire(ctx, "g", time.Second, core.WithGuard("lockkit:{g}:done"))
 	_ = a.Extend(ctx, 3*time.Second)
 	check("while held")
@@ -132,7 +133,7 @@ func TestKeys_everyKeyExpires(t *testing.T) {
 	for _, l := range []*core.Lock{in, co, a, f} {
 		_ = l.Release(ctx)
 	}
-	eventually(t, 3*time.Second, "the fair waiter served", queued.Load)
+	locktest.Eventually(t, 3*time.Second, "the fair waiter served", queued.Load)
 	check("after release")
 	if n := len(rdb.Keys(ctx, "lockkit:{a}*").Val()); n == 0 {
 		t.Fatal("no key left to check: the test proves nothing")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -35,8 +36,8 @@ func TestReentry_afterLoss_neverTakesTheLock(t *testing.T) {
 		for _, how := range []string{"context", "WithOwner"} {
 			t.Run(loss.name+"/"+how, func(t *testing.T) {
 				srv, _, a := setup(t)
-				b := newClient(t, srv.Client(t))
-				other := newClient(t, srv.Client(t))
+				b := locktest.NewClient(t, srv.Client(t))
+				other := locktest.NewClient(t, srv.Client(t))
 				ctx := context.Background()
 				held, err := a.Acquire(ctx, "x", ttl)
 				if err != nil {
@@ -82,7 +83,7 @@ func TestReentry_afterLoss_neverTakesTheLock(t *testing.T) {
 // hold's renewal, Extend and TTL say the lock is not its own.
 func TestRenewal_onlyTheAcquisitionItBelongsTo(t *testing.T) {
 	srv, _, a := setup(t)
-	b := newClient(t, srv.Client(t))
+	b := locktest.NewClient(t, srv.Client(t))
 	ctx := context.Background()
 	const tok = "task-42"
 	old, err := a.Acquire(ctx, "y", 900*time.Millisecond, core.WithToken(tok))
@@ -120,8 +121,8 @@ func TestExpired_renewalThatArrivedIsGivenBack(t *testing.T) {
 	rdb := srv.Client(t)
 	late := &lateRenewals{}
 	rdb.AddHook(late)
-	holder := newClient(t, rdb)
-	other := newClient(t, srv.Client(t))
+	holder := locktest.NewClient(t, rdb)
+	other := locktest.NewClient(t, srv.Client(t))
 	ctx := context.Background()
 	const ttl = 600 * time.Millisecond
 	l, err := holder.Acquire(ctx, "e", ttl)

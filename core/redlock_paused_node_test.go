@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -29,7 +30,7 @@ func TestRedlock_release_nodeTimeoutFollowsLockTTL(t *testing.T) {
 	gone := func(key string) {
 		t.Helper()
 		for _, s := range srvs {
-			eventually(t, 2*time.Second, key+" freed on "+s.Addr(), func() bool { return !heldOn(t, s, key) })
+			locktest.Eventually(t, 2*time.Second, key+" freed on "+s.Addr(), func() bool { return !heldOn(t, s, key) })
 		}
 	}
 	// Load the scripts on every node through a direct client, so that the distant client's calls

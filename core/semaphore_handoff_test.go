@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -30,8 +31,8 @@ func TestPermits_handoff_waiterGivesUpGrantHandedOn(t *testing.T) {
 			// W1 hears everything 300ms late (its grant message too); both poll rarely (W2: 2.5s or more).
 			slow := redis.NewClient(srv.StartDelayProxy(t, 300*time.Millisecond).Options())
 			t.Cleanup(func() { slow.Close() })
-			w1c := newClient(t, slow, core.WithRetryBackoff(5*time.Second, 10*time.Second))
-			w2c := newClient(t, rdb, core.WithRetryBackoff(5*time.Second, 10*time.Second), core.WithFairWaiterTimeout(30*time.Second))
+			w1c := locktest.NewClient(t, slow, core.WithRetryBackoff(5*time.Second, 10*time.Second))
+			w2c := locktest.NewClient(t, rdb, core.WithRetryBackoff(5*time.Second, 10*time.Second), core.WithFairWaiterTimeout(30*time.Second))
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			h, err := holder.Acquire(ctx, "gone", 10*time.Second, opts...)
@@ -44,8 +45,8 @@ func TestPermits_handoff_waiterGivesUpGrantHandedOn(t *testing.T) {
 				_, err := w1c.Acquire(ctx1, "gone", 10*time.Second, opts...)
 				w1 <- err
 			}()
-			eventually(t, 5*time.Second, "W1 queued", func() bool { return len(queued(t, rdb, "lockkit:{gone}:permits:queue")) == 1 })
-			eventually(t, 5*time.Second, "W1 parked", func() bool { return core.WaitersParked(w1c) == 1 })
+			locktest.Eventually(t, 5*time.Second, "W1 queued", func() bool { return len(queued(t, rdb, "lockkit:{gone}:permits:queue")) == 1 })
+			locktest.Eventually(t, 5*time.Second, "W1 parked", func() bool { return core.WaitersParked(w1c) == 1 })
 			w2 := make(chan *core.Lock, 1)
 			go func() {
 				p, err := w2c.Acquire(ctx, "gone", 10*time.Second, opts...)
@@ -54,8 +55,8 @@ func TestPermits_handoff_waiterGivesUpGrantHandedOn(t *testing.T) {
 				}
 				w2 <- p
 			}()
-			eventually(t, 5*time.Second, "W2 queued", func() bool { return len(queued(t, rdb, "lockkit:{gone}:permits:queue")) == 2 })
-			eventually(t, 5*time.Second, "W2 parked", func() bool { return core.WaitersParked(w2c) == 1 })
+			locktest.Eventually(t, 5*time.Second, "W2 queued", func() bool { return len(queued(t, rdb, "lockkit:{gone}:permits:queue")) == 2 })
+			locktest.Eventually(t, 5*time.Second, "W2 parked", func() bool { return core.WaitersParked(w2c) == 1 })
 			w1tok := queued(t, rdb, "lockkit:{gone}:permits:queue")[0].tok
 			released := time.Now()
 			if err := h.Release(ctx); err != nil { // grants the permit to W1, which hears it 300ms late
@@ -91,7 +92,7 @@ func TestPermits_handoff_waiterGivesUpGrantHandedOn(t *testing.T) {
 // the queue has a TTL.
 func TestPermits_handoff_deadWaiterGrantExpires(t *testing.T) {
 	_, rdb, holder := setup(t)
-	c := newClient(t, rdb)
+	c := locktest.NewClient(t, rdb)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	h, err := holder.Acquire(ctx, "dead", 10*time.Second, core.Permits(1))
@@ -109,7 +110,7 @@ func TestPermits_handoff_deadWaiterGrantExpires(t *testing.T) {
 		}
 		got <- p
 	}()
-	eventually(t, 5*time.Second, "waiter queued", func() bool { return len(queued(t, rdb, "lockkit:{dead}:permits:queue")) == 2 })
+	locktest.Eventually(t, 5*time.Second, "waiter queued", func() bool { return len(queued(t, rdb, "lockkit:{dead}:permits:queue")) == 2 })
 	// (The deadlines hash exists once a waiter refreshed its place: then it has a TTL too.)
 	for _, k := range []string{"lockkit:{dead}:permits:queue", "lockkit:{dead}:permits:queue:deadlines"} {
 		if d := rdb.PTTL(ctx, k).Val(); d <= 0 && !(d == -2*time.Nanosecond && strings.HasSuffix(k, ":deadlines")) {
@@ -138,7 +139,7 @@ func TestPermits_handoff_deadWaiterGrantExpires(t *testing.T) {
 // later attempt) is ignored: the waiter does not hold a permit Redis does not record.
 func TestPermits_handoff_staleGrantIgnored(t *testing.T) {
 	_, rdb, holder := setup(t)
-	c := newClient(t, rdb)
+	c := locktest.NewClient(t, rdb)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	h, err := holder.Acquire(ctx, "stale", 10*time.Second, core.Permits(1))
@@ -156,8 +157,8 @@ func TestPermits_handoff_staleGrantIgnored(t *testing.T) {
 		}
 		res <- err
 	}()
-	eventually(t, 5*time.Second, "waiter queued", func() bool { return len(queued(t, rdb, "lockkit:{stale}:permits:queue")) == 1 })
-	eventually(t, 5*time.Second, "waiter parked", func() bool { return core.WaitersParked(c) == 1 })
+	locktest.Eventually(t, 5*time.Second, "waiter queued", func() bool { return len(queued(t, rdb, "lockkit:{stale}:permits:queue")) == 1 })
+	locktest.Eventually(t, 5*time.Second, "waiter parked", func() bool { return core.WaitersParked(c) == 1 })
 	w := queued(t, rdb, "lockkit:{stale}:permits:queue")[0]
 	tok, epoch := w.tok, w.epoch
 	sum := sha1.Sum([]byte(tok))
@@ -166,7 +167,7 @@ func TestPermits_handoff_staleGrantIgnored(t *testing.T) {
 	if err := <-res; !errors.Is(err, core.ErrNotAcquired) {
 		t.Fatalf("after a stale grant: %v, want ErrNotAcquired (the waiter timed out)", err)
 	}
-	eventually(t, 2*time.Second, "waiter dequeued", func() bool { return len(queued(t, rdb, "lockkit:{stale}:permits:queue")) == 0 })
+	locktest.Eventually(t, 2*time.Second, "waiter dequeued", func() bool { return len(queued(t, rdb, "lockkit:{stale}:permits:queue")) == 0 })
 }
 
 // A permit taken by handoff is a lease like any other: its holder counts it from its last attempt
@@ -180,13 +181,13 @@ func TestPermits_handoff_renewalsFail_cancelledBeforeHandedOn(t *testing.T) {
 	a := srv.Client(t)
 	a.AddHook(cut)
 	var byAttempt atomic.Int64
-	ca := newClient(t, a, core.WithRetryBackoff(5*time.Second, 10*time.Second), core.WithHook(core.Hook{
+	ca := locktest.NewClient(t, a, core.WithRetryBackoff(5*time.Second, 10*time.Second), core.WithHook(core.Hook{
 		Attempt: func(_ context.Context, w core.WaitInfo) {
 			if w.Acquired {
 				byAttempt.Add(1)
 			}
 		}}))
-	cb := newClient(t, rdb)
+	cb := locktest.NewClient(t, rdb)
 	const ttl = 300 * time.Millisecond
 	h, err := holder.Acquire(ctx, "cut2", 10*time.Second, core.Permits(1))
 	if err != nil {
@@ -200,7 +201,7 @@ func TestPermits_handoff_renewalsFail_cancelledBeforeHandedOn(t *testing.T) {
 		}
 		got <- p
 	}()
-	eventually(t, 5*time.Second, "waiter parked", func() bool { return core.WaitersParked(ca) == 1 })
+	locktest.Eventually(t, 5*time.Second, "waiter parked", func() bool { return core.WaitersParked(ca) == 1 })
 	time.Sleep(100 * time.Millisecond) // the waiter's last attempt is 100ms old when it is granted
 	cut.on.Store(true)                 // (renewals are pipelined; acquire attempts are not)
 	_ = h.Release(ctx)
@@ -243,7 +244,7 @@ func TestPermits_handoff_renewalsFail_cancelledBeforeHandedOn(t *testing.T) {
 // grant details included; the live waiter behind it gets the permit.
 func TestPermits_handoff_expiredWaiterSkipped(t *testing.T) {
 	_, rdb, holder := setup(t)
-	c := newClient(t, rdb)
+	c := locktest.NewClient(t, rdb)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	h, err := holder.Acquire(ctx, "skip", 10*time.Second, core.Permits(1))
@@ -260,7 +261,7 @@ func TestPermits_handoff_expiredWaiterSkipped(t *testing.T) {
 		}
 		got <- p
 	}()
-	eventually(t, 5*time.Second, "waiter queued", func() bool { return len(queued(t, rdb, "lockkit:{skip}:permits:queue")) == 2 })
+	locktest.Eventually(t, 5*time.Second, "waiter queued", func() bool { return len(queued(t, rdb, "lockkit:{skip}:permits:queue")) == 2 })
 	_ = h.Release(ctx)
 	p := <-got
 	defer p.Release(ctx)

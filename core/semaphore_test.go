@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -204,7 +205,7 @@ func TestPermits_extendMaxHoldAndFairKeysExpire(t *testing.T) {
 	if cause := context.Cause(p.Context()); !errors.Is(cause, core.ErrMaxHold) {
 		t.Fatalf("cause %v, want ErrMaxHold", cause)
 	}
-	eventually(t, 2*time.Second, "permit given back", func() bool { return rdb.Exists(ctx, "lockkit:{ext}:permits").Val() == 0 })
+	locktest.Eventually(t, 2*time.Second, "permit given back", func() bool { return rdb.Exists(ctx, "lockkit:{ext}:permits").Val() == 0 })
 
 	// Fair mode: the queue keys expire too.
 	h, err := c.Acquire(ctx, "fq", 5*time.Second, core.Permits(1), core.Fair())
@@ -217,7 +218,7 @@ func TestPermits_extendMaxHoldAndFairKeysExpire(t *testing.T) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() { _, _ = c.Acquire(wctx, "fq", time.Second, core.Permits(1), core.Fair()) }()
-	eventually(t, 2*time.Second, "waiter queued", func() bool { return int64(len(queued(t, rdb, "lockkit:{fq}:permits:queue"))) == 1 })
+	locktest.Eventually(t, 2*time.Second, "waiter queued", func() bool { return int64(len(queued(t, rdb, "lockkit:{fq}:permits:queue"))) == 1 })
 	if d := rdb.PTTL(ctx, "lockkit:{fq}:permits:queue").Val(); d <= 0 {
 		t.Fatalf("the queue: PTTL %v, want a TTL", d)
 	}
@@ -227,7 +228,7 @@ func TestPermits_extendMaxHoldAndFairKeysExpire(t *testing.T) {
 		t.Fatal("the queue's deadlines: no TTL")
 	}
 	cancel()
-	eventually(t, 2*time.Second, "waiter left the queue", func() bool { return int64(len(queued(t, rdb, "lockkit:{fq}:permits:queue"))) == 0 })
+	locktest.Eventually(t, 2*time.Second, "waiter left the queue", func() bool { return int64(len(queued(t, rdb, "lockkit:{fq}:permits:queue"))) == 0 })
 }
 
 // The watchdog renews permits and locks in the same pipelined batches (one goroutine, one round
@@ -243,12 +244,12 @@ func TestPermits_renewedInTheLocksBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 2*time.Second, "renewals of both", func() bool { _, n := core.RenewStats(c); return n >= 2 })
+	locktest.Eventually(t, 2*time.Second, "renewals of both", func() bool { _, n := core.RenewStats(c); return n >= 2 })
 	pipelines, scripts := core.RenewStats(c)
 	if pipelines != 1 || scripts != 2 {
 		t.Fatalf("first renewal round: %d pipelines with %d scripts, want 1 with 2 (lock and permit together)", pipelines, scripts)
 	}
-	eventually(t, 2*time.Second, "more renewal rounds", func() bool { n, _ := core.RenewStats(c); return n >= 4 })
+	locktest.Eventually(t, 2*time.Second, "more renewal rounds", func() bool { n, _ := core.RenewStats(c); return n >= 4 })
 	for _, x := range []*core.Lock{l, p} {
 		if err := x.Context().Err(); err != nil {
 			t.Fatalf("%s lost: %v", x.Key(), context.Cause(x.Context()))

@@ -90,7 +90,7 @@ func busyState(t *testing.T, admin redis.UniversalClient) {
 			}
 		})
 	}
-	eventually(t, "the fair waiter refreshed its place and the permit waiter queued", func() bool {
+	locktest.Eventually(t, 5*time.Second, "the fair waiter refreshed its place and the permit waiter queued", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return queued[0] >= 2 && queued[1] >= 1

@@ -7,6 +7,7 @@ import (
 
 	"github.com/lockkit/lockkit/core"
 	"github.com/lockkit/lockkit/internal/chaos"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 )
 
@@ -23,7 +24,7 @@ func runCluster(t *testing.T, rep *chaos.Report) {
 	secs := newSections()
 	var clients []*core.Client
 	for range 2 {
-		clients = append(clients, newClient(t, cl.Client(t), core.WithHook(secs.hook()),
+		clients = append(clients, locktest.NewClient(t, cl.Client(t), core.WithHook(secs.hook()),
 			core.WithReplicaAck(1, 200*time.Millisecond)))
 	}
 	names := map[*redistest.Server]string{}

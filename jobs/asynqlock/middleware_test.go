@@ -3,10 +3,11 @@ package asynqlock_test
 import (
 	"context"
 	"errors"
-	"github.com/lockkit/lockkit/internal/locktest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lockkit/lockkit/internal/locktest"
 
 	"github.com/hibiken/asynq"
 	"github.com/lockkit/lockkit/core"
@@ -144,7 +145,7 @@ func TestMiddleware_withWait(t *testing.T) {
 		return nil
 	}, asynqlock.WithWait(10*time.Second))
 	go func() { done <- h.ProcessTask(ctx, asynq.NewTask("work", nil)) }()
-	eventually(t, 5*time.Second, "the task to wait", func() bool {
+	locktest.Eventually(t, 5*time.Second, "the task to wait", func() bool {
 		ch := "lockkit:{@asynq/work}:released"
 		return rdb.PubSubNumSub(ctx, ch).Val()[ch] == 1
 	})

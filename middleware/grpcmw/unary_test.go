@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/lockkit/lockkit/internal/locktest"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/lockkit/lockkit/internal/locktest"
 
 	"github.com/lockkit/lockkit/core"
 	"github.com/lockkit/lockkit/middleware/grpcmw"
@@ -155,7 +156,7 @@ func TestUnary_wait_getsLockOnRelease(t *testing.T) {
 		_, err := e.replicas[0].call(context.Background(), keyedMethod, "acct-w")
 		done <- err
 	}()
-	eventually(t, 5*time.Second, "the call to wait on the release channel",
+	locktest.Eventually(t, 5*time.Second, "the call to wait on the release channel",
 		func() bool { return subscribers(t, e.rdb, "acct-w") > 0 })
 	select {
 	case err := <-done:
@@ -284,7 +285,7 @@ func TestUnary_errorCodes(t *testing.T) {
 // server answers), so the interceptor is called directly here.
 func TestUnary_contextErrors_andClosedClient(t *testing.T) {
 	e := setup(t, &service{unary: echo}, 0)
-	locks := newClient(t, e.redis.Client(t))
+	locks := locktest.NewClient(t, e.redis.Client(t))
 	ic := grpcmw.UnaryServerInterceptor(locks, grpcmw.WithWait(10*time.Second))
 	holdLock(t, e, "acct-c", 30*time.Second)
 	info := &grpc.UnaryServerInfo{FullMethod: keyedMethod}

@@ -141,7 +141,7 @@ func TestUnary_withKeys_partlyHeld(t *testing.T) {
 		_, err := patient.call(ctx, plainMethod, "A,B")
 		done <- err
 	}()
-	eventually(t, 5*time.Second, "the transfer to wait for account B", func() bool {
+	locktest.Eventually(t, 5*time.Second, "the transfer to wait for account B", func() bool {
 		return subscribers(t, e.rdb, "B") > 0
 	})
 	if locktest.Held(t, e.rdb, "lockkit:{@grpc/A}") {

@@ -108,7 +108,7 @@ func TestKeyLock_withKeys_transfersInOppositeDirectionsNeverDeadlock(t *testing.
 	b := newBank(t, srv)
 	var urls []string
 	for range 2 {
-		urls = append(urls, transferAPI(t, newClient(t, srv.Client(t)), b, httpmw.WithWait(time.Minute)))
+		urls = append(urls, transferAPI(t, locktest.NewClient(t, srv.Client(t)), b, httpmw.WithWait(time.Minute)))
 	}
 	paths := []string{"/transfers/A/B", "/transfers/B/A", "/transfers/B/C", "/transfers/C/A", "/transfers/A/C"}
 	const n = 40
@@ -175,7 +175,7 @@ func TestKeyLock_withKeys_partlyHeld(t *testing.T) {
 	waiting := transferAPI(t, locks, b, httpmw.WithWait(30*time.Second))
 	done := make(chan response, 1)
 	go func() { r, _ := request("POST", waiting+"/transfers/A/B", "", ""); done <- r }()
-	eventually(t, 5*time.Second, "the transfer to wait for account B", func() bool {
+	locktest.Eventually(t, 5*time.Second, "the transfer to wait for account B", func() bool {
 		return fmt.Sprint(srv.Do(t, "PUBSUB", "CHANNELS", "*{@http/B}*")) != "[]"
 	})
 	if locktest.Held(t, rdb, "lockkit:{@http/A}") {
