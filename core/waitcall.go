@@ -10,6 +10,24 @@ import (
 	"github.com/lockkit/lockkit/core/internal/wait"
 )
 
+// waitCall is one Acquire, TryAcquire or Do call's attempts, and its state between them: an
+// attempt is one acquire round trip; between attempts a waiting call parks in the Client's queue
+// for the lock's release channel, until a release wakes it or its fallback delay passes.
+type waitCall struct {
+	c     *Client
+	l     *Lock
+	ao    acquireOptions
+	waits bool // Acquire (wait) or TryAcquire (one attempt)
+	start time.Time
+
+	wait.Call // the call's place in the wake-up machinery (its Digest: learnDigest)
+
+	res      store.AcquireResult // the last attempt's answer
+	sent     time.Time           // when the last attempt was sent
+	attempts int
+	epoch    int64 // the epoch a grant to the call carries (internal/wait/grant.go)
+}
+
 // learnDigest names the call's waiter with its token's digest, asking the server for it once per
 // call. Without an answer the waiter stays unnamed and polls (as a waiter that missed a message
 // does); it returns an error only when ctx ended.
@@ -43,24 +61,6 @@ func (wc *waitCall) nest(ctx context.Context) error {
 	}
 	wc.res = store.AcquireResult{OK: true, Fence: o.fence, Holds: o.holds + 1}
 	return nil
-}
-
-// waitCall is one Acquire, TryAcquire or Do call's attempts, and its state between them: an
-// attempt is one acquire round trip; between attempts a waiting call parks in the Client's queue
-// for the lock's release channel, until a release wakes it or its fallback delay passes.
-type waitCall struct {
-	c     *Client
-	l     *Lock
-	ao    acquireOptions
-	waits bool // Acquire (wait) or TryAcquire (one attempt)
-	start time.Time
-
-	wait.Call // the call's place in the wake-up machinery (its Digest: learnDigest)
-
-	res      store.AcquireResult // the last attempt's answer
-	sent     time.Time           // when the last attempt was sent
-	attempts int
-	epoch    int64 // the epoch a grant to the call carries (internal/wait/grant.go)
 }
 
 func (wc *waitCall) run(ctx context.Context) (err error) {
