@@ -21,7 +21,7 @@ func namesOnEveryMaster(t *testing.T, cl *redistest.Cluster) map[string]*rediste
 	seen := map[*redistest.Server]bool{}
 	for i := 0; len(seen) < 3 && i < 1000; i++ {
 		name := "acct-" + strconv.Itoa(i)
-		m := cl.MasterOf(t, "lockkit:{"+name+"}")
+		m := cl.MasterOf(t, locktest.Key(name))
 		if !seen[m] {
 			seen[m] = true
 			out[name] = m
@@ -133,7 +133,7 @@ func TestCluster_fairHandoff_grantBySPUBLISH(t *testing.T) {
 // that never shows up fails it with every node's role and count.
 func awaitShardSubscriber(t *testing.T, cl *redistest.Cluster, master *redistest.Server, name string, got chan error) {
 	t.Helper()
-	ch := "lockkit:{" + name + "}:released"
+	ch := locktest.Key(name, "released")
 	count := func(s *redistest.Server) any { return s.Do(t, "PUBSUB", "SHARDNUMSUB", ch).([]any)[1] }
 	inShard := func(s *redistest.Server) bool {
 		if s == master {
@@ -225,7 +225,7 @@ func TestCluster_failover_waitersStillWoken(t *testing.T) {
 	waiter := locktest.NewClient(t, cl.Client(t), core.WithRetryBackoff(5*time.Second, 10*time.Second))
 	ctx := context.Background()
 	const name = "doc-1"
-	old := cl.MasterOf(t, "lockkit:{"+name+"}")
+	old := cl.MasterOf(t, locktest.Key(name))
 	l, err := holder.Acquire(ctx, name, time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -240,7 +240,7 @@ func TestCluster_failover_waitersStillWoken(t *testing.T) {
 	}()
 	locktest.Eventually(t, 5*time.Second, "waiter parked", func() bool { return core.WaitersParked(waiter) == 1 })
 	cl.Failover(t, old)
-	now := cl.MasterOf(t, "lockkit:{"+name+"}")
+	now := cl.MasterOf(t, locktest.Key(name))
 	if now == old {
 		t.Fatal("slot did not move")
 	}
@@ -257,7 +257,7 @@ func TestCluster_failover_waitersStillWoken(t *testing.T) {
 	locktest.Eventually(t, 5*time.Second, "waiter subscribed in the shard", func() bool {
 		n := int64(0)
 		for _, s := range []*redistest.Server{old, now} {
-			m := s.Do(t, "PUBSUB", "SHARDNUMSUB", "lockkit:{"+name+"}:released").([]any)
+			m := s.Do(t, "PUBSUB", "SHARDNUMSUB", locktest.Key(name, "released")).([]any)
 			n += m[1].(int64)
 		}
 		return n == 1
@@ -288,7 +288,7 @@ func TestCluster_failover_unreplicatedLockReportedLost(t *testing.T) {
 	holder := locktest.NewClient(t, cl.Client(t))
 	ctx := context.Background()
 	const name = "doc-2"
-	master := cl.MasterOf(t, "lockkit:{"+name+"}")
+	master := cl.MasterOf(t, locktest.Key(name))
 	replica := cl.ReplicaOf(t, master)
 	// A fresh cluster client's first command loads the topology from the nodes, the paused replica
 	// too (5 s): that would spend the lock's validity before Acquire returns.
@@ -343,7 +343,7 @@ func TestCluster_replicaAck(t *testing.T) {
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	master := cl.MasterOf(t, "lockkit:{"+name+"}")
+	master := cl.MasterOf(t, locktest.Key(name))
 	replica := cl.ReplicaOf(t, master)
 	replica.Pause(t)
 	defer replica.Resume(t)
@@ -352,7 +352,7 @@ func TestCluster_replicaAck(t *testing.T) {
 		t.Fatalf("paused replica: %v, want ErrUnavailable", err)
 	}
 	t.Logf("paused replica: %v", err)
-	if heldOn(t, master, "lockkit:{"+name+"}") {
+	if heldOn(t, master, locktest.Key(name)) {
 		t.Fatal("an unacknowledged lock was left behind")
 	}
 }

@@ -23,7 +23,7 @@ import (
 func fairQueue(t testing.TB, rdb *redis.Client, name string) []string {
 	t.Helper()
 	var toks []string
-	for _, w := range queued(t, rdb, "lockkit:{"+name+"}:queue") {
+	for _, w := range queued(t, rdb, locktest.Key(name, "queue")) {
 		toks = append(toks, w.tok)
 	}
 	return toks
@@ -120,14 +120,14 @@ func TestFair_handoff_grantReceived(t *testing.T) {
 	if l.Fence() <= h.Fence() || l.Holds() != 1 || n.acquired.Load() != 1 {
 		t.Fatalf("fence %d after %d, holds %d, Acquired events %d", l.Fence(), h.Fence(), l.Holds(), n.acquired.Load())
 	}
-	if s := lockState(t, rdb, "lockkit:{g}"); s.Token != l.Token() || s.Fence != l.Fence() {
+	if s := lockState(t, rdb, locktest.Key("g")); s.Token != l.Token() || s.Fence != l.Fence() {
 		t.Fatalf("Redis records %+v, the waiter holds fence %d", s, l.Fence())
 	}
 	info, err := holder.Inspect(ctx, "g")
 	if err != nil || len(info.Holders) != 1 || info.Holders[0].Label != "waiter" || info.Queued != 0 {
 		t.Fatalf("Inspect: %+v, %v", info, err)
 	}
-	if d := rdb.PTTL(ctx, "lockkit:{g}").Val(); d < 4*time.Second {
+	if d := rdb.PTTL(ctx, locktest.Key("g")).Val(); d < 4*time.Second {
 		t.Fatalf("PTTL %v: the grant's lease is not the waiter's 5s TTL", d)
 	}
 }
@@ -204,7 +204,7 @@ func TestFair_handoff_waiterGivesUpGrantHandedOn(t *testing.T) {
 	if err := h.Release(ctx); err != nil { // hands the lock to W1, which hears it 300ms late
 		t.Fatal(err)
 	}
-	if s := lockState(t, rdb, "lockkit:{gone}"); s.Token != w1tok {
+	if s := lockState(t, rdb, locktest.Key("gone")); s.Token != w1tok {
 		t.Fatal("the release did not hand the lock to the queue's head")
 	}
 	cancel1() // W1 gives up first
@@ -217,7 +217,7 @@ func TestFair_handoff_waiterGivesUpGrantHandedOn(t *testing.T) {
 	if l == nil || took > 2*time.Second {
 		t.Fatalf("W2 got %v %v after the release: not handed on when W1 gave up", l, took)
 	}
-	if s := lockState(t, rdb, "lockkit:{gone}"); s.Token != l.Token() || l.Fence() <= h.Fence() {
+	if s := lockState(t, rdb, locktest.Key("gone")); s.Token != l.Token() || l.Fence() <= h.Fence() {
 		t.Fatalf("Redis records %+v; W2 holds fence %d after %d", s, l.Fence(), h.Fence())
 	}
 	// W2's grant goes to W1 again (queued anew), which gives up alone: the lock is free at once.
@@ -232,7 +232,7 @@ func TestFair_handoff_waiterGivesUpGrantHandedOn(t *testing.T) {
 	if l := <-w1; l != nil {
 		t.Fatal("W1 acquired although it gave up")
 	}
-	if lockHeld(t, rdb, "lockkit:{gone}") {
+	if lockHeld(t, rdb, locktest.Key("gone")) {
 		t.Fatal("the lock stays held by a waiter that gave up")
 	}
 }
@@ -251,8 +251,8 @@ func TestFair_handoff_deadWaiterGrantExpires(t *testing.T) {
 	}
 	// A dead waiter queued just now, as an attempt queues one: 500ms TTL, 5s queue timeout.
 	member := "500\x005000\x00dead-waiter-token\x000\x00host 1 dead"
-	rdb.ZAdd(ctx, "lockkit:{dead}:queue", redis.Z{Score: float64(2 * time.Now().UnixMicro()), Member: member})
-	rdb.PExpire(ctx, "lockkit:{dead}:queue", 10*time.Second)
+	rdb.ZAdd(ctx, locktest.Key("dead", "queue"), redis.Z{Score: float64(2 * time.Now().UnixMicro()), Member: member})
+	rdb.PExpire(ctx, locktest.Key("dead", "queue"), 10*time.Second)
 	got := acquireFair(t, ctx, c, "dead", 10*time.Second)
 	locktest.Eventually(t, 5*time.Second, "waiter queued", func() bool { return len(fairQueue(t, rdb, "dead")) == 2 })
 	for _, k := range rdb.Keys(ctx, "lockkit:{dead}*").Val() {
@@ -262,7 +262,7 @@ func TestFair_handoff_deadWaiterGrantExpires(t *testing.T) {
 	}
 	released := time.Now()
 	_ = h.Release(ctx)
-	dead := lockState(t, rdb, "lockkit:{dead}")
+	dead := lockState(t, rdb, locktest.Key("dead"))
 	if dead.Token != "dead-waiter-token" || dead.Fence <= h.Fence() {
 		t.Fatalf("after the release Redis records %+v: not handed to the dead waiter", dead)
 	}
@@ -303,15 +303,15 @@ func TestFair_handoff_staleGrantIgnored(t *testing.T) {
 	locktest.Eventually(t, 5*time.Second, "waiter queued and parked", func() bool {
 		return len(fairQueue(t, rdb, "stale")) == 1 && core.WaitersParked(c) == 1
 	})
-	z := rdb.ZRangeWithScores(ctx, "lockkit:{stale}:queue", 0, 0).Val()[0]
+	z := rdb.ZRangeWithScores(ctx, locktest.Key("stale", "queue"), 0, 0).Val()[0]
 	epoch := int64(z.Score) / 2
 	sum := sha1.Sum([]byte(fairQueue(t, rdb, "stale")[0]))
 	msg := "g:" + hex.EncodeToString(sum[:]) + ":" + strconv.FormatInt(h.Fence()+1, 10) + ":" + strconv.FormatInt(epoch-1, 10)
-	rdb.Publish(ctx, "lockkit:{stale}:released", msg)
+	rdb.Publish(ctx, locktest.Key("stale", "released"), msg)
 	if err := <-res; !errors.Is(err, core.ErrNotAcquired) {
 		t.Fatalf("after a stale grant: %v, want ErrNotAcquired (the waiter timed out)", err)
 	}
-	if n := rdb.ZCard(ctx, "lockkit:{stale}:queue").Val(); n != 0 {
+	if n := rdb.ZCard(ctx, locktest.Key("stale", "queue")).Val(); n != 0 {
 		t.Fatalf("%d waiters left in the queue", n)
 	}
 }
@@ -363,7 +363,7 @@ func TestFair_handoff_replayedReleaseHandsOnOnce(t *testing.T) {
 		t.Fatalf("release: %v, replayed %d times", err, rr.replayed.Load())
 	}
 	l := <-got
-	if s := lockState(t, rdb, "lockkit:{replay}"); l == nil || s.Token != l.Token() || len(fairQueue(t, rdb, "replay")) != 1 {
+	if s := lockState(t, rdb, locktest.Key("replay")); l == nil || s.Token != l.Token() || len(fairQueue(t, rdb, "replay")) != 1 {
 		t.Fatalf("after a replayed release Redis records %+v, queue %v", s, fairQueue(t, rdb, "replay"))
 	}
 	_ = l.Release(ctx)

@@ -16,7 +16,7 @@ func TestFair_shortWaiterKeepsQueueTTL(t *testing.T) {
 	srv, rdb, holder := setup(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	const name, queue, deadlines = "q", "lockkit:{q}:queue", "lockkit:{q}:queue:deadlines"
+	var name, queue, deadlines = "q", locktest.Key("q", "queue"), locktest.Key("q", "queue", "deadlines")
 	l, err := holder.Acquire(ctx, name, 30*time.Second, core.Fair())
 	if err != nil {
 		t.Fatal(err)

@@ -120,7 +120,7 @@ func FuzzAcquire_validation(f *testing.F) {
 		if err != nil {
 			t.Fatalf("valid input refused: name %q ttl %v owner %d bytes guard %q wait %v: %v", name, ttl, len(owner), guard, wait, err)
 		}
-		if l.Fence() <= 0 || l.Name() != name || l.Key() != "lockkit:{"+name+"}" || (owner != "" && l.Token() != owner) {
+		if l.Fence() <= 0 || l.Name() != name || l.Key() != locktest.Key(name) || (owner != "" && l.Token() != owner) {
 			t.Fatalf("lock %q key %q fence %d", l.Name(), l.Key(), l.Fence())
 		}
 		if err := l.Release(ctx); err != nil && !(ttl < 100*time.Millisecond && errors.Is(err, core.ErrNotHeld)) {

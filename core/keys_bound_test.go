@@ -66,7 +66,7 @@ func TestFence_keyExpiry_fencesStillIncrease(t *testing.T) {
 		t.Fatal(err)
 	}
 	f1 := l.Fence()
-	if pttl := rdb.PTTL(ctx, "lockkit:{x}").Val(); pttl <= 0 {
+	if pttl := rdb.PTTL(ctx, locktest.Key("x")).Val(); pttl <= 0 {
 		t.Fatalf("held lock PTTL %v: it must expire", pttl)
 	}
 	in, err := c.Acquire(l.Context(), "x", time.Second)
@@ -78,14 +78,14 @@ func TestFence_keyExpiry_fencesStillIncrease(t *testing.T) {
 	}
 	_ = in.Release(ctx)
 	_ = l.Release(ctx)
-	if st := lockState(t, rdb, "lockkit:{x}"); st.Held() || st.Fence != f1 {
+	if st := lockState(t, rdb, locktest.Key("x")); st.Held() || st.Fence != f1 {
 		t.Fatalf("released lock: %+v, want free with fence %d", st, f1)
 	}
-	if pttl := rdb.PTTL(ctx, "lockkit:{x}").Val(); pttl <= 0 {
+	if pttl := rdb.PTTL(ctx, locktest.Key("x")).Val(); pttl <= 0 {
 		t.Fatalf("free lock PTTL %v: it must expire", pttl)
 	}
-	rdb.PExpire(ctx, "lockkit:{x}", 5*time.Millisecond)
-	locktest.Eventually(t, time.Second, "the free lock to expire", func() bool { return rdb.Exists(ctx, "lockkit:{x}").Val() == 0 })
+	rdb.PExpire(ctx, locktest.Key("x"), 5*time.Millisecond)
+	locktest.Eventually(t, time.Second, "the free lock to expire", func() bool { return rdb.Exists(ctx, locktest.Key("x")).Val() == 0 })
 	l2, err := c.Acquire(ctx, "x", time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -125,11 +125,11 @@ func TestKeys_everyKeyExpires(t *testing.T) {
 			_ = l.Release(ctx)
 		}
 	}()
-	locktest.Eventually(t, 2*time.Second, "a fair waiter queued", func() bool { return rdb.Exists(ctx, "lockkit:{f}:queue").Val() == 1 })
-	g, _ := c.Acquire(ctx, "g", time.Second, core.WithGuard("lockkit:{g}:done"))
+	locktest.Eventually(t, 2*time.Second, "a fair waiter queued", func() bool { return rdb.Exists(ctx, locktest.Key("f", "queue")).Val() == 1 })
+	g, _ := c.Acquire(ctx, "g", time.Second, core.WithGuard(locktest.Key("g", "done")))
 	_ = a.Extend(ctx, 3*time.Second)
 	check("while held")
-	_ = g.ReleaseSet(ctx, "lockkit:{g}:done", []byte("ok"), time.Minute)
+	_ = g.ReleaseSet(ctx, locktest.Key("g", "done"), []byte("ok"), time.Minute)
 	for _, l := range []*core.Lock{in, co, a, f} {
 		_ = l.Release(ctx)
 	}

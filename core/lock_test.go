@@ -22,16 +22,16 @@ func TestAcquire_release_roundTrips(t *testing.T) {
 		t.Fatalf("fence %d holds %d reentrant %v, want >0 1 false", l.Fence(), l.Holds(), l.Holds() > 1)
 	}
 	first := l.Fence()
-	if l.Key() != "lockkit:{orders}" || l.Name() != "orders" || len(l.Token()) != 32 {
+	if l.Key() != locktest.Key("orders") || l.Name() != "orders" || len(l.Token()) != 32 {
 		t.Fatalf("key %q name %q token %q", l.Key(), l.Name(), l.Token())
 	}
-	if got := lockState(t, rdb, "lockkit:{orders}"); got.Holds != 1 || got.Token != l.Token() || got.Fence != l.Fence() {
+	if got := lockState(t, rdb, locktest.Key("orders")); got.Holds != 1 || got.Token != l.Token() || got.Fence != l.Fence() {
 		t.Fatalf("in redis: %+v, want 1 hold of %s", got, l.Token())
 	}
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if lockHeld(t, rdb, "lockkit:{orders}") {
+	if lockHeld(t, rdb, locktest.Key("orders")) {
 		t.Fatal("lock key still exists after release")
 	}
 	if cause := context.Cause(l.Context()); !errors.Is(cause, core.ErrReleased) {
@@ -143,14 +143,14 @@ func TestReentrancy_context_and_owner(t *testing.T) {
 		if err := l.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if !lockHeld(t, rdb, "lockkit:{doc}") {
+		if !lockHeld(t, rdb, locktest.Key("doc")) {
 			t.Fatal("lock freed before the last hold was released")
 		}
 	}
 	if err := outer.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if lockHeld(t, rdb, "lockkit:{doc}") {
+	if lockHeld(t, rdb, locktest.Key("doc")) {
 		t.Fatal("lock not freed after the last hold")
 	}
 }
@@ -301,7 +301,7 @@ func TestClose_duringAcquisition_lockGoneMeanwhile(t *testing.T) {
 			if l, err := c.Acquire(ctx, "k", time.Minute); !errors.Is(err, core.ErrClosed) {
 				t.Fatalf("Acquire while closing: %v, %v; want ErrClosed", l, err)
 			}
-			if got := lockHeld(t, rdb, "lockkit:{k}"); got != tc.taken {
+			if got := lockHeld(t, rdb, locktest.Key("k")); got != tc.taken {
 				t.Fatalf("held after the give-back: %v, want %v", got, tc.taken)
 			}
 			if tc.taken && theirs.Context().Err() != nil {

@@ -31,7 +31,7 @@ func TestAcquireAll_allOrNothing(t *testing.T) {
 		t.Fatalf("TryAcquireAll with b taken: %v, want NotAcquired naming b", err)
 	}
 	for _, n := range []string{"a", "c"} {
-		if lockHeld(t, rdb, "lockkit:{"+n+"}") {
+		if lockHeld(t, rdb, locktest.Key(n)) {
 			t.Fatalf("%s was left held by a failed set", n)
 		}
 	}
@@ -47,7 +47,7 @@ func TestAcquireAll_allOrNothing(t *testing.T) {
 		t.Fatalf("%d locks", len(locks))
 	}
 	for i, n := range []string{"a", "b", "c"} {
-		st := lockState(t, rdb, "lockkit:{"+n+"}")
+		st := lockState(t, rdb, locktest.Key(n))
 		if locks[i].Name() != n || st.Token != locks[i].Token() || st.Fence != locks[i].Fence() || locks[i].Token() != locks[0].Token() {
 			t.Fatalf("lock %d: name %q fence %d; Redis %+v", i, locks[i].Name(), locks[i].Fence(), st)
 		}
@@ -62,7 +62,7 @@ func TestAcquireAll_allOrNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range []string{"a", "b", "c"} {
-		if lockHeld(t, rdb, "lockkit:{"+n+"}") {
+		if lockHeld(t, rdb, locktest.Key(n)) {
 			t.Fatalf("%s still held after the set's release", n)
 		}
 	}
@@ -150,7 +150,7 @@ func TestAcquireAll_oneLost_contextEndsAndReleaseGivesBackTheRest(t *testing.T) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	rdb.Del(ctx, "lockkit:{l2}") // behind the holder's back
+	rdb.Del(ctx, locktest.Key("l2")) // behind the holder's back
 	select {
 	case <-s.Context().Done():
 	case <-time.After(2 * time.Second):
@@ -164,12 +164,12 @@ func TestAcquireAll_oneLost_contextEndsAndReleaseGivesBackTheRest(t *testing.T) 
 		t.Fatalf("Release after a loss: %v, want ErrLost", err)
 	}
 	for _, n := range []string{"l1", "l3"} {
-		if lockHeld(t, rdb, "lockkit:{"+n+"}") {
+		if lockHeld(t, rdb, locktest.Key(n)) {
 			t.Fatalf("%s still held after Release", n)
 		}
 	}
 	err = c.DoAll(ctx, []string{"d1", "d2"}, 300*time.Millisecond, func(ctx context.Context) error {
-		rdb.Del(ctx, "lockkit:{d1}")
+		rdb.Del(ctx, locktest.Key("d1"))
 		<-ctx.Done()
 		return nil
 	})
@@ -294,7 +294,7 @@ func TestCluster_acquireAll_acrossSlots(t *testing.T) {
 		t.Fatalf("with acct:3 taken: %v", err)
 	}
 	for _, n := range names {
-		if n != "acct:3" && lockHeld(t, rdb, "lockkit:{"+n+"}") {
+		if n != "acct:3" && lockHeld(t, rdb, locktest.Key(n)) {
 			t.Fatalf("%s left held by a failed set", n)
 		}
 	}

@@ -23,7 +23,7 @@ func TestLogger_whatNoCallerIsTold(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rdb.Del(ctx, "lockkit:{logged}")
+	rdb.Del(ctx, locktest.Key("logged"))
 	<-l.Context().Done()
 	locktest.Eventually(t, 2*time.Second, "the loss logged", func() bool {
 		return strings.Contains(out.String(), `msg="lockkit: lock lost" name=logged reason=not_owner`)

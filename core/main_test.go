@@ -35,11 +35,11 @@ func setup(t testing.TB, opts ...core.Option) (*redistest.Server, *redis.Client,
 
 // subscribers returns how many connections are subscribed to the release channel of name.
 func subscribers(t testing.TB, rdb *redis.Client, name string) int64 {
-	m, err := rdb.PubSubNumSub(context.Background(), "lockkit:{"+name+"}:released").Result()
+	m, err := rdb.PubSubNumSub(context.Background(), locktest.Key(name, "released")).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return m["lockkit:{"+name+"}:released"]
+	return m[locktest.Key(name, "released")]
 }
 
 // lockState reads what Redis records about the lock key on rdb.

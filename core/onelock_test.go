@@ -150,7 +150,7 @@ func TestOneLock_expiredFamilyFreesTheName(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The reader's process is gone and its lease has run out (its watchdog would have renewed it).
-	if err := rdb.ZAdd(ctx, "lockkit:{stale}:rw", redis.Z{Score: 1, Member: r.Token()}).Err(); err != nil {
+	if err := rdb.ZAdd(ctx, locktest.Key("stale", "rw"), redis.Z{Score: 1, Member: r.Token()}).Err(); err != nil {
 		t.Fatal(err)
 	}
 	l, err := c.TryAcquire(ctx, "stale", 10*time.Second)

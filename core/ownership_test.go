@@ -29,7 +29,7 @@ func TestReentry_afterLoss_neverTakesTheLock(t *testing.T) {
 				t.Fatalf("ForceRelease: %v %v", ok, err)
 			}
 		}},
-		{"DEL", func(t *testing.T, srv *redistest.Server, _ *core.Client) { srv.Do(t, "DEL", "lockkit:{x}") }},
+		{"DEL", func(t *testing.T, srv *redistest.Server, _ *core.Client) { srv.Do(t, "DEL", locktest.Key("x")) }},
 		{"FLUSHALL", func(t *testing.T, srv *redistest.Server, _ *core.Client) { srv.Do(t, "FLUSHALL") }},
 	}
 	for _, loss := range losses {
@@ -57,7 +57,7 @@ func TestReentry_afterLoss_neverTakesTheLock(t *testing.T) {
 				if !errors.Is(err, core.ErrNotHeld) || !errors.Is(err, core.ErrLost) {
 					t.Fatalf("re-entry after the loss: %v, want ErrNotHeld and ErrLost", err)
 				}
-				if lockHeld(t, srv.Client(t), "lockkit:{x}") {
+				if lockHeld(t, srv.Client(t), locktest.Key("x")) {
 					t.Fatal("the failed re-entry left the lock held")
 				}
 				// The original hold hears of the loss at its next renewal at the latest (at once when
@@ -190,7 +190,7 @@ func TestPermits_renewalOnlyTheLeaseItBelongsTo(t *testing.T) {
 	}
 	// Redis now records another lease under the holder's token: a new fence, as a grant writes it.
 	tok := p.Token()
-	if err := rdb.HSet(ctx, "lockkit:{pf}:permits:fences", tok, strconv.FormatInt(p.Fence()+1000, 10)).Err(); err != nil {
+	if err := rdb.HSet(ctx, locktest.Key("pf", "permits", "fences"), tok, strconv.FormatInt(p.Fence()+1000, 10)).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p.TTL(ctx); !errors.Is(err, core.ErrNotHeld) {

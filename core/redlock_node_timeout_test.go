@@ -41,7 +41,7 @@ func (h *countAnswers) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // caller, which the race detector reports, and could write into the copies the caller read.)
 func TestRedlock_nodeAnsweringAfterTheNodeTimeout(t *testing.T) {
 	srvs := redistest.StartN(t, 3)
-	const key = "lockkit:{k}"
+	var key = locktest.Key("k")
 	far := srvs[2].StartDelayProxy(t, 0)
 	late := &countAnswers{key: key}
 	var nodes []redis.UniversalClient

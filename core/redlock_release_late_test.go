@@ -90,7 +90,7 @@ func (h *slowAcquire) answered() []string {
 // the late request and kept the lock, held by nobody, until its TTL.
 func TestRedlock_releaseFollowsSlowNodesAcquisition(t *testing.T) {
 	srvs := redistest.StartN(t, 3)
-	const key = "lockkit:{k}"
+	var key = locktest.Key("k")
 	slow := newSlowAcquire(key, time.Second) // well within the node timeout
 	c := redlockSlowNode(t, srvs, slow, core.WithNodeTimeout(5*time.Second))
 	ctx := context.Background()
@@ -117,7 +117,7 @@ func TestRedlock_releaseFollowsSlowNodesAcquisition(t *testing.T) {
 // apply context deadlines to its sockets) leaves the grant that request brings to be given back.
 func TestRedlock_releaseSetGivesBackAGrantThatOutlivedIt(t *testing.T) {
 	srvs := redistest.StartN(t, 3)
-	const key = "lockkit:{k}"
+	var key = locktest.Key("k")
 	const nodeTimeout = 200 * time.Millisecond
 	slow := newSlowAcquire(key, 3*nodeTimeout)
 	slow.detached = true

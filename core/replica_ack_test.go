@@ -173,7 +173,7 @@ func TestReplicaAck_fairGuardedAndReleaseSet(t *testing.T) {
 	if err != nil {
 		t.Fatalf("fair: %v", err)
 	}
-	if !heldOn(t, replica, "lockkit:{f}") {
+	if !heldOn(t, replica, locktest.Key("f")) {
 		t.Fatal("fair acquisition returned before the replica had it")
 	}
 	_ = l.Release(ctx)
@@ -182,7 +182,7 @@ func TestReplicaAck_fairGuardedAndReleaseSet(t *testing.T) {
 	if err != nil {
 		t.Fatalf("guarded: %v", err)
 	}
-	if !heldOn(t, replica, "lockkit:{g}") {
+	if !heldOn(t, replica, locktest.Key("g")) {
 		t.Fatal("guarded acquisition returned before the replica had it")
 	}
 	if err := l.ReleaseSet(ctx, guard, []byte("done"), time.Minute); err != nil {
@@ -206,7 +206,7 @@ func TestReplicaAck_fairGuardedAndReleaseSet(t *testing.T) {
 		if _, err := c.TryAcquire(ctx, tc.name, time.Second, tc.opt); !errors.Is(err, core.ErrUnavailable) {
 			t.Fatalf("%s with the replica stopped: %v, want ErrUnavailable", tc.name, err)
 		}
-		if heldOn(t, master, "lockkit:{"+tc.name+"}") {
+		if heldOn(t, master, locktest.Key(tc.name)) {
 			t.Fatalf("%s: an unacknowledged lock was left behind", tc.name)
 		}
 	}
@@ -215,7 +215,7 @@ func TestReplicaAck_fairGuardedAndReleaseSet(t *testing.T) {
 		t.Fatalf("ReleaseSet with the replica stopped: %v, want ErrUnavailable about a failover", err)
 	}
 	t.Logf("ReleaseSet with the replica stopped: %v", err)
-	if master.Do(t, "GET", "lockkit:idem:{r}") != "v" || heldOn(t, master, "lockkit:{r}") {
+	if master.Do(t, "GET", "lockkit:idem:{r}") != "v" || heldOn(t, master, locktest.Key("r")) {
 		t.Fatal("ReleaseSet without acknowledgement must still write the value and release the lock")
 	}
 	if !errors.Is(context.Cause(held.Context()), core.ErrReleased) {

@@ -138,8 +138,8 @@ func TestRetriedReply_acquire_noPhantomHold(t *testing.T) {
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := srv.Do(t, "GET", "lockkit:{k}").(string); strings.HasPrefix(v, l.Token()+"\x00") {
-		t.Errorf("lock still held in Redis after its only holder released it (PTTL %v)", srv.Do(t, "PTTL", "lockkit:{k}"))
+	if v, _ := srv.Do(t, "GET", locktest.Key("k")).(string); strings.HasPrefix(v, l.Token()+"\x00") {
+		t.Errorf("lock still held in Redis after its only holder released it (PTTL %v)", srv.Do(t, "PTTL", locktest.Key("k")))
 	}
 }
 
@@ -257,8 +257,8 @@ func TestSafety_replayedRelease_afterTheNextHoldersKeyVanished(t *testing.T) {
 			t.Errorf("B: %v", err)
 			return
 		}
-		srv.Do(t, "PEXPIRE", "lockkit:{x}", 1)
-		locktest.Eventually(t, 5*time.Second, "B's key expired", func() bool { return srv.Do(t, "EXISTS", "lockkit:{x}") == int64(0) })
+		srv.Do(t, "PEXPIRE", locktest.Key("x"), 1)
+		locktest.Eventually(t, 5*time.Second, "B's key expired", func() bool { return srv.Do(t, "EXISTS", locktest.Key("x")) == int64(0) })
 	})
 	if err != nil {
 		t.Fatalf("replayed release: %v (lost: %v)", err, errors.Is(err, core.ErrLost))
@@ -276,7 +276,7 @@ func TestRelease_keyLost_reportedAfterNoScript(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.Do(t, "DEL", "lockkit:{x}")
+	srv.Do(t, "DEL", locktest.Key("x"))
 	srv.Do(t, "SCRIPT", "FLUSH")
 	if err := l.Release(ctx); !errors.Is(err, core.ErrLost) {
 		t.Fatalf("release after the key was lost: %v, want ErrLost", err)

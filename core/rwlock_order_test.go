@@ -27,7 +27,7 @@ func rwWaiter(t *testing.T, ctx context.Context, c *core.Client, rdb *redis.Clie
 		got <- rwGot{l, err}
 	}()
 	locktest.Eventually(t, 5*time.Second, "waiter queued", func() bool {
-		return rdb.ZCard(ctx, "lockkit:{"+name+"}:rw:queue").Val() == n
+		return rdb.ZCard(ctx, locktest.Key(name, "rw", "queue")).Val() == n
 	})
 	return got
 }
@@ -110,7 +110,7 @@ func TestRW_fifo_writerHoldsBackLaterReaders(t *testing.T) {
 		t.Fatalf("fences %d, %d, %d: not increasing in grant order", g2.Fence(), v.Fence(), last.Fence())
 	}
 	_ = last.Release(ctx)
-	if n := rdb.Exists(ctx, "lockkit:{doc}:rw", "lockkit:{doc}:rw:queue").Val(); n != 0 {
+	if n := rdb.Exists(ctx, locktest.Key("doc", "rw"), locktest.Key("doc", "rw", "queue")).Val(); n != 0 {
 		t.Fatalf("%d keys left", n)
 	}
 }
@@ -132,7 +132,7 @@ func TestRW_writerGivesUp_readersBehindGranted(t *testing.T) {
 	w := rwWaiter(t, wctx, b, rdb, "doc", core.Write(), 1)
 	r := rwWaiter(t, ctx, c, rdb, "doc", core.Read(), 2) // (another Client: no local hand-over)
 	locktest.Eventually(t, 5*time.Second, "the reader's attempt after subscribing", func() bool {
-		z := rdb.ZRangeWithScores(ctx, "lockkit:{doc}:rw:queue", 1, 1).Val()
+		z := rdb.ZRangeWithScores(ctx, locktest.Key("doc", "rw", "queue"), 1, 1).Val()
 		return len(z) == 1 && int64(z[0].Score)%2 == 1 // (it refreshed its place: queue.lua)
 	})
 	gaveUp := time.Now()

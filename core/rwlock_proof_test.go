@@ -122,7 +122,7 @@ func TestRW_proof_exclusionAndFenceOrder(t *testing.T) {
 	}
 	m, _ := rdb.Get(ctx, rwProofKeys[4]).Int()
 	t.Logf("%d holds, %d writes, up to %d readers at once, no violation", len(es), writes, m)
-	if n := rdb.Exists(ctx, "lockkit:{proof}:rw", "lockkit:{proof}:rw:queue").Val(); n != 0 {
+	if n := rdb.Exists(ctx, locktest.Key("proof", "rw"), locktest.Key("proof", "rw", "queue")).Val(); n != 0 {
 		t.Fatal("leases or waiters left after every holder released")
 	}
 }
@@ -263,7 +263,7 @@ func TestRW_everyKeyExpires(t *testing.T) {
 		}
 		done <- err
 	}()
-	locktest.Eventually(t, 2*time.Second, "a writer queued", func() bool { return rdb.Exists(ctx, "lockkit:{x}:rw:queue").Val() == 1 })
+	locktest.Eventually(t, 2*time.Second, "a writer queued", func() bool { return rdb.Exists(ctx, locktest.Key("x", "rw", "queue")).Val() == 1 })
 	_ = r.Extend(ctx, 3*time.Second)
 	check := func(when string) {
 		t.Helper()

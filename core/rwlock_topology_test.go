@@ -74,7 +74,7 @@ func TestRW_sentinelFailover(t *testing.T) {
 	locktest.Eventually(t, 5*time.Second, "readers parked", func() bool { return core.WaitersParked(waiter) == 2 })
 	_, replica := s.Servers()
 	locktest.Eventually(t, 5*time.Second, "the writer replicated", func() bool {
-		return replica.Do(t, "ZCARD", "lockkit:{doc}:rw") == int64(1)
+		return replica.Do(t, "ZCARD", locktest.Key("doc", "rw")) == int64(1)
 	})
 	s.Failover(t)
 	locktest.Eventually(t, 5*time.Second, "writer renewing on the new master", func() bool {

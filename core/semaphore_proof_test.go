@@ -192,7 +192,7 @@ func TestPermits_proof_neverMoreThanLimit(t *testing.T) {
 	if len(fences) != 32*rounds {
 		t.Fatalf("%d permits held, want %d", len(fences), 32*rounds)
 	}
-	if n := rdb.Exists(ctx, "lockkit:{proof}:permits").Val(); n != 0 {
+	if n := rdb.Exists(ctx, locktest.Key("proof", "permits")).Val(); n != 0 {
 		t.Fatal("permits left after every holder released")
 	}
 }

@@ -43,7 +43,7 @@ func TestPermits_replayedAcquireAndRelease(t *testing.T) {
 	if !replay.fired() {
 		t.Fatal("the acquisition was not replayed")
 	}
-	if n := rdb.ZCard(ctx, "lockkit:{rp}:permits").Val(); n != 1 {
+	if n := rdb.ZCard(ctx, locktest.Key("rp", "permits")).Val(); n != 1 {
 		t.Fatalf("%d permits held after a replayed acquisition, want 1", n)
 	}
 	replay.arm(func() { // between the release and its replay, B takes and gives back a permit

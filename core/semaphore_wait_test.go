@@ -55,7 +55,7 @@ func TestPermits_releaseWakesOneWaiter(t *testing.T) {
 	}
 	locktest.Eventually(t, 5*time.Second, "waiters parked", func() bool { return core.WaitersParked(waiters) == n })
 	locktest.Eventually(t, 5*time.Second, "subscribed", func() bool {
-		return rdb.PubSubNumSub(ctx, "lockkit:{wake}:permits:released").Val()["lockkit:{wake}:permits:released"] == 1
+		return rdb.PubSubNumSub(ctx, locktest.Key("wake", "permits", "released")).Val()[locktest.Key("wake", "permits", "released")] == 1
 	})
 	released := time.Now()
 	if err := held[0].Release(ctx); err != nil {
@@ -111,7 +111,7 @@ func TestPermits_fairOrderAcrossClients(t *testing.T) {
 			_ = p.Release(ctx)
 		}()
 		locktest.Eventually(t, 5*time.Second, "queued", func() bool {
-			return int64(len(queued(t, rdb, "lockkit:{fair}:permits:queue"))) == int64(i+1)
+			return int64(len(queued(t, rdb, locktest.Key("fair", "permits", "queue")))) == int64(i+1)
 		})
 	}
 	for _, p := range held {
@@ -195,7 +195,7 @@ func TestPermits_sentinelFailover(t *testing.T) {
 	locktest.Eventually(t, 5*time.Second, "waiter parked", func() bool { return core.WaitersParked(waiter) == 1 })
 	_, replica := s.Servers()
 	locktest.Eventually(t, 5*time.Second, "permits replicated", func() bool {
-		return replica.Do(t, "ZCARD", "lockkit:{job}:permits") == int64(2)
+		return replica.Do(t, "ZCARD", locktest.Key("job", "permits")) == int64(2)
 	})
 	s.Failover(t)
 	locktest.Eventually(t, 5*time.Second, "holder renewing on the new master", func() bool {
@@ -247,7 +247,7 @@ func TestPermits_fairWaiterGivesUp_nextWoken(t *testing.T) {
 		_, err := w1c.Acquire(ctx1, "turn", 10*time.Second, core.Permits(2), core.Fair())
 		w1 <- err
 	}()
-	locktest.Eventually(t, 5*time.Second, "W1 queued", func() bool { return int64(len(queued(t, rdb, "lockkit:{turn}:permits:queue"))) == 1 })
+	locktest.Eventually(t, 5*time.Second, "W1 queued", func() bool { return int64(len(queued(t, rdb, locktest.Key("turn", "permits", "queue")))) == 1 })
 	w2 := make(chan *core.Lock, 1)
 	go func() {
 		p, err := w2c.Acquire(ctx, "turn", 10*time.Second, core.Permits(2), core.Fair())
@@ -256,7 +256,7 @@ func TestPermits_fairWaiterGivesUp_nextWoken(t *testing.T) {
 		}
 		w2 <- p
 	}()
-	locktest.Eventually(t, 5*time.Second, "W2 queued", func() bool { return int64(len(queued(t, rdb, "lockkit:{turn}:permits:queue"))) == 2 })
+	locktest.Eventually(t, 5*time.Second, "W2 queued", func() bool { return int64(len(queued(t, rdb, locktest.Key("turn", "permits", "queue")))) == 2 })
 	locktest.Eventually(t, 5*time.Second, "W2 parked", func() bool { return core.WaitersParked(w2c) == 1 })
 	released := time.Now()
 	if err := h.Release(ctx); err != nil { // names W1, whose process hears it 300ms late

@@ -32,7 +32,7 @@ func TestSentinel_failover(t *testing.T) {
 	locktest.Eventually(t, 5*time.Second, "waiter parked", func() bool { return core.WaitersParked(waiter) == 1 })
 	_, replica := s.Servers()
 	locktest.Eventually(t, 5*time.Second, "lock replicated", func() bool {
-		return heldOn(t, replica, "lockkit:{job}")
+		return heldOn(t, replica, locktest.Key("job"))
 	})
 	s.Failover(t)
 	if s.MasterAddr(t) != replica.Addr() {

@@ -43,15 +43,15 @@ func TestSafety_fairFIFO_severalWaitersInOneProcess(t *testing.T) {
 			mu.Unlock()
 			_ = l.Release(ctx)
 		}()
-		locktest.Eventually(t, 2*time.Second, who+" queued", func() bool { return rdb.ZCard(ctx, "lockkit:{f}:queue").Val() == queued })
+		locktest.Eventually(t, 2*time.Second, who+" queued", func() bool { return rdb.ZCard(ctx, locktest.Key("f", "queue")).Val() == queued })
 	}
 	wait(c1, "W1", 1)
 	wait(c1, "W2", 2)
 	wait(c2, "V", 3)
-	queue := rdb.ZRange(ctx, "lockkit:{f}:queue", 0, -1).Val()
+	queue := rdb.ZRange(ctx, locktest.Key("f", "queue"), 0, -1).Val()
 	// Four queue timeouts pass: every waiter must keep its place meanwhile.
 	for end := time.Now().Add(1200 * time.Millisecond); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		if now := rdb.ZRange(ctx, "lockkit:{f}:queue", 0, -1).Val(); !slices.Equal(now, queue) {
+		if now := rdb.ZRange(ctx, locktest.Key("f", "queue"), 0, -1).Val(); !slices.Equal(now, queue) {
 			t.Fatalf("the fair queue changed while every waiter was alive: %d entries, was %d", len(now), len(queue))
 		}
 	}

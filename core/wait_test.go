@@ -152,7 +152,7 @@ func TestWait_fairAcrossClients(t *testing.T) {
 			locks <- w
 		}()
 		locktest.Eventually(t, 5*time.Second, "waiter queued in redis", func() bool {
-			return rdb.ZCard(ctx, "lockkit:{k}:queue").Val() == int64(i+1)
+			return rdb.ZCard(ctx, locktest.Key("k", "queue")).Val() == int64(i+1)
 		})
 	}
 	_ = l.Release(ctx)
@@ -166,7 +166,7 @@ func TestWait_fairAcrossClients(t *testing.T) {
 			t.Fatalf("served in order %v, want queue order", order)
 		}
 	}
-	if n := rdb.ZCard(ctx, "lockkit:{k}:queue").Val(); n != 0 {
+	if n := rdb.ZCard(ctx, locktest.Key("k", "queue")).Val(); n != 0 {
 		t.Fatalf("queue left with %d entries", n)
 	}
 }
@@ -185,11 +185,11 @@ func TestWait_fairWaiterLeavesQueue(t *testing.T) {
 	if !errors.Is(err, core.ErrNotAcquired) {
 		t.Fatal(err)
 	}
-	if n := rdb.ZCard(ctx, "lockkit:{k}:queue").Val(); n != 0 {
+	if n := rdb.ZCard(ctx, locktest.Key("k", "queue")).Val(); n != 0 {
 		t.Fatalf("a waiter that gave up is still queued (%d)", n)
 	}
 	// A dead waiter: queued by hand with a deadline in the past is skipped.
-	queueDeadWaiter(t, rdb, "lockkit:{k}:queue", "dead")
+	queueDeadWaiter(t, rdb, locktest.Key("k", "queue"), "dead")
 	_ = l.Release(ctx)
 	l2, err := c.TryAcquire(ctx, "k", time.Second, core.Fair())
 	if err != nil {

@@ -202,7 +202,7 @@ func (fx *docFixture) idempotency(t *testing.T, api *core.Client) string {
 	go func() { defer close(done); post("order-2") }()
 	t.Cleanup(func() { close(release); <-done })
 	<-entered
-	for _, k := range fx.scan(t, rdb, "lockkit:{@http-idem/*}") {
+	for _, k := range fx.scan(t, rdb, locktest.Key("@http-idem/*")) {
 		if name := strings.TrimSuffix(strings.TrimPrefix(k, "lockkit:{"), "}"); locktest.Held(t, rdb, k) {
 			fx.names = append(fx.names, name)
 		}

@@ -30,7 +30,7 @@ func runCluster(t *testing.T, rep *chaos.Report) {
 	names := map[*redistest.Server]string{}
 	for i := 0; len(names) < 3 && i < 1000; i++ {
 		name := "shard-" + strconv.Itoa(i)
-		if m := cl.MasterOf(t, "lockkit:{"+name+"}"); names[m] == "" {
+		if m := cl.MasterOf(t, locktest.Key(name)); names[m] == "" {
 			names[m] = name
 		}
 	}

@@ -64,7 +64,7 @@ func TestLimits_binaryNames(t *testing.T) {
 		if err != nil {
 			t.Fatalf("name %q: %v", name, err)
 		}
-		if v, _ := srv.Do(t, "GET", "lockkit:{"+name+"}").(string); !ownedBy(v, l.Token()) {
+		if v, _ := srv.Do(t, "GET", locktest.Key(name)).(string); !ownedBy(v, l.Token()) {
 			t.Fatalf("name %q: lock not stored under its key", name)
 		}
 		if _, err := c.TryAcquire(ctx, name, time.Second); !errors.Is(err, core.ErrNotAcquired) {
@@ -89,7 +89,7 @@ func TestLimits_binaryNames(t *testing.T) {
 		got <- err
 	}()
 	locktest.Eventually(t, 5*time.Second, "the waiter to subscribe", func() bool {
-		m := srv.Do(t, "PUBSUB", "NUMSUB", "lockkit:{"+string(all)+"}:released").([]any)
+		m := srv.Do(t, "PUBSUB", "NUMSUB", locktest.Key(string(all), "released")).([]any)
 		return m[1] == int64(1)
 	})
 	if err := holder.Release(ctx); err != nil {
@@ -184,7 +184,7 @@ func TestLimits_closeWithLocksHeldAndWaitersParked(t *testing.T) {
 		}()
 	}
 	locktest.Eventually(t, 5*time.Second, "waiters to subscribe", func() bool {
-		m := srv.Do(t, "PUBSUB", "NUMSUB", "lockkit:{busy}:released").([]any)
+		m := srv.Do(t, "PUBSUB", "NUMSUB", locktest.Key("busy", "released")).([]any)
 		return started.Load() == waiters && m[1] == int64(1)
 	})
 	closed := time.Now()

@@ -278,7 +278,7 @@ func TestReplica_killedMidRun(t *testing.T) {
 	killedAt := time.Now()
 	for range lines { // drained: the pipe is closed
 	}
-	lockKey := "lockkit:{@cron/killme}"
+	lockKey := locktest.Key("@cron/killme")
 	if ttl := rdb.PTTL(ctx, lockKey).Val(); ttl <= 0 {
 		t.Fatalf("lock PTTL after the kill = %v, want the dead replica's lock to stay", ttl)
 	}

@@ -61,7 +61,7 @@ func TestWrap_runsOnceThenMarks(t *testing.T) {
 	if ttl := rdb.PTTL(ctx, marker).Val(); ttl <= time.Second || ttl > 1700*time.Millisecond {
 		t.Fatalf("marker TTL %v, want about 1.7s", ttl)
 	}
-	if locktest.Held(t, rdb, "lockkit:{@cron/report}") {
+	if locktest.Held(t, rdb, locktest.Key("@cron/report")) {
 		t.Fatal("lock not released")
 	}
 	// ...and a replica 300 ms behind finds it done, in one round trip.
@@ -177,7 +177,7 @@ func TestWrap_lostLockCancelsTheJob(t *testing.T) {
 	c := locktest.NewClient(t, rdb)
 	ctx := context.Background()
 	ev := fire(t, c, tick, "stolen", func(jctx context.Context) error {
-		if err := rdb.Del(ctx, "lockkit:{@cron/stolen}").Err(); err != nil { // the lock vanishes
+		if err := rdb.Del(ctx, locktest.Key("@cron/stolen")).Err(); err != nil { // the lock vanishes
 			return err
 		}
 		select {

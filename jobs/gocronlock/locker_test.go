@@ -48,7 +48,7 @@ func TestLocker_eachRunOnce(t *testing.T) {
 
 	rs[0].advance(t, t0.Add(2*time.Millisecond)) // fires for t0, 2 ms late: still run t0
 	locktest.Eventually(t, 5*time.Second, "the first run to hold the job's lock", func() bool {
-		return locktest.Held(t, rdb, "lockkit:{@gocron/report}")
+		return locktest.Held(t, rdb, locktest.Key("@gocron/report"))
 	})
 	if o := rs[1].fire(t, t0); !errors.Is(o.lockErr, gocronlock.ErrBusy) || !errors.Is(o.lockErr, core.ErrNotAcquired) {
 		t.Fatalf("second replica, while the run is going: %+v, want ErrBusy", o)
@@ -63,7 +63,7 @@ func TestLocker_eachRunOnce(t *testing.T) {
 	if ttl := rdb.PTTL(context.Background(), marker).Val(); ttl <= 0 || ttl > gocronlock.DefaultMaxSkew+time.Second {
 		t.Errorf("marker PTTL %v, want about %v", ttl, gocronlock.DefaultMaxSkew)
 	}
-	if locktest.Held(t, rdb, "lockkit:{@gocron/report}") {
+	if locktest.Held(t, rdb, locktest.Key("@gocron/report")) {
 		t.Error("the job's lock is still held after the run")
 	}
 	// Its clock reads t0 only now, long after the run: the marker answers.
@@ -125,7 +125,7 @@ func TestLocker_failedAndSkippedRuns(t *testing.T) {
 		t.Fatal("gocron did not call the listener")
 	}
 	locktest.Eventually(t, 5*time.Second, "the skipped run's lock to be freed", func() bool {
-		return !locktest.Held(t, rdb, "lockkit:{@gocron/skipped}")
+		return !locktest.Held(t, rdb, locktest.Key("@gocron/skipped"))
 	})
 	if v := markerValue(t, rdb, fmt.Sprintf("lockkit:gocron:{@gocron/skipped}:%d", t0.UnixMilli())); v != "" {
 		t.Errorf("skipped run has a marker %q", v)
@@ -152,7 +152,7 @@ func TestLocker_lostLockCancelsJob(t *testing.T) {
 		}, gocronlock.WithTTL(300*time.Millisecond))
 	a.advance(t, t0)
 	<-started
-	if err := rdb.Del(context.Background(), "lockkit:{@gocron/lost}").Err(); err != nil {
+	if err := rdb.Del(context.Background(), locktest.Key("@gocron/lost")).Err(); err != nil {
 		t.Fatal(err)
 	}
 	o := a.next(t)
@@ -190,7 +190,7 @@ func TestLocker_maxHold(t *testing.T) {
 	if v := markerValue(t, rdb, fmt.Sprintf("lockkit:gocron:{@gocron/hang}:%d", t0.UnixMilli())); v != "" {
 		t.Fatalf("a run cut by its maximum hold left marker %q", v)
 	}
-	locktest.Eventually(t, 5*time.Second, "the lock to be released", func() bool { return !locktest.Held(t, rdb, "lockkit:{@gocron/hang}") })
+	locktest.Eventually(t, 5*time.Second, "the lock to be released", func() bool { return !locktest.Held(t, rdb, locktest.Key("@gocron/hang")) })
 }
 
 // A run that is no scheduled run (Job.RunNow) is refused with ErrOffSchedule: no replica could
@@ -273,7 +273,7 @@ func TestLocker_keysExpire(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]bool{"lockkit:{@gocron/keys}": true, marker: true}
+	want := map[string]bool{locktest.Key("@gocron/keys"): true, marker: true}
 	for _, k := range keys {
 		ttl := rdb.PTTL(context.Background(), k).Val()
 		if ttl <= 0 {
@@ -404,7 +404,7 @@ func TestLocker_keysMatchDocs(t *testing.T) {
 	}
 	for key, pattern := range map[string]*regexp.Regexp{
 		"lockkit:gocron:{@gocron/JOB}:MS": regexp.MustCompile(`^lockkit:gocron:\{@gocron/keys\}:[0-9]+$`),
-		"lockkit:{NAME}":                  regexp.MustCompile(`^lockkit:\{@gocron/keys\}$`),
+		locktest.Key("NAME"):              regexp.MustCompile(`^lockkit:\{@gocron/keys\}$`),
 	} {
 		typ, ok := rows[key]
 		if !ok || !strings.HasPrefix(typ, "string") {

@@ -316,7 +316,7 @@ func TestIdempotency_lostLock_storesNothing(t *testing.T) {
 		done <- err
 	}()
 	<-started
-	held := e.rdb.Keys(context.Background(), "lockkit:{@grpc-idem/*}").Val()
+	held := e.rdb.Keys(context.Background(), locktest.Key("@grpc-idem/*")).Val()
 	if len(held) != 1 {
 		t.Fatalf("idempotency locks %q, want 1", held)
 	}

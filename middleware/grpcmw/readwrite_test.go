@@ -63,7 +63,7 @@ func TestUnary_withReadWrite(t *testing.T) {
 		}
 	}
 	queued := func(n int64) func() bool {
-		return func() bool { return e.redis.Do(t, "ZCARD", "lockkit:{@grpc/acct-1}:rw:queue") == n }
+		return func() bool { return e.redis.Do(t, "ZCARD", locktest.Key("@grpc/acct-1", "rw", "queue")) == n }
 	}
 	call(e.replicas[0], keyedMethod, "acct-1") // (its request names the key)
 	locktest.Eventually(t, 5*time.Second, "the write to queue", queued(1))

@@ -208,7 +208,7 @@ func TestUnary_lostLock_cancelsHandler_andFailsTheCall(t *testing.T) {
 		done <- err
 	}()
 	<-started
-	if n := e.rdb.Del(context.Background(), "lockkit:{@grpc/acct-lost}").Val(); n != 1 {
+	if n := e.rdb.Del(context.Background(), locktest.Key("@grpc/acct-lost")).Val(); n != 1 {
 		t.Fatalf("deleted %d lock keys, want 1", n)
 	}
 	if cause := <-causes; !errors.Is(cause, core.ErrLost) {
@@ -316,7 +316,7 @@ func TestUnary_panicReleasesTheLock(t *testing.T) {
 	e := setup(t, svc, 1)
 	_, err := e.replicas[0].call(context.Background(), keyedMethod, "acct-p")
 	wantCode(t, err, codes.Internal)
-	if locktest.Held(t, e.rdb, "lockkit:{@grpc/acct-p}") {
+	if locktest.Held(t, e.rdb, locktest.Key("@grpc/acct-p")) {
 		t.Fatal("the lock is still held after the handler panicked")
 	}
 }

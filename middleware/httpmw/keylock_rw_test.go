@@ -70,7 +70,7 @@ func TestKeyLock_readWrite(t *testing.T) {
 		t.Fatalf("inside: %q and %q, want both reads at once", a, b)
 	}
 	queued := func(n int64) func() bool {
-		return func() bool { return srv.Do(t, "ZCARD", "lockkit:{@http/doc/7}:rw:queue") == n }
+		return func() bool { return srv.Do(t, "ZCARD", locktest.Key("@http/doc/7", "rw", "queue")) == n }
 	}
 	send("PUT", urls[0], false)
 	locktest.Eventually(t, 5*time.Second, "the PUT to queue", queued(1))

@@ -95,7 +95,7 @@ func TestWithLimit_waits(t *testing.T) {
 		got <- r.status
 	}()
 	locktest.Eventually(t, 5*time.Second, "the second request to queue for the permit", func() bool {
-		return srv.Do(t, "ZCARD", "lockkit:{@http/k}:permits:queue") == int64(1)
+		return srv.Do(t, "ZCARD", locktest.Key("@http/k", "permits", "queue")) == int64(1)
 	})
 	select {
 	case s := <-got:
