@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 )
 
@@ -32,7 +33,7 @@ func usedMemory(tb testing.TB, srv *redistest.Server) int64 {
 // of 16 bytes), as B/lock: the capacity a Redis needs per concurrently held lock.
 func BenchmarkMemory_heldLock(b *testing.B) {
 	srv := redistest.Start(b)
-	c := newClient(b, srv.Client(b))
+	c := locktest.NewClient(b, srv.Client(b))
 	ctx := context.Background()
 	locks := make([]*core.Lock, 0, b.N)
 	before := usedMemory(b, srv)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -47,7 +48,7 @@ func BenchmarkTopology(b *testing.B) {
 		})
 	}
 	b.Run("topology=single", func(b *testing.B) {
-		run(b, newClient(b, single.Client(b)), "t")
+		run(b, locktest.NewClient(b, single.Client(b)), "t")
 	})
 	b.Run("topology=redlock3", func(b *testing.B) {
 		var rdbs []redis.UniversalClient
@@ -112,10 +113,10 @@ func BenchmarkTopology(b *testing.B) {
 	})
 	b.Run("topology=cluster/raw-floor", func(b *testing.B) { raw(b, cl.Client(b)) })
 	b.Run("topology=cluster", func(b *testing.B) {
-		run(b, newClient(b, cl.Client(b)), "t")
+		run(b, locktest.NewClient(b, cl.Client(b)), "t")
 	})
 	b.Run("topology=cluster/replica-ack", func(b *testing.B) {
-		run(b, newClient(b, cl.Client(b), core.WithReplicaAck(1, time.Second)), "t")
+		run(b, locktest.NewClient(b, cl.Client(b), core.WithReplicaAck(1, time.Second)), "t")
 	})
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -42,7 +43,7 @@ func BenchmarkLockUnlock(b *testing.B) {
 	for _, g := range []int{1, 16, 64} {
 		rdb := redis.NewClient(poolOpts(srv, g))
 		b.Cleanup(func() { rdb.Close() })
-		c := newClient(b, rdb)
+		c := locktest.NewClient(b, rdb)
 		ctx := context.Background()
 		b.Run(fmt.Sprintf("impl=raw/g=%d", g), func(b *testing.B) {
 			runParallel(b, g, func(i int) func() error {
@@ -107,14 +108,14 @@ func runParallel(b *testing.B, g int, mk func(i int) func() error) {
 // BenchmarkTryAcquireContended is a failed try: one round trip.
 func BenchmarkTryAcquireContended(b *testing.B) {
 	srv := redistest.Start(b)
-	c := newClient(b, srv.Client(b))
+	c := locktest.NewClient(b, srv.Client(b))
 	ctx := context.Background()
 	l, err := c.Acquire(ctx, "hot", time.Minute)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer l.Release(ctx)
-	other := newClient(b, srv.Client(b))
+	other := locktest.NewClient(b, srv.Client(b))
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
@@ -146,7 +147,7 @@ func BenchmarkContended(b *testing.B) {
 			for range tc.clients {
 				rdb := redis.NewClient(poolOpts(srv, tc.perCli+2))
 				b.Cleanup(func() { rdb.Close() })
-				clients = append(clients, newClient(b, rdb))
+				clients = append(clients, locktest.NewClient(b, rdb))
 			}
 			var opts []core.AcquireOption
 			if tc.fair {
@@ -273,7 +274,7 @@ func pct(ds []time.Duration, p int) time.Duration {
 func BenchmarkHeldLocks(b *testing.B) {
 	const n = 100_000
 	srv := redistest.Start(b)
-	c := newClient(b, srv.Client(b))
+	c := locktest.NewClient(b, srv.Client(b))
 	ctx := context.Background()
 	for range b.N {
 		runtime.GC()

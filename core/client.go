@@ -6,12 +6,42 @@ import (
 	"log/slog"
 	"reflect"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/lockkit/lockkit/core/internal/store"
 	"github.com/lockkit/lockkit/core/internal/wait"
 	"github.com/redis/go-redis/v9"
 )
+
+// Client takes locks on Redis. It is safe for concurrent use. One Client runs at most three
+// goroutines whatever the number of locks: the renewal watchdog, and the reader and writer of the
+// shared release subscription. They start when first needed and stop on Close. (A Redlock Client
+// also sends its requests to the nodes from worker goroutines, as many as requests in flight; a
+// worker exits after one to two seconds without work, or on Close. Pipelining (WithPipelining) uses
+// the go-redis client's automatic pipeliner, built when many commands are first in flight at once,
+// whose goroutines belong to the go-redis client and stop when it is closed.)
+type Client struct {
+	id      string       // random, published in release messages and prefixed to hold ids
+	holdIDs atomic.Int64 // hold ids of re-entering acquisitions
+	st      store.Store
+	opt     options
+	hook    *Hook
+	wd      *watchdog
+	room    *wait.Queues
+	closed  atomic.Bool
+	backs   *store.GiveBacks // give-backs of acquisitions whose reply was lost
+	scratch *store.Scratches // what an acquisition or a release needs only while it runs
+}
+
+// log reports msg at level with attrs, unless the Client was given a discarding logger.
+func (c *Client) log(level slog.Level, msg string, attrs ...slog.Attr) {
+	lg := c.opt.logger
+	if !c.opt.loggerSet || lg == nil {
+		lg = slog.Default()
+	}
+	lg.LogAttrs(context.Background(), level, "lockkit: "+msg, attrs...)
+}
 
 // New returns a Client over a go-redis client: a plain client, a Sentinel failover client or a
 // Cluster client. It sends nothing to Redis.
@@ -177,7 +207,7 @@ func (c *Client) Close(ctx context.Context) error {
 	return err
 }
 
-func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wait bool, opts []AcquireOption) (*Lock, error) {
+func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, waits bool, opts []AcquireOption) (*Lock, error) {
 	if ctx == nil {
 		return nil, invalid("ctx is nil")
 	}
@@ -212,40 +242,40 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 		if err := c.initRW(ctx, l, &ao, name); err != nil {
 			return nil, err
 		}
-		return c.take(ctx, l, wait, ao, name, nil)
+		return c.take(ctx, l, waits, ao, name, nil)
 	}
 	if ao.permits != 0 {
 		if err := c.initPermit(l, &ao, name); err != nil {
 			return nil, err
 		}
-		return c.take(ctx, l, wait, ao, name, nil)
+		return c.take(ctx, l, waits, ao, name, nil)
 	}
-	l.token = ao.owner + ao.token
-	given := l.token != ""
+	token := ao.owner + ao.token
+	given := token != ""
 	if given {
 		l.k.Init(c.opt.prefix, name)
 	} else {
-		l.token = l.k.InitNew(c.opt.prefix, name) // a fresh token (below: the context's, if it holds the lock)
+		token = l.k.InitNew(c.opt.prefix, name) // a fresh token (below: the context's, if it holds the lock)
 	}
+	l.token = token
 	l.outer = heldIn(ctx, c, l.k.Main)
 	if l.outer != nil && given && l.outer.token != l.token {
 		l.outer = nil // another owner's acquisition: not nested in the context's hold
 	}
-	l.hold = any("0") // a fresh token's first hold: unique for that token
+	l.holdID = any("0") // a fresh token's first hold: unique for that token
 	if !given && l.outer != nil {
 		l.token = l.outer.token
 	}
 	if given || l.outer != nil {
-		l.hold = c.id + "/" + strconv.FormatInt(c.holds.Add(1), 10) // unique among the owner's holds
+		l.holdID = c.id + "/" + strconv.FormatInt(c.holdIDs.Add(1), 10) // unique among the owner's holds
 	}
-	l.tok = l.token
 	sc := c.scratch.Take()
 	if sc != nil {
 		sc.TTLMS = store.MS(ttl)
-		sc.Req = store.AcquireReq{Token: l.tok, Hold: l.hold, TTL: ttl, TTLArg: &sc.TTLMS}
+		sc.Req = store.AcquireReq{Token: l.token, Hold: l.holdID, TTL: ttl, TTLArg: &sc.TTLMS}
 		l.req, l.k.Lines = &sc.Req, &sc.Lines
 	} else {
-		l.req = &store.AcquireReq{Token: l.tok, Hold: l.hold, TTL: ttl, TTLArg: store.MS(ttl)}
+		l.req = &store.AcquireReq{Token: l.token, Hold: l.holdID, TTL: ttl, TTLArg: store.MS(ttl)}
 	}
 	switch {
 	case l.outer != nil && c.st.Caps().ReentryFence:
@@ -254,7 +284,7 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 		l.req.Entry = "0" // any acquisition of the token (Redlock's nodes may record different fences)
 	}
 	l.req.Guard = ao.guard
-	return c.take(ctx, l, wait, ao, name, sc)
+	return c.take(ctx, l, waits, ao, name, sc)
 }
 
 // take runs the acquire call of a prepared Lock (a lock or a permit) and registers it with the
@@ -269,7 +299,7 @@ func (c *Client) take(ctx context.Context, l *Lock, waits bool, ao acquireOption
 			hctx = x
 		}
 	}
-	wc := waitCall{c: c, l: l, ao: ao, wait: waits, start: start} // (waitcall.go)
+	wc := waitCall{c: c, l: l, ao: ao, waits: waits, start: start} // (waitcall.go)
 	wc.Call = wait.Call{Q: c.room, Handoff: ao.fair || l.kind.queued(), Backoff: c.opt.backoffMin, MaxBack: c.opt.backoffMax}
 	err := wc.run(hctx)
 	l.req = nil // (a held lock does not keep its request)
@@ -301,7 +331,7 @@ func (c *Client) handOut(ctx, hctx context.Context, l *Lock, fence, holds int64,
 	l.k.Held(fence)
 	parent, held := hctx, 0
 	if h := c.hook; h != nil && h.Acquired != nil {
-		if !l.nested && !c.wd.holding(l.k.Main, l.tok) {
+		if !l.nested && !c.wd.holding(l.k.Main, l.token) {
 			held = 1
 		}
 		if x := h.Acquired(hctx, HoldInfo{Lock: l, TTL: l.ttl, Held: held}); x != nil {
@@ -327,17 +357,6 @@ func (c *Client) handOut(ctx, hctx context.Context, l *Lock, fence, holds int64,
 func answered(err error) bool {
 	return (errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrGuarded)) &&
 		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
-}
-
-// store is what the store needs of o (core/internal/store).
-func (o *options) store() *store.Config {
-	return &store.Config{Label: o.label, Pipeline: o.pipeline, Replicas: o.replicas, ReplicaWait: o.replicaWait,
-		NodeTimeout: o.nodeTimeout, Drift: o.drift, Invalid: invalid, Quorum: quorumError}
-}
-
-func newWatchdog(c *Client) *watchdog {
-	return &watchdog{c: c, lost: c.lost, endHolds: c.endHolds, held: make(map[string]*entry), stop: make(chan struct{}),
-		done: make(chan struct{}), base: time.Now()}
 }
 
 // selfExcluded refuses an acquisition of name made through the context of a hold of the same

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 )
 
@@ -20,7 +21,7 @@ func namesOnEveryMaster(t *testing.T, cl *redistest.Cluster) map[string]*rediste
 	seen := map[*redistest.Server]bool{}
 	for i := 0; len(seen) < 3 && i < 1000; i++ {
 		name := "acct-" + strconv.Itoa(i)
-		m := cl.MasterOf(t, "lockkit:{"+name+"}")
+		m := cl.MasterOf(t, locktest.Key(name))
 		if !seen[m] {
 			seen[m] = true
 			out[name] = m
@@ -34,8 +35,8 @@ func namesOnEveryMaster(t *testing.T, cl *redistest.Cluster) map[string]*rediste
 
 func TestCluster_locksOnEveryMaster_wokenBySPUBLISH(t *testing.T) {
 	cl := redistest.StartCluster(t)
-	holder := newClient(t, cl.Client(t))
-	waiter := newClient(t, cl.Client(t), core.WithRetryBackoff(5*time.Second, 10*time.Second))
+	holder := locktest.NewClient(t, cl.Client(t))
+	waiter := locktest.NewClient(t, cl.Client(t), core.WithRetryBackoff(5*time.Second, 10*time.Second))
 	ctx := context.Background()
 	for name, master := range namesOnEveryMaster(t, cl) {
 		t.Logf("%s on %s", name, master.Addr())
@@ -80,11 +81,11 @@ func TestCluster_locksOnEveryMaster_wokenBySPUBLISH(t *testing.T) {
 // which holds without another attempt, on every master.
 func TestCluster_fairHandoff_grantBySPUBLISH(t *testing.T) {
 	cl := redistest.StartCluster(t)
-	holder := newClient(t, cl.Client(t))
+	holder := locktest.NewClient(t, cl.Client(t))
 	var n counting
 	// No poll within the test's windows: the fallback delay and a third of the queue timeout are
 	// 20 s. Only a message through the shard's channel can hand the waiter the lock in time.
-	waiter := newClient(t, cl.Client(t), core.WithRetryBackoff(20*time.Second, 40*time.Second),
+	waiter := locktest.NewClient(t, cl.Client(t), core.WithRetryBackoff(20*time.Second, 40*time.Second),
 		core.WithFairWaiterTimeout(60*time.Second), n.hook())
 	ctx := context.Background()
 	for name, master := range namesOnEveryMaster(t, cl) {
@@ -106,7 +107,7 @@ func TestCluster_fairHandoff_grantBySPUBLISH(t *testing.T) {
 		// between) and parked. (A cluster that is still settling may move the waiter's shard
 		// subscription, which wakes it for one more attempt: a waiter re-checks after a feed
 		// broke, as it may have missed a message.)
-		eventually(t, 5*time.Second, "waiter queued and parked", func() bool { return n.attempts.Load() >= start+2 })
+		locktest.Eventually(t, 5*time.Second, "waiter queued and parked", func() bool { return n.attempts.Load() >= start+2 })
 		before := n.attempts.Load()
 		if err := l.Release(ctx); err != nil {
 			t.Fatal(err)
@@ -132,7 +133,7 @@ func TestCluster_fairHandoff_grantBySPUBLISH(t *testing.T) {
 // that never shows up fails it with every node's role and count.
 func awaitShardSubscriber(t *testing.T, cl *redistest.Cluster, master *redistest.Server, name string, got chan error) {
 	t.Helper()
-	ch := "lockkit:{" + name + "}:released"
+	ch := locktest.Key(name, "released")
 	count := func(s *redistest.Server) any { return s.Do(t, "PUBSUB", "SHARDNUMSUB", ch).([]any)[1] }
 	inShard := func(s *redistest.Server) bool {
 		if s == master {
@@ -169,8 +170,8 @@ func awaitShardSubscriber(t *testing.T, cl *redistest.Cluster, master *redistest
 func TestCluster_mutualExclusion(t *testing.T) {
 	cl := redistest.StartCluster(t)
 	plain := redistest.Start(t).Client(t)
-	a := newClient(t, cl.Client(t))
-	b := newClient(t, cl.Client(t))
+	a := locktest.NewClient(t, cl.Client(t))
+	b := locktest.NewClient(t, cl.Client(t))
 	ctx := context.Background()
 	var (
 		mu     sync.Mutex
@@ -220,11 +221,11 @@ func TestCluster_mutualExclusion(t *testing.T) {
 // the release, now published by the new master.
 func TestCluster_failover_waitersStillWoken(t *testing.T) {
 	cl := redistest.StartCluster(t)
-	holder := newClient(t, cl.Client(t))
-	waiter := newClient(t, cl.Client(t), core.WithRetryBackoff(5*time.Second, 10*time.Second))
+	holder := locktest.NewClient(t, cl.Client(t))
+	waiter := locktest.NewClient(t, cl.Client(t), core.WithRetryBackoff(5*time.Second, 10*time.Second))
 	ctx := context.Background()
 	const name = "doc-1"
-	old := cl.MasterOf(t, "lockkit:{"+name+"}")
+	old := cl.MasterOf(t, locktest.Key(name))
 	l, err := holder.Acquire(ctx, name, time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -237,9 +238,9 @@ func TestCluster_failover_waitersStillWoken(t *testing.T) {
 		}
 		got <- err
 	}()
-	eventually(t, 5*time.Second, "waiter parked", func() bool { return core.WaitersParked(waiter) == 1 })
+	locktest.Eventually(t, 5*time.Second, "waiter parked", func() bool { return core.WaitersParked(waiter) == 1 })
 	cl.Failover(t, old)
-	now := cl.MasterOf(t, "lockkit:{"+name+"}")
+	now := cl.MasterOf(t, locktest.Key(name))
 	if now == old {
 		t.Fatal("slot did not move")
 	}
@@ -253,10 +254,10 @@ func TestCluster_failover_waitersStillWoken(t *testing.T) {
 	}
 	// The waiter's subscription is in the shard: on the new master, or still on the old one, now
 	// its replica (a shard's replicas receive its SPUBLISH messages too).
-	eventually(t, 5*time.Second, "waiter subscribed in the shard", func() bool {
+	locktest.Eventually(t, 5*time.Second, "waiter subscribed in the shard", func() bool {
 		n := int64(0)
 		for _, s := range []*redistest.Server{old, now} {
-			m := s.Do(t, "PUBSUB", "SHARDNUMSUB", "lockkit:{"+name+"}:released").([]any)
+			m := s.Do(t, "PUBSUB", "SHARDNUMSUB", locktest.Key(name, "released")).([]any)
 			n += m[1].(int64)
 		}
 		return n == 1
@@ -284,10 +285,10 @@ func TestCluster_failover_waitersStillWoken(t *testing.T) {
 // silently.
 func TestCluster_failover_unreplicatedLockReportedLost(t *testing.T) {
 	cl := redistest.StartCluster(t)
-	holder := newClient(t, cl.Client(t))
+	holder := locktest.NewClient(t, cl.Client(t))
 	ctx := context.Background()
 	const name = "doc-2"
-	master := cl.MasterOf(t, "lockkit:{"+name+"}")
+	master := cl.MasterOf(t, locktest.Key(name))
 	replica := cl.ReplicaOf(t, master)
 	// A fresh cluster client's first command loads the topology from the nodes, the paused replica
 	// too (5 s): that would spend the lock's validity before Acquire returns.
@@ -315,7 +316,7 @@ func TestCluster_failover_unreplicatedLockReportedLost(t *testing.T) {
 		t.Fatalf("cause %v", context.Cause(l.Context()))
 	}
 	t.Logf("lost: %v", le)
-	other := newClient(t, cl.Client(t)) // a fresh client sees the new topology at once
+	other := locktest.NewClient(t, cl.Client(t)) // a fresh client sees the new topology at once
 	o, err := other.TryAcquire(ctx, name, time.Second)
 	if err != nil {
 		t.Fatalf("the new master should grant the lock: %v", err)
@@ -332,7 +333,7 @@ func TestCluster_failover_unreplicatedLockReportedLost(t *testing.T) {
 // fails (and leaves nothing behind) instead of handing out a lock a failover could lose.
 func TestCluster_replicaAck(t *testing.T) {
 	cl := redistest.StartCluster(t)
-	c := newClient(t, cl.Client(t), core.WithReplicaAck(1, 200*time.Millisecond))
+	c := locktest.NewClient(t, cl.Client(t), core.WithReplicaAck(1, 200*time.Millisecond))
 	ctx := context.Background()
 	const name = "acked"
 	l, err := c.Acquire(ctx, name, time.Second)
@@ -342,7 +343,7 @@ func TestCluster_replicaAck(t *testing.T) {
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	master := cl.MasterOf(t, "lockkit:{"+name+"}")
+	master := cl.MasterOf(t, locktest.Key(name))
 	replica := cl.ReplicaOf(t, master)
 	replica.Pause(t)
 	defer replica.Resume(t)
@@ -351,7 +352,7 @@ func TestCluster_replicaAck(t *testing.T) {
 		t.Fatalf("paused replica: %v, want ErrUnavailable", err)
 	}
 	t.Logf("paused replica: %v", err)
-	if heldOn(t, master, "lockkit:{"+name+"}") {
+	if heldOn(t, master, locktest.Key(name)) {
 		t.Fatal("an unacknowledged lock was left behind")
 	}
 }

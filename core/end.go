@@ -62,7 +62,7 @@ func (l *Lock) giveUp(ctx context.Context, why holdState, give giveMode, set *st
 		if sc != nil {
 			l.k.Lines = &sc.Lines
 		}
-		n, err = l.c.st.Release(ctx, &l.k, l.tok, l.hold, l.fair, set, l.ttl)
+		n, err = l.c.st.Release(ctx, &l.k, l.token, l.holdID, l.fair, set, l.ttl)
 		if sc != nil {
 			l.k.Lines = nil
 			l.c.scratch.Put(sc, err == nil)
@@ -106,14 +106,14 @@ func (l *Lock) finish(why holdState, sent bool, n int64, err error) error {
 			l.setState(stateHeld, nil) // not released: Release may be called again
 			err = unavailable("release", err)
 		case err != nil:
-			err = unavailable("release", err) // (an *ackError: released, but not acknowledged)
+			err = unavailable("release", err) // (a *store.AckError: released, not acknowledged)
 		case n == store.Vanished && l.c.wd.validNow(l):
 			n = 0 // a replay after the next holder's key expired: released (store.Vanished)
 		case n < 0:
 			lost := &LostError{Name: l.k.Name, Reason: "not_owner"}
 			l.setState(stateLost, lost)
 			err = errors.Join(ErrNotHeld, lost)
-			l.c.wd.notOwner(l.e) // this Client's other holds of the lock are gone too
+			l.c.wd.notOwner(l.entry) // this Client's other holds of the lock are gone too
 		}
 	}
 	if err != nil && why == stateEnded { // nobody waits for this release's outcome
@@ -124,7 +124,7 @@ func (l *Lock) finish(why holdState, sent bool, n int64, err error) error {
 	return err
 }
 
-// isAckError reports whether err is (or wraps) an *ackError. (A function of its own: errors.As's
+// isAckError reports whether err is (or wraps) a *store.AckError. (A function of its own: errors.As's
 // target escapes, and finish must not allocate for the release that succeeded.)
 func isAckError(err error) bool {
 	var short *store.AckError
@@ -225,7 +225,7 @@ func (l *Lock) setState(s holdState, cause error) {
 // giveBack releases, in the background, the hold an acquire attempt may have taken although its
 // reply was lost (store.GiveBacks); after is the attempt's error.
 func (c *Client) giveBack(l *Lock, after error) {
-	c.backs.Give(l.k.GivenBack(l.token), l.tok, l.hold, l.fair, l.ttl, after)
+	c.backs.Give(l.k.GivenBack(l.Token()), l.token, l.holdID, l.fair, l.ttl, after)
 }
 
 // outlived gives back a hold whose acquisition was answered after its validity deadline (sent +
@@ -241,7 +241,7 @@ func (c *Client) outlived(ctx context.Context, l *Lock, sent time.Time) error {
 	// The lock expires at most TTL from now: there is no point in trying for longer.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.ttl)
 	l.k.Lines = nil // (its own command line: a release that fails may run on from it, see store.Scratches.Put)
-	_, err := c.st.Release(rctx, &l.k, l.tok, l.hold, l.fair, nil, l.ttl)
+	_, err := c.st.Release(rctx, &l.k, l.token, l.holdID, l.fair, nil, l.ttl)
 	cancel()
 	back := "the lock was given back"
 	if err != nil {
@@ -304,7 +304,7 @@ func (l *Lock) endNested(why holdState, cause error) {
 	w.mu.Lock()
 	l.closed = true
 	var in []*Lock
-	if e := l.e; e != nil {
+	if e := l.entry; e != nil {
 		for _, x := range e.locks {
 			for o := x.outer; o != nil; o = o.outer {
 				if o == l {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 )
 
 // Holds that end together (their WithMaxHold limit passed in one watchdog round, or their Client
@@ -53,7 +54,7 @@ func TestEndTogether_everyContextEndsBeforeTheReleases(t *testing.T) {
 			var holds []*core.Lock
 			var early []string // a release reported while another hold ending with it was not done
 			reported := 0
-			c := newClient(t, rdb, core.WithHook(core.Hook{Released: func(_ context.Context, h core.HoldInfo) {
+			c := locktest.NewClient(t, rdb, core.WithHook(core.Hook{Released: func(_ context.Context, h core.HoldInfo) {
 				mu.Lock()
 				defer mu.Unlock()
 				reported++
@@ -83,7 +84,7 @@ func TestEndTogether_everyContextEndsBeforeTheReleases(t *testing.T) {
 					t.Fatalf("%s: the hold did not end", l.Name())
 				}
 			}
-			eventually(t, 5*time.Second, "every release reported", func() bool {
+			locktest.Eventually(t, 5*time.Second, "every release reported", func() bool {
 				mu.Lock()
 				defer mu.Unlock()
 				return reported == len(all)

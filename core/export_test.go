@@ -37,3 +37,15 @@ func ParseLockState(v string) (LockState, bool) {
 
 // Outcome is what WaitInfo.Outcome reports for an acquire call that returned err.
 func Outcome(err error) string { return outcome(err) }
+
+// StoreKeys returns the keys core computes for the lock, the semaphore and the read-write lock
+// name under the default prefix (store.Keys).
+func StoreKeys(name string) []string {
+	var l, s, rw store.Keys
+	l.Init("lockkit:", name)
+	s.InitSem("lockkit:", name, 2)
+	rw.InitRW(l.Main, name, 1)
+	return []string{l.Main, l.Channel, l.Queue, l.Deadlines, s.Main, s.Channel, s.Queue, s.Deadlines,
+		s.Sem.Limits, s.Sem.Fences, s.Sem.Receipt, rw.Main, rw.Channel, rw.Queue, rw.Deadlines,
+		rw.Sem.Limits, rw.Sem.Fences, rw.Sem.Receipt}
+}

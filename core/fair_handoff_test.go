@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -22,7 +23,7 @@ import (
 func fairQueue(t testing.TB, rdb *redis.Client, name string) []string {
 	t.Helper()
 	var toks []string
-	for _, w := range queued(t, rdb, "lockkit:{"+name+"}:queue") {
+	for _, w := range queued(t, rdb, locktest.Key(name, "queue")) {
 		toks = append(toks, w.tok)
 	}
 	return toks
@@ -90,7 +91,7 @@ func (c *counting) hook() core.Option {
 func TestFair_handoff_grantReceived(t *testing.T) {
 	_, rdb, holder := setup(t)
 	var n counting
-	c := newClient(t, rdb, core.WithLabel("waiter"), core.WithRetryBackoff(5*time.Second, 10*time.Second),
+	c := locktest.NewClient(t, rdb, core.WithLabel("waiter"), core.WithRetryBackoff(5*time.Second, 10*time.Second),
 		core.WithFairWaiterTimeout(30*time.Second), n.hook())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -101,7 +102,7 @@ func TestFair_handoff_grantReceived(t *testing.T) {
 	got := acquireFair(t, ctx, c, "g", 5*time.Second)
 	// Its first attempt queued it; once subscribed it tried again (a grant may have come in between)
 	// and parked, polling only after 5s.
-	eventually(t, 5*time.Second, "waiter queued and parked", func() bool {
+	locktest.Eventually(t, 5*time.Second, "waiter queued and parked", func() bool {
 		return len(fairQueue(t, rdb, "g")) == 1 && n.attempts.Load() == 2
 	})
 	before := n.attempts.Load()
@@ -119,14 +120,14 @@ func TestFair_handoff_grantReceived(t *testing.T) {
 	if l.Fence() <= h.Fence() || l.Holds() != 1 || n.acquired.Load() != 1 {
 		t.Fatalf("fence %d after %d, holds %d, Acquired events %d", l.Fence(), h.Fence(), l.Holds(), n.acquired.Load())
 	}
-	if s := lockState(t, rdb, "lockkit:{g}"); s.Token != l.Token() || s.Fence != l.Fence() {
+	if s := lockState(t, rdb, locktest.Key("g")); s.Token != l.Token() || s.Fence != l.Fence() {
 		t.Fatalf("Redis records %+v, the waiter holds fence %d", s, l.Fence())
 	}
 	info, err := holder.Inspect(ctx, "g")
 	if err != nil || len(info.Holders) != 1 || info.Holders[0].Label != "waiter" || info.Queued != 0 {
 		t.Fatalf("Inspect: %+v, %v", info, err)
 	}
-	if d := rdb.PTTL(ctx, "lockkit:{g}").Val(); d < 4*time.Second {
+	if d := rdb.PTTL(ctx, locktest.Key("g")).Val(); d < 4*time.Second {
 		t.Fatalf("PTTL %v: the grant's lease is not the waiter's 5s TTL", d)
 	}
 }
@@ -138,7 +139,7 @@ func TestFair_handoff_grantMessageLost(t *testing.T) {
 	var n counting
 	slow := redis.NewClient(srv.StartDelayProxy(t, 300*time.Millisecond).Options())
 	t.Cleanup(func() { slow.Close() })
-	c := newClient(t, slow, n.hook())
+	c := locktest.NewClient(t, slow, n.hook())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	h, err := holder.Acquire(ctx, "lost", 10*time.Second, core.Fair())
@@ -146,7 +147,7 @@ func TestFair_handoff_grantMessageLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := acquireFair(t, ctx, c, "lost", 5*time.Second)
-	eventually(t, 5*time.Second, "waiter queued", func() bool { return len(fairQueue(t, rdb, "lost")) == 1 })
+	locktest.Eventually(t, 5*time.Second, "waiter queued", func() bool { return len(fairQueue(t, rdb, "lost")) == 1 })
 	if subscribers(t, rdb, "lost") != 0 {
 		t.Fatal("the waiter subscribed before its attempt's reply came: the test proves nothing")
 	}
@@ -173,8 +174,8 @@ func TestFair_handoff_waiterGivesUpGrantHandedOn(t *testing.T) {
 	// W1 hears everything 300ms late (its grant message too); both poll every 5s or more (a poll of
 	// W1's in flight when the lock is handed to it would take it, legitimately, before it gives up).
 	var n1 counting
-	w1c := newClient(t, slow, core.WithRetryBackoff(5*time.Second, 10*time.Second), core.WithFairWaiterTimeout(30*time.Second), n1.hook())
-	w2c := newClient(t, rdb, core.WithRetryBackoff(5*time.Second, 10*time.Second), core.WithFairWaiterTimeout(30*time.Second))
+	w1c := locktest.NewClient(t, slow, core.WithRetryBackoff(5*time.Second, 10*time.Second), core.WithFairWaiterTimeout(30*time.Second), n1.hook())
+	w2c := locktest.NewClient(t, rdb, core.WithRetryBackoff(5*time.Second, 10*time.Second), core.WithFairWaiterTimeout(30*time.Second))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	h, err := holder.Acquire(ctx, "gone", 10*time.Second, core.Fair())
@@ -191,11 +192,11 @@ func TestFair_handoff_waiterGivesUpGrantHandedOn(t *testing.T) {
 	}
 	ctx1, cancel1 := context.WithCancel(ctx)
 	w1 := wait(w1c, ctx1)
-	eventually(t, 5*time.Second, "W1 queued, subscribed and parked", func() bool {
+	locktest.Eventually(t, 5*time.Second, "W1 queued, subscribed and parked", func() bool {
 		return len(fairQueue(t, rdb, "gone")) == 1 && n1.attempts.Load() == 2
 	})
 	w2 := wait(w2c, ctx)
-	eventually(t, 5*time.Second, "W2 queued and parked", func() bool {
+	locktest.Eventually(t, 5*time.Second, "W2 queued and parked", func() bool {
 		return len(fairQueue(t, rdb, "gone")) == 2 && core.WaitersParked(w2c) == 1
 	})
 	w1tok := fairQueue(t, rdb, "gone")[0]
@@ -203,7 +204,7 @@ func TestFair_handoff_waiterGivesUpGrantHandedOn(t *testing.T) {
 	if err := h.Release(ctx); err != nil { // hands the lock to W1, which hears it 300ms late
 		t.Fatal(err)
 	}
-	if s := lockState(t, rdb, "lockkit:{gone}"); s.Token != w1tok {
+	if s := lockState(t, rdb, locktest.Key("gone")); s.Token != w1tok {
 		t.Fatal("the release did not hand the lock to the queue's head")
 	}
 	cancel1() // W1 gives up first
@@ -216,14 +217,14 @@ func TestFair_handoff_waiterGivesUpGrantHandedOn(t *testing.T) {
 	if l == nil || took > 2*time.Second {
 		t.Fatalf("W2 got %v %v after the release: not handed on when W1 gave up", l, took)
 	}
-	if s := lockState(t, rdb, "lockkit:{gone}"); s.Token != l.Token() || l.Fence() <= h.Fence() {
+	if s := lockState(t, rdb, locktest.Key("gone")); s.Token != l.Token() || l.Fence() <= h.Fence() {
 		t.Fatalf("Redis records %+v; W2 holds fence %d after %d", s, l.Fence(), h.Fence())
 	}
 	// W2's grant goes to W1 again (queued anew), which gives up alone: the lock is free at once.
 	ctx1, cancel1 = context.WithCancel(ctx)
 	defer cancel1()
 	w1 = wait(w1c, ctx1)
-	eventually(t, 5*time.Second, "W1 queued again", func() bool { return len(fairQueue(t, rdb, "gone")) == 1 })
+	locktest.Eventually(t, 5*time.Second, "W1 queued again", func() bool { return len(fairQueue(t, rdb, "gone")) == 1 })
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +232,7 @@ func TestFair_handoff_waiterGivesUpGrantHandedOn(t *testing.T) {
 	if l := <-w1; l != nil {
 		t.Fatal("W1 acquired although it gave up")
 	}
-	if lockHeld(t, rdb, "lockkit:{gone}") {
+	if lockHeld(t, rdb, locktest.Key("gone")) {
 		t.Fatal("the lock stays held by a waiter that gave up")
 	}
 }
@@ -241,7 +242,7 @@ func TestFair_handoff_waiterGivesUpGrantHandedOn(t *testing.T) {
 // lock, with a higher fence. Every key of the queue has a TTL.
 func TestFair_handoff_deadWaiterGrantExpires(t *testing.T) {
 	_, rdb, holder := setup(t)
-	c := newClient(t, rdb)
+	c := locktest.NewClient(t, rdb)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	h, err := holder.Acquire(ctx, "dead", 10*time.Second, core.Fair())
@@ -250,10 +251,10 @@ func TestFair_handoff_deadWaiterGrantExpires(t *testing.T) {
 	}
 	// A dead waiter queued just now, as an attempt queues one: 500ms TTL, 5s queue timeout.
 	member := "500\x005000\x00dead-waiter-token\x000\x00host 1 dead"
-	rdb.ZAdd(ctx, "lockkit:{dead}:queue", redis.Z{Score: float64(2 * time.Now().UnixMicro()), Member: member})
-	rdb.PExpire(ctx, "lockkit:{dead}:queue", 10*time.Second)
+	rdb.ZAdd(ctx, locktest.Key("dead", "queue"), redis.Z{Score: float64(2 * time.Now().UnixMicro()), Member: member})
+	rdb.PExpire(ctx, locktest.Key("dead", "queue"), 10*time.Second)
 	got := acquireFair(t, ctx, c, "dead", 10*time.Second)
-	eventually(t, 5*time.Second, "waiter queued", func() bool { return len(fairQueue(t, rdb, "dead")) == 2 })
+	locktest.Eventually(t, 5*time.Second, "waiter queued", func() bool { return len(fairQueue(t, rdb, "dead")) == 2 })
 	for _, k := range rdb.Keys(ctx, "lockkit:{dead}*").Val() {
 		if d := rdb.PTTL(ctx, k).Val(); d <= 0 {
 			t.Fatalf("%s: PTTL %v, want a TTL", k, d)
@@ -261,7 +262,7 @@ func TestFair_handoff_deadWaiterGrantExpires(t *testing.T) {
 	}
 	released := time.Now()
 	_ = h.Release(ctx)
-	dead := lockState(t, rdb, "lockkit:{dead}")
+	dead := lockState(t, rdb, locktest.Key("dead"))
 	if dead.Token != "dead-waiter-token" || dead.Fence <= h.Fence() {
 		t.Fatalf("after the release Redis records %+v: not handed to the dead waiter", dead)
 	}
@@ -281,7 +282,7 @@ func TestFair_handoff_deadWaiterGrantExpires(t *testing.T) {
 // ignored: the waiter does not hold a lock Redis does not record.
 func TestFair_handoff_staleGrantIgnored(t *testing.T) {
 	_, rdb, holder := setup(t)
-	c := newClient(t, rdb)
+	c := locktest.NewClient(t, rdb)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	h, err := holder.Acquire(ctx, "stale", 10*time.Second, core.Fair())
@@ -299,18 +300,18 @@ func TestFair_handoff_staleGrantIgnored(t *testing.T) {
 		}
 		res <- err
 	}()
-	eventually(t, 5*time.Second, "waiter queued and parked", func() bool {
+	locktest.Eventually(t, 5*time.Second, "waiter queued and parked", func() bool {
 		return len(fairQueue(t, rdb, "stale")) == 1 && core.WaitersParked(c) == 1
 	})
-	z := rdb.ZRangeWithScores(ctx, "lockkit:{stale}:queue", 0, 0).Val()[0]
+	z := rdb.ZRangeWithScores(ctx, locktest.Key("stale", "queue"), 0, 0).Val()[0]
 	epoch := int64(z.Score) / 2
 	sum := sha1.Sum([]byte(fairQueue(t, rdb, "stale")[0]))
 	msg := "g:" + hex.EncodeToString(sum[:]) + ":" + strconv.FormatInt(h.Fence()+1, 10) + ":" + strconv.FormatInt(epoch-1, 10)
-	rdb.Publish(ctx, "lockkit:{stale}:released", msg)
+	rdb.Publish(ctx, locktest.Key("stale", "released"), msg)
 	if err := <-res; !errors.Is(err, core.ErrNotAcquired) {
 		t.Fatalf("after a stale grant: %v, want ErrNotAcquired (the waiter timed out)", err)
 	}
-	if n := rdb.ZCard(ctx, "lockkit:{stale}:queue").Val(); n != 0 {
+	if n := rdb.ZCard(ctx, locktest.Key("stale", "queue")).Val(); n != 0 {
 		t.Fatalf("%d waiters left in the queue", n)
 	}
 }
@@ -342,8 +343,8 @@ func TestFair_handoff_replayedReleaseHandsOnOnce(t *testing.T) {
 	rr := &replayRelease{}
 	hr := srv.Client(t)
 	hr.AddHook(rr)
-	holder := newClient(t, hr)
-	c := newClient(t, rdb, core.WithRetryBackoff(5*time.Second, 10*time.Second))
+	holder := locktest.NewClient(t, hr)
+	c := locktest.NewClient(t, rdb, core.WithRetryBackoff(5*time.Second, 10*time.Second))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	h, err := holder.Acquire(ctx, "replay", 10*time.Second, core.Fair())
@@ -356,13 +357,13 @@ func TestFair_handoff_replayedReleaseHandsOnOnce(t *testing.T) {
 			l, _ := c.Acquire(ctx, "replay", 10*time.Second, core.Fair())
 			got <- l
 		}()
-		eventually(t, 5*time.Second, "waiter queued", func() bool { return len(fairQueue(t, rdb, "replay")) == i+1 })
+		locktest.Eventually(t, 5*time.Second, "waiter queued", func() bool { return len(fairQueue(t, rdb, "replay")) == i+1 })
 	}
 	if err := h.Release(ctx); err != nil || rr.replayed.Load() != 1 {
 		t.Fatalf("release: %v, replayed %d times", err, rr.replayed.Load())
 	}
 	l := <-got
-	if s := lockState(t, rdb, "lockkit:{replay}"); l == nil || s.Token != l.Token() || len(fairQueue(t, rdb, "replay")) != 1 {
+	if s := lockState(t, rdb, locktest.Key("replay")); l == nil || s.Token != l.Token() || len(fairQueue(t, rdb, "replay")) != 1 {
 		t.Fatalf("after a replayed release Redis records %+v, queue %v", s, fairQueue(t, rdb, "replay"))
 	}
 	_ = l.Release(ctx)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -13,7 +14,7 @@ import (
 // while queued keeps the lock for that timeout, not for its (here 20s) TTL.
 func TestFair_handoff_deadWaiterKeepsLockNoLongerThanItsQueueTimeout(t *testing.T) {
 	_, rdb, holder := setup(t)
-	c := newClient(t, rdb)
+	c := locktest.NewClient(t, rdb)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	h, err := holder.Acquire(ctx, "deadlong", 10*time.Second, core.Fair())
@@ -22,16 +23,16 @@ func TestFair_handoff_deadWaiterKeepsLockNoLongerThanItsQueueTimeout(t *testing.
 	}
 	// A dead waiter queued just now, as an attempt queues one: 20s TTL, 600ms queue timeout.
 	member := "20000\x00600\x00dead-waiter-token\x000\x00host 1 dead"
-	rdb.ZAdd(ctx, "lockkit:{deadlong}:queue", redis.Z{Score: float64(2 * time.Now().UnixMicro()), Member: member})
-	rdb.PExpire(ctx, "lockkit:{deadlong}:queue", 10*time.Second)
+	rdb.ZAdd(ctx, locktest.Key("deadlong", "queue"), redis.Z{Score: float64(2 * time.Now().UnixMicro()), Member: member})
+	rdb.PExpire(ctx, locktest.Key("deadlong", "queue"), 10*time.Second)
 	got := acquireFair(t, ctx, c, "deadlong", 10*time.Second)
-	eventually(t, 5*time.Second, "waiter queued", func() bool { return len(fairQueue(t, rdb, "deadlong")) == 2 })
+	locktest.Eventually(t, 5*time.Second, "waiter queued", func() bool { return len(fairQueue(t, rdb, "deadlong")) == 2 })
 	released := time.Now()
 	_ = h.Release(ctx)
-	if s := lockState(t, rdb, "lockkit:{deadlong}"); s.Token != "dead-waiter-token" {
+	if s := lockState(t, rdb, locktest.Key("deadlong")); s.Token != "dead-waiter-token" {
 		t.Fatalf("after the release Redis records %+v: not handed to the dead waiter", s)
 	}
-	if d := rdb.PTTL(ctx, "lockkit:{deadlong}").Val(); d <= 0 || d > 600*time.Millisecond {
+	if d := rdb.PTTL(ctx, locktest.Key("deadlong")).Val(); d <= 0 || d > 600*time.Millisecond {
 		t.Fatalf("the grant's lease is %v, want at most the waiter's 600ms queue timeout", d)
 	}
 	l := <-got
@@ -49,7 +50,7 @@ func TestFair_handoff_deadWaiterKeepsLockNoLongerThanItsQueueTimeout(t *testing.
 func TestFair_handoff_shortFirstLeaseRenewed(t *testing.T) {
 	_, rdb, holder := setup(t)
 	var n counting
-	c := newClient(t, rdb, core.WithFairWaiterTimeout(900*time.Millisecond), n.hook())
+	c := locktest.NewClient(t, rdb, core.WithFairWaiterTimeout(900*time.Millisecond), n.hook())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	h, err := holder.Acquire(ctx, "short", 10*time.Second, core.Fair())
@@ -57,7 +58,7 @@ func TestFair_handoff_shortFirstLeaseRenewed(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := acquireFair(t, ctx, c, "short", 6*time.Second)
-	eventually(t, 5*time.Second, "waiter queued and parked", func() bool {
+	locktest.Eventually(t, 5*time.Second, "waiter queued and parked", func() bool {
 		return len(fairQueue(t, rdb, "short")) == 1 && n.attempts.Load() == 2
 	})
 	before := n.attempts.Load()
@@ -73,15 +74,15 @@ func TestFair_handoff_shortFirstLeaseRenewed(t *testing.T) {
 		t.Fatalf("the grant was confirmed by %d attempt(s), not claimed: no short first lease was taken", a-before)
 	}
 	// The first lease is 900ms; the watchdog renews within a third of it, to the 6s TTL.
-	eventually(t, 2*time.Second, "lease lengthened to the TTL", func() bool {
-		return rdb.PTTL(ctx, "lockkit:{short}").Val() > 2*time.Second
+	locktest.Eventually(t, 2*time.Second, "lease lengthened to the TTL", func() bool {
+		return rdb.PTTL(ctx, locktest.Key("short")).Val() > 2*time.Second
 	})
 	select {
 	case <-l.Context().Done():
 		t.Fatalf("lock ended: %v", context.Cause(l.Context()))
 	default:
 	}
-	if s := lockState(t, rdb, "lockkit:{short}"); s.Token != l.Token() {
+	if s := lockState(t, rdb, locktest.Key("short")); s.Token != l.Token() {
 		t.Fatalf("Redis records %+v, want the waiter's token", s)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 )
 
 // Issue #16, defect 9: a fair waiter with a short timeout does not cut the queue's lifetime under
@@ -15,24 +16,24 @@ func TestFair_shortWaiterKeepsQueueTTL(t *testing.T) {
 	srv, rdb, holder := setup(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	const name, queue, deadlines = "q", "lockkit:{q}:queue", "lockkit:{q}:queue:deadlines"
+	var name, queue, deadlines = "q", locktest.Key("q", "queue"), locktest.Key("q", "queue", "deadlines")
 	l, err := holder.Acquire(ctx, name, 30*time.Second, core.Fair())
 	if err != nil {
 		t.Fatal(err)
 	}
 	const longTimeout = 20 * time.Second
-	long := newClient(t, srv.Client(t), core.WithFairWaiterTimeout(longTimeout))
-	short := newClient(t, srv.Client(t), core.WithFairWaiterTimeout(200*time.Millisecond))
+	long := locktest.NewClient(t, srv.Client(t), core.WithFairWaiterTimeout(longTimeout))
+	short := locktest.NewClient(t, srv.Client(t), core.WithFairWaiterTimeout(200*time.Millisecond))
 	done := make(chan error, 2)
 	wait := func(c *core.Client) {
 		_, err := c.Acquire(ctx, name, time.Second, core.Fair())
 		done <- err
 	}
 	go wait(long)
-	eventually(t, 5*time.Second, "long waiter queued", func() bool { return rdb.ZCard(ctx, queue).Val() == 1 })
+	locktest.Eventually(t, 5*time.Second, "long waiter queued", func() bool { return rdb.ZCard(ctx, queue).Val() == 1 })
 	first := rdb.ZRange(ctx, queue, 0, 0).Val()[0]
 	go wait(short)
-	eventually(t, 5*time.Second, "short waiter queued", func() bool { return rdb.ZCard(ctx, queue).Val() == 2 })
+	locktest.Eventually(t, 5*time.Second, "short waiter queued", func() bool { return rdb.ZCard(ctx, queue).Val() == 2 })
 	second := rdb.ZRange(ctx, queue, 1, 1).Val()[0]
 	joined, _ := rdb.HGet(ctx, deadlines, second).Int64()
 	// The queue outlives the long waiter's deadline; the deadlines hash (of the waiters that
@@ -51,7 +52,7 @@ func TestFair_shortWaiterKeepsQueueTTL(t *testing.T) {
 		}
 	}
 	check("after the short waiter joined")
-	eventually(t, 5*time.Second, "short waiter refreshed its place", func() bool {
+	locktest.Eventually(t, 5*time.Second, "short waiter refreshed its place", func() bool {
 		d, _ := rdb.HGet(ctx, deadlines, second).Int64()
 		return d > joined
 	})

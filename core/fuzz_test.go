@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -69,7 +70,7 @@ func FuzzAcquire_validation(f *testing.F) {
 	rdb := srv.Client(f)
 	counter := &scriptCounter{}
 	rdb.AddHook(counter)
-	c := newClient(f, rdb)
+	c := locktest.NewClient(f, rdb)
 	var seq atomic.Int64
 	f.Fuzz(func(t *testing.T, name string, ttlMs int64, owner, guard string, waitMs int64) {
 		ttl := time.Duration(ttlMs) * time.Millisecond
@@ -119,7 +120,7 @@ func FuzzAcquire_validation(f *testing.F) {
 		if err != nil {
 			t.Fatalf("valid input refused: name %q ttl %v owner %d bytes guard %q wait %v: %v", name, ttl, len(owner), guard, wait, err)
 		}
-		if l.Fence() <= 0 || l.Name() != name || l.Key() != "lockkit:{"+name+"}" || (owner != "" && l.Token() != owner) {
+		if l.Fence() <= 0 || l.Name() != name || l.Key() != locktest.Key(name) || (owner != "" && l.Token() != owner) {
 			t.Fatalf("lock %q key %q fence %d", l.Name(), l.Key(), l.Fence())
 		}
 		if err := l.Release(ctx); err != nil && !(ttl < 100*time.Millisecond && errors.Is(err, core.ErrNotHeld)) {

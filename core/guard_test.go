@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 )
 
@@ -43,7 +44,7 @@ func TestGuard_hostileKeys_rejectedBeforeSending(t *testing.T) {
 // tag is another slot's is rejected with ErrInvalid before anything is sent.
 func TestCluster_guardKeySlotChecked(t *testing.T) {
 	cl := redistest.StartCluster(t)
-	c := newClient(t, cl.Client(t))
+	c := locktest.NewClient(t, cl.Client(t))
 	ctx := context.Background()
 	const name, guard = "order-1", "lockkit:idem:{order-1}"
 	l, err := c.TryAcquire(ctx, name, time.Second, core.WithGuard(guard))

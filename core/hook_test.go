@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 )
 
 // hookLog records what a Hook is told about holds: what instrumentation needs without keeping state
@@ -61,13 +62,13 @@ func (g *hookLog) state() (held, lasts int, ends map[*core.Lock]int) {
 func TestHook_heldAndLast_neverDrift(t *testing.T) {
 	g := newHookLog()
 	srv, rdb, c := setup(t, core.WithHook(g.hook()))
-	other := newClient(t, srv.Client(t), core.WithHook(g.hook()))
+	other := locktest.NewClient(t, srv.Client(t), core.WithHook(g.hook()))
 	ctx := context.Background()
 	check := func(when string, wantHeld, wantLasts int) {
 		t.Helper()
 		// A loss is reported by the watchdog's goroutine: its last event may follow the
 		// cancellation of the first hold's context.
-		eventually(t, time.Second, when, func() bool {
+		locktest.Eventually(t, time.Second, when, func() bool {
 			held, lasts, _ := g.state()
 			return held == wantHeld && lasts == wantLasts
 		})
@@ -133,7 +134,7 @@ func TestHook_renewedOncePerLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "three renewals", func() bool {
+	locktest.Eventually(t, 5*time.Second, "three renewals", func() bool {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		return g.renewals[outer] >= 3
@@ -145,7 +146,7 @@ func TestHook_renewedOncePerLock(t *testing.T) {
 	if before != 0 {
 		t.Fatalf("renewals reported on the inner hold too (%d) while the outer was open", before)
 	}
-	eventually(t, 5*time.Second, "the inner hold reports renewals once the outer is released", func() bool {
+	locktest.Eventually(t, 5*time.Second, "the inner hold reports renewals once the outer is released", func() bool {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		return g.renewals[inner] >= 1

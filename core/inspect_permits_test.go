@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 )
 
 // Inspect lists a semaphore's permits (digest, fence, lease, since when, host/pid/label), its limit
 // and its fair waiters: the name is held in mode "permit" by both holders; reading changes nothing.
 func TestInspect_permits(t *testing.T) {
 	_, rdb, c := setup(t, core.WithLabel("limiter"))
-	other := newClient(t, rdb)
+	other := locktest.NewClient(t, rdb)
 	ctx := context.Background()
 	const ttl = 30 * time.Second
 	a, err := c.Acquire(ctx, "pool", ttl, core.Permits(2), core.Fair())
@@ -33,7 +34,7 @@ func TestInspect_permits(t *testing.T) {
 		_, err := other.Acquire(wctx, "pool", ttl, core.Permits(2), core.Fair())
 		waited <- err
 	}()
-	eventually(t, 2*time.Second, "a fair permit waiter queued", func() bool {
+	locktest.Eventually(t, 2*time.Second, "a fair permit waiter queued", func() bool {
 		info, err := c.Inspect(ctx, "pool")
 		return err == nil && info.PermitsQueued == 1
 	})
@@ -95,8 +96,8 @@ func TestForceRelease_permits(t *testing.T) {
 	for _, fair := range []bool{false, true} {
 		t.Run(map[bool]string{false: "plain", true: "fair"}[fair], func(t *testing.T) {
 			_, rdb, c := setup(t)
-			waiter := newClient(t, rdb, core.WithRetryBackoff(5*time.Second, 10*time.Second))
-			operator := newClient(t, rdb)
+			waiter := locktest.NewClient(t, rdb, core.WithRetryBackoff(5*time.Second, 10*time.Second))
+			operator := locktest.NewClient(t, rdb)
 			ctx := context.Background()
 			const ttl = 3 * time.Second
 			opts := []core.AcquireOption{core.Permits(2)}
@@ -125,7 +126,7 @@ func TestForceRelease_permits(t *testing.T) {
 					_ = w.Release(ctx)
 				}()
 			}
-			eventually(t, 2*time.Second, "both waiters parked", func() bool { return core.WaitersParked(waiter) == 2 })
+			locktest.Eventually(t, 2*time.Second, "both waiters parked", func() bool { return core.WaitersParked(waiter) == 2 })
 			forced := time.Now()
 			if ok, err := operator.ForceRelease(ctx, "pool"); err != nil || !ok {
 				t.Fatalf("ForceRelease = %v, %v", ok, err)
@@ -152,7 +153,7 @@ func TestForceRelease_permits(t *testing.T) {
 			if d := time.Since(forced); d > ttl/3+200*time.Millisecond {
 				t.Fatalf("holders' contexts cancelled %v after the forced release, want within %v", d, ttl/3)
 			}
-			eventually(t, 2*time.Second, "the waiters' releases", func() bool {
+			locktest.Eventually(t, 2*time.Second, "the waiters' releases", func() bool {
 				info, err := operator.Inspect(ctx, "pool")
 				return err == nil && len(info.Permits) == 0
 			})

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 )
 
@@ -44,7 +45,7 @@ type ttlKey struct{}
 // nothing; a free lock reports the last fence.
 func TestInspect_heldFreeAndReadOnly(t *testing.T) {
 	_, rdb, c := setup(t, core.WithLabel("billing worker"))
-	other := newClient(t, rdb)
+	other := locktest.NewClient(t, rdb)
 	// A TTL long enough that no renewal (at a third of it) falls between the reads below.
 	ctx := context.WithValue(context.Background(), ttlKey{}, 30*time.Second)
 	l, err := c.Acquire(ctx, "invoice:42", 30*time.Second, core.Fair())
@@ -62,7 +63,7 @@ func TestInspect_heldFreeAndReadOnly(t *testing.T) {
 		_, err := other.Acquire(wctx, "invoice:42", time.Second, core.Fair())
 		waited <- err
 	}()
-	eventually(t, 2*time.Second, "a fair waiter queued", func() bool {
+	locktest.Eventually(t, 2*time.Second, "a fair waiter queued", func() bool {
 		info, err := c.Inspect(ctx, "invoice:42")
 		return err == nil && info.Queued == 1
 	})
@@ -103,8 +104,8 @@ func TestForceRelease_holderLosesWaiterWoken(t *testing.T) {
 	for _, fair := range []bool{false, true} {
 		t.Run(map[bool]string{false: "plain", true: "fair"}[fair], func(t *testing.T) {
 			_, rdb, c := setup(t)
-			waiter := newClient(t, rdb, core.WithRetryBackoff(5*time.Second, 10*time.Second))
-			operator := newClient(t, rdb)
+			waiter := locktest.NewClient(t, rdb, core.WithRetryBackoff(5*time.Second, 10*time.Second))
+			operator := locktest.NewClient(t, rdb)
 			forceRelease(t, c, waiter, operator, fair)
 		})
 	}
@@ -133,9 +134,9 @@ func forceRelease(t *testing.T, c, waiter, operator *core.Client, fair bool) {
 		got <- time.Now()
 		_ = w.Release(ctx)
 	}()
-	eventually(t, 2*time.Second, "the waiter parked", func() bool { return core.WaitersParked(waiter) == 1 })
+	locktest.Eventually(t, 2*time.Second, "the waiter parked", func() bool { return core.WaitersParked(waiter) == 1 })
 	if fair {
-		eventually(t, 2*time.Second, "the waiter queued", func() bool {
+		locktest.Eventually(t, 2*time.Second, "the waiter queued", func() bool {
 			info, err := operator.Inspect(ctx, "stuck")
 			return err == nil && info.Queued == 1
 		})
@@ -173,7 +174,7 @@ func forceRelease(t *testing.T, c, waiter, operator *core.Client, fair bool) {
 	if err := l.Release(ctx); !errors.Is(err, core.ErrNotHeld) {
 		t.Fatalf("Release after force = %v, want ErrNotHeld", err)
 	}
-	eventually(t, 2*time.Second, "the waiter's release", func() bool {
+	locktest.Eventually(t, 2*time.Second, "the waiter's release", func() bool {
 		info, err := operator.Inspect(ctx, "stuck")
 		return err == nil && !info.Held
 	})
@@ -187,7 +188,7 @@ func TestInspect_clusterAndRedlock(t *testing.T) {
 	ctx := context.WithValue(context.Background(), ttlKey{}, 5*time.Second)
 	t.Run("cluster", func(t *testing.T) {
 		cl := redistest.StartCluster(t)
-		c := newClient(t, cl.Client(t), core.WithLabel("c"))
+		c := locktest.NewClient(t, cl.Client(t), core.WithLabel("c"))
 		for name := range namesOnEveryMaster(t, cl) {
 			l, err := c.Acquire(ctx, name, 5*time.Second)
 			if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -30,7 +31,7 @@ func TestInvalid_acquireArguments(t *testing.T) {
 	rdb := srv.Client(t)
 	counter := &scriptCounter{}
 	rdb.AddHook(counter)
-	c := newClient(t, rdb)
+	c := locktest.NewClient(t, rdb)
 	ctx := context.Background()
 	cases := []struct {
 		name string
@@ -93,7 +94,7 @@ func TestInvalid_callArguments(t *testing.T) {
 	rdb := srv.Client(t)
 	counter := &scriptCounter{}
 	rdb.AddHook(counter)
-	c := newClient(t, rdb)
+	c := locktest.NewClient(t, rdb)
 	ctx := context.Background()
 	var noCtx context.Context // (a nil context, without a lint finding for a literal nil)
 

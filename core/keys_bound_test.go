@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 )
 
 // A service that locks a new name per request (the adapters do, per idempotency key and per task
@@ -51,7 +52,7 @@ func TestKeys_10000Names_leaveNothingBehind(t *testing.T) {
 	if peak < 1000 { // one free lock per name, until they expire (the first ones may have)
 		t.Fatalf("%d keys right after %d names: the test proves nothing", peak, names)
 	}
-	eventually(t, 30*time.Second, "every key to expire", func() bool { return rdb.DBSize(ctx).Val() == 0 })
+	locktest.Eventually(t, 30*time.Second, "every key to expire", func() bool { return rdb.DBSize(ctx).Val() == 0 })
 	t.Logf("%d names: %d keys right after, 0 after retention", names, peak)
 }
 
@@ -65,7 +66,7 @@ func TestFence_keyExpiry_fencesStillIncrease(t *testing.T) {
 		t.Fatal(err)
 	}
 	f1 := l.Fence()
-	if pttl := rdb.PTTL(ctx, "lockkit:{x}").Val(); pttl <= 0 {
+	if pttl := rdb.PTTL(ctx, locktest.Key("x")).Val(); pttl <= 0 {
 		t.Fatalf("held lock PTTL %v: it must expire", pttl)
 	}
 	in, err := c.Acquire(l.Context(), "x", time.Second)
@@ -77,14 +78,14 @@ func TestFence_keyExpiry_fencesStillIncrease(t *testing.T) {
 	}
 	_ = in.Release(ctx)
 	_ = l.Release(ctx)
-	if st := lockState(t, rdb, "lockkit:{x}"); st.Held() || st.Fence != f1 {
+	if st := lockState(t, rdb, locktest.Key("x")); st.Held() || st.Fence != f1 {
 		t.Fatalf("released lock: %+v, want free with fence %d", st, f1)
 	}
-	if pttl := rdb.PTTL(ctx, "lockkit:{x}").Val(); pttl <= 0 {
+	if pttl := rdb.PTTL(ctx, locktest.Key("x")).Val(); pttl <= 0 {
 		t.Fatalf("free lock PTTL %v: it must expire", pttl)
 	}
-	rdb.PExpire(ctx, "lockkit:{x}", 5*time.Millisecond)
-	eventually(t, time.Second, "the free lock to expire", func() bool { return rdb.Exists(ctx, "lockkit:{x}").Val() == 0 })
+	rdb.PExpire(ctx, locktest.Key("x"), 5*time.Millisecond)
+	locktest.Eventually(t, time.Second, "the free lock to expire", func() bool { return rdb.Exists(ctx, locktest.Key("x")).Val() == 0 })
 	l2, err := c.Acquire(ctx, "x", time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +99,7 @@ func TestFence_keyExpiry_fencesStillIncrease(t *testing.T) {
 // Every key lockkit writes carries a TTL, whatever the path that wrote it.
 func TestKeys_everyKeyExpires(t *testing.T) {
 	srv, rdb, c := setup(t)
-	other := newClient(t, srv.Client(t))
+	other := locktest.NewClient(t, srv.Client(t))
 	ctx := context.Background()
 	check := func(when string) {
 		t.Helper()
@@ -124,15 +125,15 @@ func TestKeys_everyKeyExpires(t *testing.T) {
 			_ = l.Release(ctx)
 		}
 	}()
-	eventually(t, 2*time.Second, "a fair waiter queued", func() bool { return rdb.Exists(ctx, "lockkit:{f}:queue").Val() == 1 })
-	g, _ := c.Acquire(ctx, "g", time.Second, core.WithGuard("lockkit:{g}:done"))
+	locktest.Eventually(t, 2*time.Second, "a fair waiter queued", func() bool { return rdb.Exists(ctx, locktest.Key("f", "queue")).Val() == 1 })
+	g, _ := c.Acquire(ctx, "g", time.Second, core.WithGuard(locktest.Key("g", "done")))
 	_ = a.Extend(ctx, 3*time.Second)
 	check("while held")
-	_ = g.ReleaseSet(ctx, "lockkit:{g}:done", []byte("ok"), time.Minute)
+	_ = g.ReleaseSet(ctx, locktest.Key("g", "done"), []byte("ok"), time.Minute)
 	for _, l := range []*core.Lock{in, co, a, f} {
 		_ = l.Release(ctx)
 	}
-	eventually(t, 3*time.Second, "the fair waiter served", queued.Load)
+	locktest.Eventually(t, 3*time.Second, "the fair waiter served", queued.Load)
 	check("after release")
 	if n := len(rdb.Keys(ctx, "lockkit:{a}*").Val()); n == 0 {
 		t.Fatal("no key left to check: the test proves nothing")

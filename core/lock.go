@@ -3,44 +3,11 @@ package core
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/lockkit/lockkit/core/internal/sched"
 	"github.com/lockkit/lockkit/core/internal/store"
-	"github.com/lockkit/lockkit/core/internal/wait"
 )
-
-// Client takes locks on Redis. It is safe for concurrent use. One Client runs at most three
-// goroutines whatever the number of locks: the renewal watchdog, and the reader and writer of the
-// shared release subscription. They start when first needed and stop on Close. (A Redlock Client
-// also sends its requests to the nodes from worker goroutines, as many as requests in flight; a
-// worker exits after one to two seconds without work, or on Close. Pipelining (WithPipelining) uses
-// the go-redis client's automatic pipeliner, built when many commands are first in flight at once,
-// whose goroutines belong to the go-redis client and stop when it is closed.)
-type Client struct {
-	id      string       // random, published in release messages and prefixed to hold ids
-	holds   atomic.Int64 // hold ids of re-entering acquisitions
-	st      store.Store
-	opt     options
-	hook    *Hook
-	wd      *watchdog
-	room    *wait.Queues
-	closed  atomic.Bool
-	backs   *store.GiveBacks // give-backs of acquisitions whose reply was lost
-	scratch *store.Scratches // what an acquisition or a release needs only while it runs
-}
-
-// log reports msg at level with attrs, unless the Client was given a discarding logger.
-func (c *Client) log(level slog.Level, msg string, attrs ...slog.Attr) {
-	lg := c.opt.logger
-	if !c.opt.loggerSet || lg == nil {
-		lg = slog.Default()
-	}
-	lg.LogAttrs(context.Background(), level, "lockkit: "+msg, attrs...)
-}
 
 // A hold's state: held until it ends (see Lock.end), and then why.
 const (
@@ -62,15 +29,14 @@ type holdState uint8
 // returns an already cancelled context whose cause is ErrNotHeld, so that no work proceeds under a
 // lock that does not exist.
 type Lock struct {
-	c     *Client
-	k     store.Keys
-	token string
-	tok   any // token, boxed once for the scripts
-	hold  any // this hold's id among the owner's holds (see lib.lua)
-	ttl   time.Duration
-	lease time.Duration // a fair grant's first lease when shorter than ttl (claim); 0: ttl
-	fence int64
-	holds int64
+	c      *Client
+	k      store.Keys
+	token  any // the owner token (a string), boxed once for the scripts
+	holdID any // this hold's id among the owner's holds (see lib.lua)
+	ttl    time.Duration
+	lease  time.Duration // a fair grant's first lease when shorter than ttl (claim); 0: ttl
+	fence  int64
+	holds  int64
 	// req is the acquire request while the acquisition runs (take), nil once it ended: a held
 	// lock does not keep it (issue #38: memory per held lock).
 	req      *store.AcquireReq
@@ -78,8 +44,8 @@ type Lock struct {
 	limit    time.Duration // WithMaxHold; 0: none
 	maxAt    time.Time     // acquired + limit; zero: none
 	outer    *Lock         // the lock held by the context this one was acquired with
-	e        *entry        // shared by the reentrant Locks of one owner in this Client
-	own      entry         // e, when this acquisition created it
+	entry    *entry        // shared by the reentrant Locks of one owner in this Client
+	ownEntry entry         // entry, when this acquisition created it
 	vctx     valueCtx      // the parent of the lock's context
 
 	mu    sync.Mutex
@@ -177,7 +143,8 @@ func (l *Lock) Token() string {
 	if l == nil {
 		return ""
 	}
-	return l.token
+	s, _ := l.token.(string)
+	return s
 }
 
 // Fence returns the fencing token: a number that strictly increases with every fresh acquisition of
@@ -254,56 +221,3 @@ func (l *Lock) lostCause() error {
 	}
 	return nil
 }
-
-// watchdog is the one renewal scheduler of a Client: a heap of held locks ordered by their next
-// deadline, served by one goroutine that sends due renewals in pipelined batches.
-type watchdog struct {
-	c *Client
-	// lost ends the holds of an entry given up (Client.lost), endHolds those whose WithMaxHold
-	// limit passed (Client.endHolds): the watchdog says what ends, the Client ends it.
-	lost     func(lostSet)
-	endHolds func([]lostSet)
-	mu       sync.Mutex
-	held     map[string]*entry // by lock key
-	h        sched.Heap[*entry]
-	base     time.Time   // the heap's due times count from it (monotonic)
-	t        *time.Timer // the scheduler's timer, reset under mu (nil until the first lock)
-	stop     chan struct{}
-	done     chan struct{}
-	batches  sync.WaitGroup
-	// pipelines and scripts count renewal round trips and the scripts they carried.
-	pipelines, scripts atomic.Int64
-	started            bool
-	stopped            bool
-	wakeAt             time.Time // when the scheduler's timer fires next
-	rounds             sync.Pool // of *round: a renewal round's buffers (watchdog_round.go)
-}
-
-// lostSet is an entry given up by the watchdog: its locks, and why.
-type lostSet struct {
-	locks []*Lock
-	why   string
-	err   error
-}
-
-// entry is one held lock (key + owner token) as the watchdog sees it. Reentrant Locks of the same
-// owner in this client share it.
-type entry struct {
-	k        *store.Keys
-	tok      any // owner token
-	ttl      time.Duration
-	valid    time.Time // local validity deadline: last successful send + ttl − drift
-	next     time.Time // next renewal
-	idx      int       // heap index, -1 when not scheduled
-	seq      uint64    // bumped by Extend: a renewal sent before carries an older seq
-	counted  int       // holds reported to the hook as making the Client hold the lock (HoldInfo.Held)
-	maxAt    time.Time // the earliest WithMaxHold deadline of its locks; zero: none
-	inflight bool
-	gone     bool
-	lastErr  error
-	one      [1]*Lock
-	locks    []*Lock
-}
-
-// Place is the entry's place in the watchdog's heap (sched.Item).
-func (e *entry) Place() *int { return &e.idx }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 )
 
 func TestAcquire_release_roundTrips(t *testing.T) {
@@ -21,16 +22,16 @@ func TestAcquire_release_roundTrips(t *testing.T) {
 		t.Fatalf("fence %d holds %d reentrant %v, want >0 1 false", l.Fence(), l.Holds(), l.Holds() > 1)
 	}
 	first := l.Fence()
-	if l.Key() != "lockkit:{orders}" || l.Name() != "orders" || len(l.Token()) != 32 {
+	if l.Key() != locktest.Key("orders") || l.Name() != "orders" || len(l.Token()) != 32 {
 		t.Fatalf("key %q name %q token %q", l.Key(), l.Name(), l.Token())
 	}
-	if got := lockState(t, rdb, "lockkit:{orders}"); got.Holds != 1 || got.Token != l.Token() || got.Fence != l.Fence() {
+	if got := lockState(t, rdb, locktest.Key("orders")); got.Holds != 1 || got.Token != l.Token() || got.Fence != l.Fence() {
 		t.Fatalf("in redis: %+v, want 1 hold of %s", got, l.Token())
 	}
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if lockHeld(t, rdb, "lockkit:{orders}") {
+	if lockHeld(t, rdb, locktest.Key("orders")) {
 		t.Fatal("lock key still exists after release")
 	}
 	if cause := context.Cause(l.Context()); !errors.Is(cause, core.ErrReleased) {
@@ -129,7 +130,7 @@ func TestReentrancy_context_and_owner(t *testing.T) {
 		t.Fatalf("inner holds %d fence %d (outer %d)", inner.Holds(), inner.Fence(), outer.Fence())
 	}
 	// Another process (another client) re-enters with the explicit token.
-	other := newClient(t, rdb)
+	other := locktest.NewClient(t, rdb)
 	third, err := other.TryAcquire(ctx, "doc", time.Second, core.WithOwner(outer.Token()))
 	if err != nil || third.Holds() != 3 {
 		t.Fatalf("re-enter with WithOwner: %v", err)
@@ -142,14 +143,14 @@ func TestReentrancy_context_and_owner(t *testing.T) {
 		if err := l.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if !lockHeld(t, rdb, "lockkit:{doc}") {
+		if !lockHeld(t, rdb, locktest.Key("doc")) {
 			t.Fatal("lock freed before the last hold was released")
 		}
 	}
 	if err := outer.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if lockHeld(t, rdb, "lockkit:{doc}") {
+	if lockHeld(t, rdb, locktest.Key("doc")) {
 		t.Fatal("lock not freed after the last hold")
 	}
 }
@@ -277,10 +278,10 @@ func TestClose_duringAcquisition_lockGoneMeanwhile(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, rdb, _ := setup(t)
 			ctx := context.Background()
-			other := newClient(t, rdb)
+			other := locktest.NewClient(t, rdb)
 			var c *core.Client
 			var theirs *core.Lock
-			c = newClient(t, rdb, core.WithHook(core.Hook{
+			c = locktest.NewClient(t, rdb, core.WithHook(core.Hook{
 				Acquired: func(_ context.Context, h core.HoldInfo) context.Context {
 					if err := rdb.Del(ctx, h.Lock.Key()).Err(); err != nil {
 						t.Error(err)
@@ -300,7 +301,7 @@ func TestClose_duringAcquisition_lockGoneMeanwhile(t *testing.T) {
 			if l, err := c.Acquire(ctx, "k", time.Minute); !errors.Is(err, core.ErrClosed) {
 				t.Fatalf("Acquire while closing: %v, %v; want ErrClosed", l, err)
 			}
-			if got := lockHeld(t, rdb, "lockkit:{k}"); got != tc.taken {
+			if got := lockHeld(t, rdb, locktest.Key("k")); got != tc.taken {
 				t.Fatalf("held after the give-back: %v, want %v", got, tc.taken)
 			}
 			if tc.taken && theirs.Context().Err() != nil {
@@ -317,7 +318,7 @@ func TestClose_releasesAndCancels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	other := newClient(t, rdb)
+	other := locktest.NewClient(t, rdb)
 	waitErr := make(chan error, 1)
 	go func() {
 		_, err := c.Acquire(ctx, "k", time.Second)
@@ -365,7 +366,7 @@ func TestGuard_replayAndReleaseSet(t *testing.T) {
 		_, err := c.Acquire(ctx, "req-1", time.Second, core.WithGuard(guard))
 		got <- err
 	}()
-	eventually(t, 5*time.Second, "duplicate waiting", func() bool { return core.WaitersParked(c) == 1 })
+	locktest.Eventually(t, 5*time.Second, "duplicate waiting", func() bool { return core.WaitersParked(c) == 1 })
 	if err := l.ReleaseSet(ctx, guard, []byte("result"), time.Minute); err != nil {
 		t.Fatal(err)
 	}

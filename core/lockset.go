@@ -10,6 +10,23 @@ import (
 	"github.com/lockkit/lockkit/core/internal/wait"
 )
 
+// LockSet is a set of locks held together by one owner, taken all or nothing (AcquireAll). Each lock
+// is a *Lock of its own (key, fence, renewals), and the set has one context. Its methods are safe
+// for concurrent use; those of a nil *LockSet (what a failed AcquireAll returns) do not panic.
+type LockSet struct {
+	locks  []*Lock   // in the order the names were given
+	groups [][]*Lock // the locks of each slot, in the order they were taken
+	last   *Lock     // the lock taken last: the set's context derives from its
+	ctx    *setCtx   // the set's context: last's, carrying the set (SetFromContext)
+}
+
+// setCtx carries the LockSet in its context (its parent is the context of the set's last lock).
+type setCtx struct {
+	context.Context
+	s *LockSet
+}
+
+// setCall is one AcquireAll or TryAcquireAll call: its locks, grouped by slot, and its attempts.
 // maxSetNames bounds the names of one AcquireAll.
 const maxSetNames = 100
 
@@ -92,7 +109,7 @@ func (s *LockSet) Release(ctx context.Context) error {
 		for i, l := range live {
 			ks[i] = &l.k
 		}
-		left, err := c.st.ReleaseAll(ctx, ks, live[0].tok, live[0].hold, nil)
+		left, err := c.st.ReleaseAll(ctx, ks, live[0].token, live[0].holdID, nil)
 		for i, l := range live {
 			var n int64
 			if err == nil {
@@ -187,7 +204,7 @@ func (c *Client) acquireAll(ctx context.Context, names []string, ttl time.Durati
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}
-	sc := setCall{c: c, ao: ao, wait: waits, ttl: ttl, start: time.Now()}
+	sc := setCall{c: c, ao: ao, waits: waits, ttl: ttl, start: time.Now()}
 	sc.Call = wait.Call{Q: c.room, Backoff: c.opt.backoffMin, MaxBack: c.opt.backoffMax}
 	sc.prepare(full)
 	return sc.run(ctx)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -18,7 +19,7 @@ import (
 // (and nothing is left behind); when none is, every name is the set's, each with its own fence.
 func TestAcquireAll_allOrNothing(t *testing.T) {
 	_, rdb, c := setup(t)
-	other := newClient(t, rdb)
+	other := locktest.NewClient(t, rdb)
 	ctx := context.Background()
 	b, err := other.Acquire(ctx, "b", time.Minute)
 	if err != nil {
@@ -30,7 +31,7 @@ func TestAcquireAll_allOrNothing(t *testing.T) {
 		t.Fatalf("TryAcquireAll with b taken: %v, want NotAcquired naming b", err)
 	}
 	for _, n := range []string{"a", "c"} {
-		if lockHeld(t, rdb, "lockkit:{"+n+"}") {
+		if lockHeld(t, rdb, locktest.Key(n)) {
 			t.Fatalf("%s was left held by a failed set", n)
 		}
 	}
@@ -46,7 +47,7 @@ func TestAcquireAll_allOrNothing(t *testing.T) {
 		t.Fatalf("%d locks", len(locks))
 	}
 	for i, n := range []string{"a", "b", "c"} {
-		st := lockState(t, rdb, "lockkit:{"+n+"}")
+		st := lockState(t, rdb, locktest.Key(n))
 		if locks[i].Name() != n || st.Token != locks[i].Token() || st.Fence != locks[i].Fence() || locks[i].Token() != locks[0].Token() {
 			t.Fatalf("lock %d: name %q fence %d; Redis %+v", i, locks[i].Name(), locks[i].Fence(), st)
 		}
@@ -61,7 +62,7 @@ func TestAcquireAll_allOrNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range []string{"a", "b", "c"} {
-		if lockHeld(t, rdb, "lockkit:{"+n+"}") {
+		if lockHeld(t, rdb, locktest.Key(n)) {
 			t.Fatalf("%s still held after the set's release", n)
 		}
 	}
@@ -73,8 +74,8 @@ func TestAcquireAll_allOrNothing(t *testing.T) {
 // Two owners taking overlapping sets in opposite orders never wait on each other for ever.
 func TestAcquireAll_overlappingSetsInOppositeOrders_noDeadlock(t *testing.T) {
 	srv, _, _ := setup(t)
-	a := newClient(t, srv.Client(t), core.WithRetryBackoff(5*time.Millisecond, 50*time.Millisecond))
-	b := newClient(t, srv.Client(t), core.WithRetryBackoff(5*time.Millisecond, 50*time.Millisecond))
+	a := locktest.NewClient(t, srv.Client(t), core.WithRetryBackoff(5*time.Millisecond, 50*time.Millisecond))
+	b := locktest.NewClient(t, srv.Client(t), core.WithRetryBackoff(5*time.Millisecond, 50*time.Millisecond))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var held atomic.Int32
@@ -107,7 +108,7 @@ func TestAcquireAll_overlappingSetsInOppositeOrders_noDeadlock(t *testing.T) {
 // A waiting set is woken by the release of the name it found taken, not by its fallback backoff.
 func TestAcquireAll_wokenByRelease(t *testing.T) {
 	_, rdb, holder := setup(t)
-	c := newClient(t, rdb, core.WithRetryBackoff(10*time.Second, 20*time.Second)) // polls would be too late
+	c := locktest.NewClient(t, rdb, core.WithRetryBackoff(10*time.Second, 20*time.Second)) // polls would be too late
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	h, err := holder.Acquire(ctx, "q2", time.Minute)
@@ -122,7 +123,7 @@ func TestAcquireAll_wokenByRelease(t *testing.T) {
 		}
 		got <- err
 	}()
-	eventually(t, 5*time.Second, "the set waits on q2's channel", func() bool { return subscribers(t, rdb, "q2") == 1 })
+	locktest.Eventually(t, 5*time.Second, "the set waits on q2's channel", func() bool { return subscribers(t, rdb, "q2") == 1 })
 	released := time.Now()
 	if err := h.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -149,7 +150,7 @@ func TestAcquireAll_oneLost_contextEndsAndReleaseGivesBackTheRest(t *testing.T) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	rdb.Del(ctx, "lockkit:{l2}") // behind the holder's back
+	rdb.Del(ctx, locktest.Key("l2")) // behind the holder's back
 	select {
 	case <-s.Context().Done():
 	case <-time.After(2 * time.Second):
@@ -163,12 +164,12 @@ func TestAcquireAll_oneLost_contextEndsAndReleaseGivesBackTheRest(t *testing.T) 
 		t.Fatalf("Release after a loss: %v, want ErrLost", err)
 	}
 	for _, n := range []string{"l1", "l3"} {
-		if lockHeld(t, rdb, "lockkit:{"+n+"}") {
+		if lockHeld(t, rdb, locktest.Key(n)) {
 			t.Fatalf("%s still held after Release", n)
 		}
 	}
 	err = c.DoAll(ctx, []string{"d1", "d2"}, 300*time.Millisecond, func(ctx context.Context) error {
-		rdb.Del(ctx, "lockkit:{d1}")
+		rdb.Del(ctx, locktest.Key("d1"))
 		<-ctx.Done()
 		return nil
 	})
@@ -190,7 +191,7 @@ func TestAcquireAll_renewedInOneBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Release(ctx)
-	eventually(t, 5*time.Second, "three renewal rounds", func() bool {
+	locktest.Eventually(t, 5*time.Second, "three renewal rounds", func() bool {
 		_, scripts := core.RenewStats(c)
 		return scripts >= 30
 	})
@@ -281,8 +282,8 @@ func TestAcquireAll_invalid(t *testing.T) {
 func TestCluster_acquireAll_acrossSlots(t *testing.T) {
 	cl := redistest.StartCluster(t)
 	rdb := cl.Client(t)
-	c := newClient(t, rdb)
-	other := newClient(t, cl.Client(t))
+	c := locktest.NewClient(t, rdb)
+	other := locktest.NewClient(t, cl.Client(t))
 	ctx := context.Background()
 	names := []string{"acct:1", "acct:2", "acct:3", "acct:4"} // four hash tags: several slots
 	b, err := other.Acquire(ctx, "acct:3", time.Minute)
@@ -293,7 +294,7 @@ func TestCluster_acquireAll_acrossSlots(t *testing.T) {
 		t.Fatalf("with acct:3 taken: %v", err)
 	}
 	for _, n := range names {
-		if n != "acct:3" && lockHeld(t, rdb, "lockkit:{"+n+"}") {
+		if n != "acct:3" && lockHeld(t, rdb, locktest.Key(n)) {
 			t.Fatalf("%s left held by a failed set", n)
 		}
 	}

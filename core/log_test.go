@@ -17,15 +17,15 @@ import (
 func TestLogger_whatNoCallerIsTold(t *testing.T) {
 	srv, rdb, _ := setup(t)
 	var out locktest.SyncBuffer
-	c := newClient(t, srv.Client(t), core.WithLogger(slog.New(slog.NewTextHandler(&out, nil))))
+	c := locktest.NewClient(t, srv.Client(t), core.WithLogger(slog.New(slog.NewTextHandler(&out, nil))))
 	ctx := context.Background()
 	l, err := c.Acquire(ctx, "logged", 300*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rdb.Del(ctx, "lockkit:{logged}")
+	rdb.Del(ctx, locktest.Key("logged"))
 	<-l.Context().Done()
-	eventually(t, 2*time.Second, "the loss logged", func() bool {
+	locktest.Eventually(t, 2*time.Second, "the loss logged", func() bool {
 		return strings.Contains(out.String(), `msg="lockkit: lock lost" name=logged reason=not_owner`)
 	})
 	failure := errors.New("the function failed")
@@ -51,14 +51,14 @@ func TestLogger_renewalFailureLoggedOnce(t *testing.T) {
 	rdb := srv.Client(t)
 	failing := &failRenewals{}
 	rdb.AddHook(failing)
-	c := newClient(t, rdb, core.WithLogger(slog.New(slog.NewTextHandler(&out, nil))))
+	c := locktest.NewClient(t, rdb, core.WithLogger(slog.New(slog.NewTextHandler(&out, nil))))
 	l, err := c.Acquire(context.Background(), "renewed", 600*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
 	failing.on.Store(true) // every renewal fails at once, and is tried again until the validity deadline
 	<-l.Context().Done()
-	eventually(t, 2*time.Second, "the loss logged", func() bool { return strings.Contains(out.String(), "reason=expired") })
+	locktest.Eventually(t, 2*time.Second, "the loss logged", func() bool { return strings.Contains(out.String(), "reason=expired") })
 	if n, tries := strings.Count(out.String(), "renewal failed"), failing.n.Load(); n != 1 || tries < 3 {
 		t.Fatalf("%d renewal attempts failed, logged %d times:\n%s", tries, n, out.String())
 	}

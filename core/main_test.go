@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/lockkit/lockkit/internal/locktest"
 
@@ -26,31 +25,21 @@ func TestMain(m *testing.M) {
 	locktest.VerifyTestMain(m)
 }
 
-// newClient returns a core.Client over rdb, closed when the test ends.
-func newClient(t testing.TB, rdb redis.UniversalClient, opts ...core.Option) *core.Client {
-	return locktest.NewClient(t, rdb, opts...)
-}
-
 // setup starts a fresh redis-server and returns it with a go-redis client and a lockkit client.
 func setup(t testing.TB, opts ...core.Option) (*redistest.Server, *redis.Client, *core.Client) {
 	t.Helper()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	return srv, rdb, newClient(t, rdb, opts...)
-}
-
-// eventually polls cond every few milliseconds until it holds or d passes.
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	locktest.Eventually(t, d, what, cond)
+	return srv, rdb, locktest.NewClient(t, rdb, opts...)
 }
 
 // subscribers returns how many connections are subscribed to the release channel of name.
 func subscribers(t testing.TB, rdb *redis.Client, name string) int64 {
-	m, err := rdb.PubSubNumSub(context.Background(), "lockkit:{"+name+"}:released").Result()
+	m, err := rdb.PubSubNumSub(context.Background(), locktest.Key(name, "released")).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return m["lockkit:{"+name+"}:released"]
+	return m[locktest.Key(name, "released")]
 }
 
 // lockState reads what Redis records about the lock key on rdb.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 )
 
@@ -82,7 +83,7 @@ func TestMaxHold_clientDefaultAndOverride(t *testing.T) {
 	if !errors.Is(context.Cause(limited.Context()), core.ErrMaxHold) {
 		t.Fatalf("cause = %v", context.Cause(limited.Context()))
 	}
-	eventually(t, time.Second, "the limited lock to be free", func() bool {
+	locktest.Eventually(t, time.Second, "the limited lock to be free", func() bool {
 		l, err := c.TryAcquire(ctx, "mh-default", time.Second, core.WithMaxHold(0))
 		if err == nil {
 			_ = l.Release(ctx)
@@ -108,7 +109,7 @@ func TestMaxHold_clientDefaultAndOverride(t *testing.T) {
 // here): the lock stays held until it is released.
 func TestMaxHold_reentrantHolds(t *testing.T) {
 	_, rdb, c := setup(t)
-	other := newClient(t, rdb)
+	other := locktest.NewClient(t, rdb)
 	ctx := context.Background()
 	outer, err := c.Acquire(ctx, "mh-re", time.Second, core.WithMaxHold(300*time.Millisecond))
 	if err != nil {
@@ -129,7 +130,7 @@ func TestMaxHold_reentrantHolds(t *testing.T) {
 			t.Fatalf("Release of an ended hold = %v, want ErrMaxHold", err)
 		}
 	}
-	eventually(t, time.Second, "the two holds released", func() bool {
+	locktest.Eventually(t, time.Second, "the two holds released", func() bool {
 		st := lockState(t, rdb, owner.Key())
 		return st.Token == owner.Token() && st.Holds == 1
 	})
@@ -181,7 +182,7 @@ func TestMaxHold_redlock(t *testing.T) {
 	if !errors.Is(context.Cause(l.Context()), core.ErrMaxHold) {
 		t.Fatalf("cause = %v", context.Cause(l.Context()))
 	}
-	eventually(t, 2*nodeTimeout, "every node released", func() bool {
+	locktest.Eventually(t, 2*nodeTimeout, "every node released", func() bool {
 		for _, s := range srvs {
 			if heldOn(t, s, l.Key()) {
 				return false

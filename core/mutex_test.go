@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 )
 
@@ -15,8 +16,8 @@ import (
 // Redis with a non-atomic GET then SET inside the lock. Any overlap loses an increment.
 func TestMutualExclusion_twoClients(t *testing.T) {
 	srv := redistest.Start(t)
-	a := newClient(t, srv.Client(t))
-	b := newClient(t, srv.Client(t))
+	a := locktest.NewClient(t, srv.Client(t))
+	b := locktest.NewClient(t, srv.Client(t))
 	plain := srv.Client(t)
 	const perClient, rounds = 32, 8
 	var (

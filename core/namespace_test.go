@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 )
 
 func TestInNamespace_confinesNames(t *testing.T) {
@@ -23,7 +24,7 @@ func TestInNamespace_confinesNames(t *testing.T) {
 	if err != nil {
 		t.Fatalf("namespaced lock blocked by the plain one: %v", err)
 	}
-	if l.Name() != "@http/cron/billing" || l.Key() != "lockkit:{@http/cron/billing}" ||
+	if l.Name() != "@http/cron/billing" || l.Key() != locktest.Key("@http/cron/billing") ||
 		l.Name() != core.Namespaced("http", "cron/billing") {
 		t.Fatalf("name %q key %q", l.Name(), l.Key())
 	}
@@ -61,10 +62,10 @@ func TestInNamespace_confinesNames(t *testing.T) {
 		}
 	}
 	// The namespaced lock stays as its release left it (free, with its fence); nothing else was written.
-	if st := lockState(t, rdb, "lockkit:{@http/cron/billing}"); st.Held() || st.Fence != l.Fence() {
+	if st := lockState(t, rdb, locktest.Key("@http/cron/billing")); st.Held() || st.Fence != l.Fence() {
 		t.Fatalf("reserved lock written after its release: %+v", st)
 	}
-	if n := rdb.Exists(ctx, "lockkit:{@}").Val(); n != 0 {
+	if n := rdb.Exists(ctx, locktest.Key("@")).Val(); n != 0 {
 		t.Fatalf("%d reserved keys written", n)
 	}
 }

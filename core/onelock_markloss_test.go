@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 )
 
 // One name, one lock, when the name's lock key is lost alone (evicted, deleted, or lost in a
@@ -27,7 +28,7 @@ var marklossKinds = []struct {
 
 // markKey is the lock key of name (the default prefix): the key that holds a family's mark. (A
 // permit's or a read-write hold's Key is its family's leases.)
-func markKey(name string) string { return "lockkit:{" + name + "}" }
+func markKey(name string) string { return locktest.Key(name) }
 
 // marklossTTL is the TTL of the holds whose mark is deleted: renewed every 100 ms.
 const marklossTTL = 300 * time.Millisecond

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -94,7 +95,7 @@ func TestOneLock_kindsExcludeEachOther(t *testing.T) {
 func TestOneLock_waiterOfAnotherKindWokenByRelease(t *testing.T) {
 	srv, _, c := setup(t)
 	// The waiter's client retries only every 5 to 10 s on its own: a grant within 2 s is a wake-up.
-	waiters := newClient(t, srv.Client(t), core.WithRetryBackoff(5*time.Second, 10*time.Second))
+	waiters := locktest.NewClient(t, srv.Client(t), core.WithRetryBackoff(5*time.Second, 10*time.Second))
 	ctx := context.Background()
 	for i, a := range kinds {
 		for j, b := range kinds {
@@ -117,7 +118,7 @@ func TestOneLock_waiterOfAnotherKindWokenByRelease(t *testing.T) {
 					}
 					got <- err
 				}()
-				eventually(t, 5*time.Second, "the waiter's flag on the name", func() bool {
+				locktest.Eventually(t, 5*time.Second, "the waiter's flag on the name", func() bool {
 					info, err := c.Inspect(ctx, name)
 					return err == nil && (info.Queued+info.PermitsQueued+info.RWQueued > 0 || core.WaitersParked(waiters) > 0)
 				})
@@ -149,7 +150,7 @@ func TestOneLock_expiredFamilyFreesTheName(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The reader's process is gone and its lease has run out (its watchdog would have renewed it).
-	if err := rdb.ZAdd(ctx, "lockkit:{stale}:rw", redis.Z{Score: 1, Member: r.Token()}).Err(); err != nil {
+	if err := rdb.ZAdd(ctx, locktest.Key("stale", "rw"), redis.Z{Score: 1, Member: r.Token()}).Err(); err != nil {
 		t.Fatal(err)
 	}
 	l, err := c.TryAcquire(ctx, "stale", 10*time.Second)
@@ -273,10 +274,10 @@ func TestOneLock_topologies(t *testing.T) {
 		for name := range namesOnEveryMaster(t, cl) {
 			names = append(names, name)
 		}
-		check(t, newClient(t, cl.Client(t)), names)
+		check(t, locktest.NewClient(t, cl.Client(t)), names)
 	})
 	t.Run("sentinel", func(t *testing.T) {
 		s := redistest.StartSentinel(t)
-		check(t, newClient(t, s.Client(t)), []string{"a", "b"})
+		check(t, locktest.NewClient(t, s.Client(t)), []string{"a", "b"})
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -28,15 +29,15 @@ func TestReentry_afterLoss_neverTakesTheLock(t *testing.T) {
 				t.Fatalf("ForceRelease: %v %v", ok, err)
 			}
 		}},
-		{"DEL", func(t *testing.T, srv *redistest.Server, _ *core.Client) { srv.Do(t, "DEL", "lockkit:{x}") }},
+		{"DEL", func(t *testing.T, srv *redistest.Server, _ *core.Client) { srv.Do(t, "DEL", locktest.Key("x")) }},
 		{"FLUSHALL", func(t *testing.T, srv *redistest.Server, _ *core.Client) { srv.Do(t, "FLUSHALL") }},
 	}
 	for _, loss := range losses {
 		for _, how := range []string{"context", "WithOwner"} {
 			t.Run(loss.name+"/"+how, func(t *testing.T) {
 				srv, _, a := setup(t)
-				b := newClient(t, srv.Client(t))
-				other := newClient(t, srv.Client(t))
+				b := locktest.NewClient(t, srv.Client(t))
+				other := locktest.NewClient(t, srv.Client(t))
 				ctx := context.Background()
 				held, err := a.Acquire(ctx, "x", ttl)
 				if err != nil {
@@ -56,7 +57,7 @@ func TestReentry_afterLoss_neverTakesTheLock(t *testing.T) {
 				if !errors.Is(err, core.ErrNotHeld) || !errors.Is(err, core.ErrLost) {
 					t.Fatalf("re-entry after the loss: %v, want ErrNotHeld and ErrLost", err)
 				}
-				if lockHeld(t, srv.Client(t), "lockkit:{x}") {
+				if lockHeld(t, srv.Client(t), locktest.Key("x")) {
 					t.Fatal("the failed re-entry left the lock held")
 				}
 				// The original hold hears of the loss at its next renewal at the latest (at once when
@@ -82,7 +83,7 @@ func TestReentry_afterLoss_neverTakesTheLock(t *testing.T) {
 // hold's renewal, Extend and TTL say the lock is not its own.
 func TestRenewal_onlyTheAcquisitionItBelongsTo(t *testing.T) {
 	srv, _, a := setup(t)
-	b := newClient(t, srv.Client(t))
+	b := locktest.NewClient(t, srv.Client(t))
 	ctx := context.Background()
 	const tok = "task-42"
 	old, err := a.Acquire(ctx, "y", 900*time.Millisecond, core.WithToken(tok))
@@ -120,8 +121,8 @@ func TestExpired_renewalThatArrivedIsGivenBack(t *testing.T) {
 	rdb := srv.Client(t)
 	late := &lateRenewals{}
 	rdb.AddHook(late)
-	holder := newClient(t, rdb)
-	other := newClient(t, srv.Client(t))
+	holder := locktest.NewClient(t, rdb)
+	other := locktest.NewClient(t, srv.Client(t))
 	ctx := context.Background()
 	const ttl = 600 * time.Millisecond
 	l, err := holder.Acquire(ctx, "e", ttl)
@@ -189,7 +190,7 @@ func TestPermits_renewalOnlyTheLeaseItBelongsTo(t *testing.T) {
 	}
 	// Redis now records another lease under the holder's token: a new fence, as a grant writes it.
 	tok := p.Token()
-	if err := rdb.HSet(ctx, "lockkit:{pf}:permits:fences", tok, strconv.FormatInt(p.Fence()+1000, 10)).Err(); err != nil {
+	if err := rdb.HSet(ctx, locktest.Key("pf", "permits", "fences"), tok, strconv.FormatInt(p.Fence()+1000, 10)).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p.TTL(ctx); !errors.Is(err, core.ErrNotHeld) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -119,7 +120,7 @@ func TestPipelining_standalone_coalescesAndEverythingWorks(t *testing.T) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	var b batchSizes
 	rdb.AddHook(&b)
-	c := newClient(t, rdb, core.WithPipelining(2))
+	c := locktest.NewClient(t, rdb, core.WithPipelining(2))
 	pipelinedWorkload(t, c, true)
 	if b.largest.Load() < 2 {
 		t.Fatalf("largest pipeline %d: nothing was coalesced", b.largest.Load())
@@ -145,14 +146,14 @@ func TestPipelining_noScript(t *testing.T) {
 // handoff and permits all work with every command pipelined.
 func TestPipelining_cluster(t *testing.T) {
 	cl := redistest.StartCluster(t)
-	c := newClient(t, cl.Client(t), core.WithPipelining(1))
+	c := locktest.NewClient(t, cl.Client(t), core.WithPipelining(1))
 	pipelinedWorkload(t, c, true)
 }
 
 // Through Sentinel (a failover client is a *redis.Client), before and after a failover.
 func TestPipelining_sentinel(t *testing.T) {
 	s := redistest.StartSentinel(t)
-	c := newClient(t, s.Client(t), core.WithPipelining(1))
+	c := locktest.NewClient(t, s.Client(t), core.WithPipelining(1))
 	pipelinedWorkload(t, c, true)
 	old, _ := s.Servers()
 	s.Failover(t)
@@ -161,11 +162,11 @@ func TestPipelining_sentinel(t *testing.T) {
 	// demotes the old master as the Sentinel would a little later.
 	host, port, _ := strings.Cut(s.MasterAddr(t), ":")
 	old.Do(t, "REPLICAOF", host, port)
-	eventually(t, 10*time.Second, "the old master demoted", func() bool {
+	locktest.Eventually(t, 10*time.Second, "the old master demoted", func() bool {
 		r, _ := old.Do(t, "ROLE").([]any)
 		return len(r) > 0 && r[0] == "slave"
 	})
-	eventually(t, 10*time.Second, "locks taken on the new master", func() bool {
+	locktest.Eventually(t, 10*time.Second, "locks taken on the new master", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		l, err := c.TryAcquire(ctx, "after", time.Second)

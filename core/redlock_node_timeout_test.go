@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -40,7 +41,7 @@ func (h *countAnswers) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // caller, which the race detector reports, and could write into the copies the caller read.)
 func TestRedlock_nodeAnsweringAfterTheNodeTimeout(t *testing.T) {
 	srvs := redistest.StartN(t, 3)
-	const key = "lockkit:{k}"
+	var key = locktest.Key("k")
 	far := srvs[2].StartDelayProxy(t, 0)
 	late := &countAnswers{key: key}
 	var nodes []redis.UniversalClient
@@ -69,7 +70,7 @@ func TestRedlock_nodeAnsweringAfterTheNodeTimeout(t *testing.T) {
 	})
 	ctx := context.Background()
 	// Load the scripts on every node (a node that lacks one answers a second round trip late).
-	eventually(t, 5*time.Second, "the scripts loaded within the node timeout", func() bool {
+	locktest.Eventually(t, 5*time.Second, "the scripts loaded within the node timeout", func() bool {
 		l, err := c.TryAcquire(ctx, "warm", time.Second)
 		if err != nil {
 			return false
@@ -85,7 +86,7 @@ func TestRedlock_nodeAnsweringAfterTheNodeTimeout(t *testing.T) {
 		far.Set(3*nodeTimeout, 0)
 		defer far.Set(0, 0)
 		err := op()
-		eventually(t, 5*time.Second, "the late node's answer", func() bool { return late.n.Load() > before })
+		locktest.Eventually(t, 5*time.Second, "the late node's answer", func() bool { return late.n.Load() > before })
 		return err
 	}
 	acquire := func() *core.Lock { // (and its grants on the nodes that answered after the quorum)
@@ -95,14 +96,14 @@ func TestRedlock_nodeAnsweringAfterTheNodeTimeout(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, s := range srvs {
-			eventually(t, 2*time.Second, "lock on "+s.Addr(), func() bool { return heldOn(t, s, key) })
+			locktest.Eventually(t, 2*time.Second, "lock on "+s.Addr(), func() bool { return heldOn(t, s, key) })
 		}
 		return l
 	}
 	freed := func() { // (a release returns once a quorum released)
 		t.Helper()
 		for _, s := range srvs {
-			eventually(t, 2*time.Second, "lock freed on "+s.Addr(), func() bool { return !heldOn(t, s, key) })
+			locktest.Eventually(t, 2*time.Second, "lock freed on "+s.Addr(), func() bool { return !heldOn(t, s, key) })
 		}
 	}
 

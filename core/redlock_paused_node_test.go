@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -29,7 +30,7 @@ func TestRedlock_release_nodeTimeoutFollowsLockTTL(t *testing.T) {
 	gone := func(key string) {
 		t.Helper()
 		for _, s := range srvs {
-			eventually(t, 2*time.Second, key+" freed on "+s.Addr(), func() bool { return !heldOn(t, s, key) })
+			locktest.Eventually(t, 2*time.Second, key+" freed on "+s.Addr(), func() bool { return !heldOn(t, s, key) })
 		}
 	}
 	// Load the scripts on every node through a direct client, so that the distant client's calls
@@ -79,7 +80,7 @@ func TestRedlock_release_nodeTimeoutFollowsLockTTL(t *testing.T) {
 	if err := l.Release(ctx); err != nil {
 		t.Fatalf("Release with %v round trips: %v", rtt, err)
 	}
-	gone("lockkit:{a}")
+	gone(locktest.Key("a"))
 
 	l, err = c.Acquire(ctx, "b", ttl)
 	if err != nil {
@@ -88,7 +89,7 @@ func TestRedlock_release_nodeTimeoutFollowsLockTTL(t *testing.T) {
 	if err := l.ReleaseSet(ctx, "lockkit:done:{b}", []byte("v"), time.Minute); err != nil {
 		t.Fatalf("ReleaseSet with %v round trips: %v", rtt, err)
 	}
-	gone("lockkit:{b}")
+	gone(locktest.Key("b"))
 
 	// Fresh nodes (a restart without persistence, SCRIPT FLUSH): the release costs two round
 	// trips; 5 s gives each node 250 ms. (With the 50 ms of the old pseudo-TTL the EVAL fallback
@@ -103,7 +104,7 @@ func TestRedlock_release_nodeTimeoutFollowsLockTTL(t *testing.T) {
 	if err := l.Release(ctx); err != nil {
 		t.Fatalf("Release on fresh nodes: %v", err)
 	}
-	gone("lockkit:{c}")
+	gone(locktest.Key("c"))
 }
 
 // Issue #16, defect 11: Extend returns once a quorum renewed; a dead node costs at most the node
@@ -132,7 +133,7 @@ func TestRedlock_extend_pausedNodeCostsAtMostNodeTimeout(t *testing.T) {
 		}
 	}
 	for _, s := range srvs[:2] {
-		if d := s.Do(t, "PTTL", "lockkit:{k}").(int64); d < int64((ttl - time.Second).Milliseconds()) {
+		if d := s.Do(t, "PTTL", locktest.Key("k")).(int64); d < int64((ttl - time.Second).Milliseconds()) {
 			t.Fatalf("PTTL on %s = %d ms after Extend", s.Addr(), d)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/lockkit/lockkit/core"
 	"github.com/lockkit/lockkit/core/internal/script"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -89,7 +90,7 @@ func (h *slowAcquire) answered() []string {
 // the late request and kept the lock, held by nobody, until its TTL.
 func TestRedlock_releaseFollowsSlowNodesAcquisition(t *testing.T) {
 	srvs := redistest.StartN(t, 3)
-	const key = "lockkit:{k}"
+	var key = locktest.Key("k")
 	slow := newSlowAcquire(key, time.Second) // well within the node timeout
 	c := redlockSlowNode(t, srvs, slow, core.WithNodeTimeout(5*time.Second))
 	ctx := context.Background()
@@ -100,14 +101,14 @@ func TestRedlock_releaseFollowsSlowNodesAcquisition(t *testing.T) {
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "node 2 answered the acquisition and the release", func() bool {
+	locktest.Eventually(t, 5*time.Second, "node 2 answered the acquisition and the release", func() bool {
 		return len(slow.answered()) == 2
 	})
 	if got := slow.answered(); !slices.Equal(got, []string{"acquire", "release"}) {
 		t.Errorf("node 2 answered %v: the release overtook the acquisition", got)
 	}
 	for _, s := range srvs {
-		eventually(t, 2*time.Second, "lock freed on "+s.Addr(), func() bool { return !heldOn(t, s, key) })
+		locktest.Eventually(t, 2*time.Second, "lock freed on "+s.Addr(), func() bool { return !heldOn(t, s, key) })
 	}
 }
 
@@ -116,7 +117,7 @@ func TestRedlock_releaseFollowsSlowNodesAcquisition(t *testing.T) {
 // apply context deadlines to its sockets) leaves the grant that request brings to be given back.
 func TestRedlock_releaseSetGivesBackAGrantThatOutlivedIt(t *testing.T) {
 	srvs := redistest.StartN(t, 3)
-	const key = "lockkit:{k}"
+	var key = locktest.Key("k")
 	const nodeTimeout = 200 * time.Millisecond
 	slow := newSlowAcquire(key, 3*nodeTimeout)
 	slow.detached = true
@@ -129,12 +130,12 @@ func TestRedlock_releaseSetGivesBackAGrantThatOutlivedIt(t *testing.T) {
 	if err := l.ReleaseSet(ctx, "lockkit:done:{k}", []byte("v"), time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "node 2 answered the acquisition", func() bool { return len(slow.answered()) > 0 })
+	locktest.Eventually(t, 5*time.Second, "node 2 answered the acquisition", func() bool { return len(slow.answered()) > 0 })
 	if got := slow.answered(); got[0] != "acquire" {
 		t.Errorf("node 2 answered %v: the release overtook the acquisition", got)
 	}
 	for _, s := range srvs {
-		eventually(t, 2*time.Second, "lock freed on "+s.Addr(), func() bool { return !heldOn(t, s, key) })
+		locktest.Eventually(t, 2*time.Second, "lock freed on "+s.Addr(), func() bool { return !heldOn(t, s, key) })
 	}
 }
 
@@ -165,7 +166,7 @@ func redlockSlowNode(t *testing.T, srvs []*redistest.Server, slow *slowAcquire, 
 	})
 	ctx := context.Background()
 	// Load the scripts on every node (a request that finds none costs a second round trip).
-	eventually(t, 5*time.Second, "the scripts loaded within the node timeout", func() bool {
+	locktest.Eventually(t, 5*time.Second, "the scripts loaded within the node timeout", func() bool {
 		l, err := c.TryAcquire(ctx, "warm", time.Second)
 		return err == nil && l.Release(ctx) == nil
 	})

@@ -74,16 +74,16 @@ func TestRedlock_retryAttempt_ownHold(t *testing.T) {
 	first := any("0") // the first attempt's hold id (a fresh token's)
 	// The first attempt's give-back, arriving now at the first node: it must leave the later grant.
 	n := c.st.(*store.Redlock).Nodes()[0]
-	k := l.k.GivenBack(l.token)
+	k := l.k.GivenBack(l.Token())
 	k.Fence = 0
-	if _, err := n.Release(ctx, &k, l.tok, first, false, nil, 0); err != nil {
+	if _, err := n.Release(ctx, &k, l.token, first, false, nil, 0); err != nil {
 		t.Fatal(err)
 	}
 	v, err := rdbs[0].Get(ctx, l.k.Main).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tok, holds, _, ok := store.ReadValue(v); !ok || tok != l.token || strings.Join(holds, " ") != l.hold {
-		t.Fatalf("after the first attempt's late give-back the node holds %q, want %s's hold %v", v, l.token, l.hold)
+	if tok, holds, _, ok := store.ReadValue(v); !ok || tok != l.Token() || strings.Join(holds, " ") != l.holdID {
+		t.Fatalf("after the first attempt's late give-back the node holds %q, want %s's hold %v", v, l.Token(), l.holdID)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 )
 
@@ -24,7 +25,7 @@ func TestRedlock_splitVote_retriesSoon(t *testing.T) {
 	// Two other owners each hold one node (B and C): the vote is split, and nobody holds a quorum.
 	var others []*core.Lock
 	for _, s := range srvs[1:] {
-		c := newClient(t, s.Client(t))
+		c := locktest.NewClient(t, s.Client(t))
 		l, err := c.Acquire(ctx, "split", 30*time.Second)
 		if err != nil {
 			t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -66,7 +67,7 @@ func TestRedlock_acquireReleaseOnEveryNode(t *testing.T) {
 	}
 	// Acquire returns once a quorum granted; the other nodes' grants land just after and are kept.
 	for _, s := range srvs {
-		eventually(t, 2*nodeTimeout, "lock on "+s.Addr(), func() bool { return heldOn(t, s, "lockkit:{k}") })
+		locktest.Eventually(t, 2*nodeTimeout, "lock on "+s.Addr(), func() bool { return heldOn(t, s, locktest.Key("k")) })
 	}
 	if _, err := c.TryAcquire(ctx, "k", time.Second); !errors.Is(err, core.ErrNotAcquired) {
 		t.Fatalf("second holder: %v", err)
@@ -81,7 +82,7 @@ func TestRedlock_acquireReleaseOnEveryNode(t *testing.T) {
 	}
 	// Release returns once a quorum released; the other nodes follow at once.
 	for _, s := range srvs {
-		eventually(t, 2*nodeTimeout, "lock freed on "+s.Addr(), func() bool { return !heldOn(t, s, "lockkit:{k}") })
+		locktest.Eventually(t, 2*nodeTimeout, "lock freed on "+s.Addr(), func() bool { return !heldOn(t, s, locktest.Key("k")) })
 	}
 	if _, err := c.Acquire(ctx, "k", time.Second, core.Fair()); !errors.Is(err, core.ErrInvalid) {
 		t.Fatalf("fair over redlock: %v", err)
@@ -180,8 +181,8 @@ func TestRedlock_returnsAtQuorum_lateGrantKept(t *testing.T) {
 		t.Fatalf("acquire waited %v for the paused node (node timeout %v)", took, nodeTimeout)
 	}
 	srvs[2].Resume(t)
-	eventually(t, 2*time.Second, "late grant kept on the resumed node", func() bool {
-		return stateOn(t, srvs[2], "lockkit:{k}").Token == l.Token()
+	locktest.Eventually(t, 2*time.Second, "late grant kept on the resumed node", func() bool {
+		return stateOn(t, srvs[2], locktest.Key("k")).Token == l.Token()
 	})
 	if l.Context().Err() != nil {
 		t.Fatalf("lock context ended: %v", context.Cause(l.Context()))
@@ -196,7 +197,7 @@ func TestRedlock_returnsAtQuorum_lateGrantKept(t *testing.T) {
 	}
 	srvs[2].Resume(t)
 	for _, s := range srvs {
-		eventually(t, 2*time.Second, "lock freed on "+s.Addr(), func() bool { return !heldOn(t, s, "lockkit:{k}") })
+		locktest.Eventually(t, 2*time.Second, "lock freed on "+s.Addr(), func() bool { return !heldOn(t, s, locktest.Key("k")) })
 	}
 }
 
@@ -210,7 +211,7 @@ func TestRedlock_fenceMonotonic_divergentCounters(t *testing.T) {
 	a, b, cn := srvs[0], srvs[1], srvs[2]
 	const ahead = 5_000_000_000_000_000 // far above any clock-based fence, below 2^53
 	// A free lock on b whose fence ran ahead (the lock's value, see internal/script/lua/lock.lua).
-	b.Do(t, "SET", "lockkit:{f}", "\x00"+strconv.Itoa(ahead)+"\x00", "PX", 60000)
+	b.Do(t, "SET", locktest.Key("f"), "\x00"+strconv.Itoa(ahead)+"\x00", "PX", 60000)
 	take := func(what string) int64 {
 		t.Helper()
 		l, err := c.Acquire(ctx, "f", time.Second)
@@ -227,7 +228,7 @@ func TestRedlock_fenceMonotonic_divergentCounters(t *testing.T) {
 	if f1 != ahead+1 {
 		t.Fatalf("fence %d, want %d (the quorum's maximum)", f1, int64(ahead+1))
 	}
-	if got := stateOn(t, a, "lockkit:{f}").Fence; got != ahead+1 {
+	if got := stateOn(t, a, locktest.Key("f")).Fence; got != ahead+1 {
 		t.Fatalf("fence on the lagging node = %v, want it written back", got)
 	}
 	cn.Restart(t)
@@ -355,11 +356,11 @@ func TestRedlock_waiterWokenByRelease(t *testing.T) {
 		}
 		got <- err
 	}()
-	eventually(t, 5*time.Second, "waiter parked", func() bool { return core.WaitersParked(waiter) == 1 })
+	locktest.Eventually(t, 5*time.Second, "waiter parked", func() bool { return core.WaitersParked(waiter) == 1 })
 	// Subscribed on every node before the release.
-	eventually(t, 5*time.Second, "subscribed on all nodes", func() bool {
+	locktest.Eventually(t, 5*time.Second, "subscribed on all nodes", func() bool {
 		for _, s := range srvs {
-			m := s.Do(t, "PUBSUB", "NUMSUB", "lockkit:{k}:released").([]any)
+			m := s.Do(t, "PUBSUB", "NUMSUB", locktest.Key("k", "released")).([]any)
 			if m[1] != int64(1) {
 				return false
 			}

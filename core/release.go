@@ -20,7 +20,7 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if err := l.heldErr(); err != nil {
 		return 0, err
 	}
-	d, ok, err := l.c.st.PTTL(ctx, &l.k, l.tok, l.ttl)
+	d, ok, err := l.c.st.PTTL(ctx, &l.k, l.token, l.ttl)
 	if err != nil {
 		return 0, unavailable("pttl", err)
 	}
@@ -50,15 +50,15 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		return err
 	}
 	sent := time.Now()
-	ok, err := l.c.st.Extend(ctx, &l.k, l.tok, ttl)
+	ok, err := l.c.st.Extend(ctx, &l.k, l.token, ttl)
 	if err != nil {
 		return unavailable("extend", err)
 	}
 	if !ok {
-		l.c.wd.notOwner(l.e)
+		l.c.wd.notOwner(l.entry)
 		return errors.Join(ErrNotHeld, l.lostCause())
 	}
-	if !l.c.wd.extended(l.e, sent, ttl) {
+	if !l.c.wd.extended(l.entry, sent, ttl) {
 		// The hold ended while the extension was on its way (a loss, its maximum hold): it is
 		// not held, whatever Redis answered.
 		return errors.Join(ErrNotHeld, l.lostCause())

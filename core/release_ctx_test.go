@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -37,7 +38,7 @@ func TestRelease_cancelledContext_givesTheLockBack(t *testing.T) {
 		{name: "permit", hold: []core.AcquireOption{core.Permits(1)}, next: []core.AcquireOption{core.Permits(1)}},
 	}
 	_, rdb, c := setup(t)
-	other := newClient(t, rdb)
+	other := locktest.NewClient(t, rdb)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			name := "release-ctx-" + tc.name
@@ -73,7 +74,7 @@ func TestRelease_cancelledContext_givesTheLockBack(t *testing.T) {
 // its value and frees the lock.
 func TestReleaseSet_cancelledContext_writesAndReleases(t *testing.T) {
 	_, rdb, c := setup(t)
-	other := newClient(t, rdb)
+	other := locktest.NewClient(t, rdb)
 	ctx := context.Background()
 	l, err := c.Acquire(ctx, "release-set-ctx", 10*time.Second)
 	if err != nil {
@@ -96,7 +97,7 @@ func TestReleaseSet_cancelledContext_writesAndReleases(t *testing.T) {
 // TestLockSetRelease_cancelledContext_givesTheLocksBack: the same for a set.
 func TestLockSetRelease_cancelledContext_givesTheLocksBack(t *testing.T) {
 	_, rdb, c := setup(t)
-	other := newClient(t, rdb)
+	other := locktest.NewClient(t, rdb)
 	ctx := context.Background()
 	names := []string{"set-ctx-a", "set-ctx-b", "{set-ctx}c"}
 	s, err := c.AcquireAll(ctx, names, 10*time.Second)
@@ -127,7 +128,7 @@ func TestRelease_keepsContextValues(t *testing.T) {
 	rdb := srv.Client(t)
 	rec := &ctxRecorder{}
 	rdb.AddHook(rec)
-	c := newClient(t, rdb)
+	c := locktest.NewClient(t, rdb)
 	l, err := c.Acquire(context.Background(), "release-values", 10*time.Second)
 	if err != nil {
 		t.Fatal(err)

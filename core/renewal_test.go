@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -33,8 +34,8 @@ func holdsFor(t *testing.T, rdb *redis.Client, l *core.Lock, d time.Duration) {
 // first holder relies on, through its renewals or its release.
 func TestSafety_coOwnerShortTTL_neverShrinksTheLock(t *testing.T) {
 	srv, rdb, a := setup(t)
-	b := newClient(t, srv.Client(t))
-	c := newClient(t, srv.Client(t))
+	b := locktest.NewClient(t, srv.Client(t))
+	c := locktest.NewClient(t, srv.Client(t))
 	ctx := context.Background()
 	la, err := a.Acquire(ctx, "x", 10*time.Second)
 	if err != nil {
@@ -68,7 +69,7 @@ func TestSafety_extendRacingRenewal_validityMatchesRedis(t *testing.T) {
 	gate := &pipelineGate{entered: make(chan struct{}, 1), release: make(chan struct{})}
 	held := srv.Client(t)
 	held.AddHook(gate)
-	c := newClient(t, held)
+	c := locktest.NewClient(t, held)
 	ctx := context.Background()
 	l, err := c.Acquire(ctx, "x", 3*time.Second)
 	if err != nil {

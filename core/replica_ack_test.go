@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 )
 
@@ -23,7 +24,7 @@ func TestReplicaAck_renewalsMustReachTheReplica(t *testing.T) {
 			// A TTL a loaded host's acquisition (script + WAIT) cannot outlive: at 900 ms one took
 			// 916 ms beside a CPU-bound job and was given back.
 			const ttl = 3 * time.Second
-			c := newClient(t, master.Client(t), core.WithReplicaAck(1, 2*time.Second)) // generous: a loaded machine
+			c := locktest.NewClient(t, master.Client(t), core.WithReplicaAck(1, 2*time.Second)) // generous: a loaded machine
 			ctx := context.Background()
 			var opts []core.AcquireOption
 			n := 1
@@ -53,7 +54,7 @@ func TestReplicaAck_renewalsMustReachTheReplica(t *testing.T) {
 			master.Kill(t)
 			link.Close() // what the stalled link held back is lost with the master
 			replica.Do(t, "REPLICAOF", "NO", "ONE")
-			other := newClient(t, replica.Client(t))
+			other := locktest.NewClient(t, replica.Client(t))
 			for i := range n {
 				l, err := other.Acquire(ctx, "z", ttl, append(opts, core.WithWait(5*time.Second))...)
 				if err != nil {
@@ -76,8 +77,8 @@ func TestReplicaAck_renewalsMustReachTheReplica(t *testing.T) {
 func TestReplicaAck_waitsOnlyForWhatItWrote(t *testing.T) {
 	master, replica := startReplicated(t)
 	const wait = 400 * time.Millisecond
-	c := newClient(t, master.Client(t), core.WithReplicaAck(1, wait))
-	holder := newClient(t, master.Client(t))
+	c := locktest.NewClient(t, master.Client(t), core.WithReplicaAck(1, wait))
+	holder := locktest.NewClient(t, master.Client(t))
 	ctx := context.Background()
 	if _, err := holder.Acquire(ctx, "busy", time.Minute); err != nil {
 		t.Fatal(err)
@@ -123,7 +124,7 @@ func startReplicatedVia(t *testing.T) (master, replica *redistest.Server, link *
 }
 
 func waitInSync(t *testing.T, master, replica *redistest.Server) {
-	eventually(t, 20*time.Second, "replica in sync, as both sides see it", func() bool {
+	locktest.Eventually(t, 20*time.Second, "replica in sync, as both sides see it", func() bool {
 		info, _ := replica.Do(t, "INFO", "replication").(string)
 		minfo, _ := master.Do(t, "INFO", "replication").(string)
 		return strings.Contains(info, "master_link_status:up") && strings.Contains(minfo, "state=online")
@@ -137,7 +138,7 @@ func waitInSync(t *testing.T, master, replica *redistest.Server) {
 func TestReplicaAck_concurrentFirstCalls_noRace(t *testing.T) {
 	master, _ := startReplicated(t)
 	for round := range 3 {
-		c := newClient(t, master.Client(t), core.WithReplicaAck(1, time.Second))
+		c := locktest.NewClient(t, master.Client(t), core.WithReplicaAck(1, time.Second))
 		var wg sync.WaitGroup
 		for i := range 16 {
 			wg.Go(func() {
@@ -159,12 +160,12 @@ func TestReplicaAck_fairGuardedAndReleaseSet(t *testing.T) {
 	srvs := redistest.StartN(t, 2)
 	master, replica := srvs[0], srvs[1]
 	replica.Do(t, "REPLICAOF", "127.0.0.1", strconv.Itoa(master.Port()))
-	eventually(t, 20*time.Second, "replica in sync, as both sides see it", func() bool {
+	locktest.Eventually(t, 20*time.Second, "replica in sync, as both sides see it", func() bool {
 		info, _ := replica.Do(t, "INFO", "replication").(string)
 		minfo, _ := master.Do(t, "INFO", "replication").(string)
 		return strings.Contains(info, "master_link_status:up") && strings.Contains(minfo, "state=online")
 	})
-	c := newClient(t, master.Client(t), core.WithReplicaAck(1, time.Second)) // generous: a loaded machine
+	c := locktest.NewClient(t, master.Client(t), core.WithReplicaAck(1, time.Second)) // generous: a loaded machine
 	ctx := context.Background()
 
 	// Healthy replica: each call is on the replica when it returns (WAIT counted it there).
@@ -172,7 +173,7 @@ func TestReplicaAck_fairGuardedAndReleaseSet(t *testing.T) {
 	if err != nil {
 		t.Fatalf("fair: %v", err)
 	}
-	if !heldOn(t, replica, "lockkit:{f}") {
+	if !heldOn(t, replica, locktest.Key("f")) {
 		t.Fatal("fair acquisition returned before the replica had it")
 	}
 	_ = l.Release(ctx)
@@ -181,7 +182,7 @@ func TestReplicaAck_fairGuardedAndReleaseSet(t *testing.T) {
 	if err != nil {
 		t.Fatalf("guarded: %v", err)
 	}
-	if !heldOn(t, replica, "lockkit:{g}") {
+	if !heldOn(t, replica, locktest.Key("g")) {
 		t.Fatal("guarded acquisition returned before the replica had it")
 	}
 	if err := l.ReleaseSet(ctx, guard, []byte("done"), time.Minute); err != nil {
@@ -205,7 +206,7 @@ func TestReplicaAck_fairGuardedAndReleaseSet(t *testing.T) {
 		if _, err := c.TryAcquire(ctx, tc.name, time.Second, tc.opt); !errors.Is(err, core.ErrUnavailable) {
 			t.Fatalf("%s with the replica stopped: %v, want ErrUnavailable", tc.name, err)
 		}
-		if heldOn(t, master, "lockkit:{"+tc.name+"}") {
+		if heldOn(t, master, locktest.Key(tc.name)) {
 			t.Fatalf("%s: an unacknowledged lock was left behind", tc.name)
 		}
 	}
@@ -214,7 +215,7 @@ func TestReplicaAck_fairGuardedAndReleaseSet(t *testing.T) {
 		t.Fatalf("ReleaseSet with the replica stopped: %v, want ErrUnavailable about a failover", err)
 	}
 	t.Logf("ReleaseSet with the replica stopped: %v", err)
-	if master.Do(t, "GET", "lockkit:idem:{r}") != "v" || heldOn(t, master, "lockkit:{r}") {
+	if master.Do(t, "GET", "lockkit:idem:{r}") != "v" || heldOn(t, master, locktest.Key("r")) {
 		t.Fatal("ReleaseSet without acknowledgement must still write the value and release the lock")
 	}
 	if !errors.Is(context.Cause(held.Context()), core.ErrReleased) {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -79,7 +80,7 @@ func lossyClient(t *testing.T, srv *redistest.Server) (*core.Client, *lossyDiale
 	d := &lossyDialer{}
 	o := srv.Options()
 	o.Dialer = d.dial
-	c := newClient(t, redis.NewClient(o))
+	c := locktest.NewClient(t, redis.NewClient(o))
 	// Load the scripts (the first EVALSHA of each gets NOSCRIPT, and EVAL follows).
 	ctx := context.Background()
 	l, err := c.Acquire(ctx, "warm-up", time.Second)
@@ -101,7 +102,7 @@ func lossyClient(t *testing.T, srv *redistest.Server) (*core.Client, *lossyDiale
 func TestRetriedReply_reentrantRelease_keepsOuterHold(t *testing.T) {
 	srv := redistest.Start(t)
 	c, d := lossyClient(t, srv)
-	other := newClient(t, srv.Client(t))
+	other := locktest.NewClient(t, srv.Client(t))
 	ctx := context.Background()
 	outer, err := c.Acquire(ctx, "k", 30*time.Second)
 	if err != nil {
@@ -137,8 +138,8 @@ func TestRetriedReply_acquire_noPhantomHold(t *testing.T) {
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := srv.Do(t, "GET", "lockkit:{k}").(string); strings.HasPrefix(v, l.Token()+"\x00") {
-		t.Errorf("lock still held in Redis after its only holder released it (PTTL %v)", srv.Do(t, "PTTL", "lockkit:{k}"))
+	if v, _ := srv.Do(t, "GET", locktest.Key("k")).(string); strings.HasPrefix(v, l.Token()+"\x00") {
+		t.Errorf("lock still held in Redis after its only holder released it (PTTL %v)", srv.Do(t, "PTTL", locktest.Key("k")))
 	}
 }
 
@@ -163,7 +164,7 @@ func TestRetriedReply_release_notReportedLost(t *testing.T) {
 // data race whenever Extend meets a renewal of the same lock.
 func TestWatchdog_extendDuringRenewal_noDataRace(t *testing.T) {
 	srv := redistest.Start(t)
-	c := newClient(t, srv.Client(t))
+	c := locktest.NewClient(t, srv.Client(t))
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	for g := range 4 {
@@ -195,7 +196,7 @@ func TestWatchdog_extendDuringRenewal_noDataRace(t *testing.T) {
 // 1 MiB error message, and a key that may hold user data ends up in logs.
 func TestGuard_hugeKey_notEchoedInError(t *testing.T) {
 	srv := redistest.Start(t)
-	c := newClient(t, srv.Client(t))
+	c := locktest.NewClient(t, srv.Client(t))
 	huge := strings.Repeat("g", 1<<20)
 	_, err := c.TryAcquire(context.Background(), "n", time.Second, core.WithGuard(huge))
 	if !errors.Is(err, core.ErrInvalid) || len(err.Error()) > 200 {
@@ -212,8 +213,8 @@ func replayedRelease(t *testing.T, between func(srv *redistest.Server, b *core.C
 	replay := &replayHook{}
 	rdbA := srv.Client(t)
 	rdbA.AddHook(replay)
-	a := newClient(t, rdbA)
-	b := newClient(t, srv.Client(t))
+	a := locktest.NewClient(t, rdbA)
+	b := locktest.NewClient(t, srv.Client(t))
 	la, err := a.Acquire(context.Background(), "x", 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -256,8 +257,8 @@ func TestSafety_replayedRelease_afterTheNextHoldersKeyVanished(t *testing.T) {
 			t.Errorf("B: %v", err)
 			return
 		}
-		srv.Do(t, "PEXPIRE", "lockkit:{x}", 1)
-		eventually(t, 5*time.Second, "B's key expired", func() bool { return srv.Do(t, "EXISTS", "lockkit:{x}") == int64(0) })
+		srv.Do(t, "PEXPIRE", locktest.Key("x"), 1)
+		locktest.Eventually(t, 5*time.Second, "B's key expired", func() bool { return srv.Do(t, "EXISTS", locktest.Key("x")) == int64(0) })
 	})
 	if err != nil {
 		t.Fatalf("replayed release: %v (lost: %v)", err, errors.Is(err, core.ErrLost))
@@ -269,13 +270,13 @@ func TestSafety_replayedRelease_afterTheNextHoldersKeyVanished(t *testing.T) {
 // the EVAL that follows is the release's first run, not a replay).
 func TestRelease_keyLost_reportedAfterNoScript(t *testing.T) {
 	srv := redistest.Start(t)
-	c := newClient(t, srv.Client(t))
+	c := locktest.NewClient(t, srv.Client(t))
 	ctx := context.Background()
 	l, err := c.Acquire(ctx, "x", 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.Do(t, "DEL", "lockkit:{x}")
+	srv.Do(t, "DEL", locktest.Key("x"))
 	srv.Do(t, "SCRIPT", "FLUSH")
 	if err := l.Release(ctx); !errors.Is(err, core.ErrLost) {
 		t.Fatalf("release after the key was lost: %v, want ErrLost", err)
@@ -290,8 +291,8 @@ func TestSafety_lostAcquireReply_givesTheLockBack(t *testing.T) {
 	lose := &loseReplyHook{}
 	lossy := srv.Client(t)
 	lossy.AddHook(lose)
-	a := newClient(t, lossy)
-	b := newClient(t, rdb)
+	a := locktest.NewClient(t, lossy)
+	b := locktest.NewClient(t, rdb)
 	ctx := context.Background()
 	lose.armed.Store(true)
 	if _, err := a.Acquire(ctx, "x", time.Minute); !errors.Is(err, core.ErrUnavailable) {

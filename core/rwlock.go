@@ -69,13 +69,12 @@ func (c *Client) initRW(ctx context.Context, l *Lock, ao *acquireOptions, name s
 		}
 		l.k.InitRW(tag, name, o.k.Sem.Limit)
 		l.outer, l.nested = o, true
-		l.token, l.tok, l.hold = o.token, o.tok, o.hold
+		l.token, l.holdID = o.token, o.holdID
 		return nil
 	}
 	l.k.InitRW(tag, name, limit)
-	l.token = store.NewToken()
-	l.tok, l.hold = l.token, any("0")
-	l.req = &store.AcquireReq{Token: l.tok, Hold: l.hold, TTL: l.ttl, Limit: limit, Fair: true}
+	l.token, l.holdID = store.NewToken(), any("0")
+	l.req = &store.AcquireReq{Token: l.token, Hold: l.holdID, TTL: l.ttl, Limit: limit, Fair: true}
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -25,8 +26,8 @@ func rwWaiter(t *testing.T, ctx context.Context, c *core.Client, rdb *redis.Clie
 		l, err := c.Acquire(ctx, name, 10*time.Second, mode)
 		got <- rwGot{l, err}
 	}()
-	eventually(t, 5*time.Second, "waiter queued", func() bool {
-		return rdb.ZCard(ctx, "lockkit:{"+name+"}:rw:queue").Val() == n
+	locktest.Eventually(t, 5*time.Second, "waiter queued", func() bool {
+		return rdb.ZCard(ctx, locktest.Key(name, "rw", "queue")).Val() == n
 	})
 	return got
 }
@@ -63,7 +64,7 @@ func notGot(t *testing.T, got <-chan rwGot, what string) {
 func TestRW_fifo_writerHoldsBackLaterReaders(t *testing.T) {
 	srv, rdb, a := setup(t)
 	slow := core.WithRetryBackoff(5*time.Second, 10*time.Second)
-	b, c := newClient(t, srv.Client(t), slow), newClient(t, srv.Client(t), slow)
+	b, c := locktest.NewClient(t, srv.Client(t), slow), locktest.NewClient(t, srv.Client(t), slow)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	r0, err := a.Acquire(ctx, "doc", 10*time.Second, core.Read())
@@ -109,7 +110,7 @@ func TestRW_fifo_writerHoldsBackLaterReaders(t *testing.T) {
 		t.Fatalf("fences %d, %d, %d: not increasing in grant order", g2.Fence(), v.Fence(), last.Fence())
 	}
 	_ = last.Release(ctx)
-	if n := rdb.Exists(ctx, "lockkit:{doc}:rw", "lockkit:{doc}:rw:queue").Val(); n != 0 {
+	if n := rdb.Exists(ctx, locktest.Key("doc", "rw"), locktest.Key("doc", "rw", "queue")).Val(); n != 0 {
 		t.Fatalf("%d keys left", n)
 	}
 }
@@ -119,7 +120,7 @@ func TestRW_fifo_writerHoldsBackLaterReaders(t *testing.T) {
 func TestRW_writerGivesUp_readersBehindGranted(t *testing.T) {
 	srv, rdb, a := setup(t)
 	slow := core.WithRetryBackoff(5*time.Second, 10*time.Second)
-	b, c := newClient(t, srv.Client(t), slow), newClient(t, srv.Client(t), slow)
+	b, c := locktest.NewClient(t, srv.Client(t), slow), locktest.NewClient(t, srv.Client(t), slow)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	r0, err := a.Acquire(ctx, "doc", 10*time.Second, core.Read())
@@ -130,8 +131,8 @@ func TestRW_writerGivesUp_readersBehindGranted(t *testing.T) {
 	wctx, giveUp := context.WithCancel(ctx)
 	w := rwWaiter(t, wctx, b, rdb, "doc", core.Write(), 1)
 	r := rwWaiter(t, ctx, c, rdb, "doc", core.Read(), 2) // (another Client: no local hand-over)
-	eventually(t, 5*time.Second, "the reader's attempt after subscribing", func() bool {
-		z := rdb.ZRangeWithScores(ctx, "lockkit:{doc}:rw:queue", 1, 1).Val()
+	locktest.Eventually(t, 5*time.Second, "the reader's attempt after subscribing", func() bool {
+		z := rdb.ZRangeWithScores(ctx, locktest.Key("doc", "rw", "queue"), 1, 1).Val()
 		return len(z) == 1 && int64(z[0].Score)%2 == 1 // (it refreshed its place: queue.lua)
 	})
 	gaveUp := time.Now()
@@ -150,7 +151,7 @@ func TestRW_writerGivesUp_readersBehindGranted(t *testing.T) {
 func TestRW_forceRelease_readersGrantedTogether(t *testing.T) {
 	srv, rdb, a := setup(t)
 	slow := core.WithRetryBackoff(5*time.Second, 10*time.Second)
-	b, c := newClient(t, srv.Client(t), slow), newClient(t, srv.Client(t), slow)
+	b, c := locktest.NewClient(t, srv.Client(t), slow), locktest.NewClient(t, srv.Client(t), slow)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	w, err := a.TryAcquire(ctx, "doc", 3*time.Second, core.Write())
@@ -182,7 +183,7 @@ func TestRW_forceRelease_readersGrantedTogether(t *testing.T) {
 			t.Fatalf("reader %+v", h)
 		}
 	}
-	eventually(t, 10*time.Second, "the writer hears its loss", func() bool { return w.Context().Err() != nil })
+	locktest.Eventually(t, 10*time.Second, "the writer hears its loss", func() bool { return w.Context().Err() != nil })
 	var le *core.LostError
 	if !errors.As(context.Cause(w.Context()), &le) || le.Reason != "not_owner" {
 		t.Fatalf("writer's cause %v", context.Cause(w.Context()))

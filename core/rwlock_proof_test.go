@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -62,7 +63,7 @@ func TestRW_proof_exclusionAndFenceOrder(t *testing.T) {
 	const rounds = 30
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	clients := []*core.Client{newClient(t, srv.Client(t)), newClient(t, srv.Client(t)), newClient(t, srv.Client(t))}
+	clients := []*core.Client{locktest.NewClient(t, srv.Client(t)), locktest.NewClient(t, srv.Client(t)), locktest.NewClient(t, srv.Client(t))}
 	var wg sync.WaitGroup
 	errs := make(chan error, 24)
 	for g := range 24 {
@@ -121,7 +122,7 @@ func TestRW_proof_exclusionAndFenceOrder(t *testing.T) {
 	}
 	m, _ := rdb.Get(ctx, rwProofKeys[4]).Int()
 	t.Logf("%d holds, %d writes, up to %d readers at once, no violation", len(es), writes, m)
-	if n := rdb.Exists(ctx, "lockkit:{proof}:rw", "lockkit:{proof}:rw:queue").Val(); n != 0 {
+	if n := rdb.Exists(ctx, locktest.Key("proof", "rw"), locktest.Key("proof", "rw", "queue")).Val(); n != 0 {
 		t.Fatal("leases or waiters left after every holder released")
 	}
 }
@@ -131,7 +132,7 @@ func TestRW_proof_exclusionAndFenceOrder(t *testing.T) {
 // waits only for the readers ahead of it. Bound: 1 s, several times a reader's hold.
 func TestRW_writerNotStarvedByReaders(t *testing.T) {
 	srv, _, _ := setup(t)
-	readers, writer := newClient(t, srv.Client(t)), newClient(t, srv.Client(t))
+	readers, writer := locktest.NewClient(t, srv.Client(t)), locktest.NewClient(t, srv.Client(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	stop := make(chan struct{})
@@ -203,10 +204,10 @@ func TestRW_renewalsFail_cancelledBeforeHandedOn(t *testing.T) {
 			a := srv.Client(t)
 			a.AddHook(cut)
 			var lostAt atomic.Int64 // µs
-			ca := newClient(t, a, core.WithHook(core.Hook{Lost: func(context.Context, core.HoldInfo) {
+			ca := locktest.NewClient(t, a, core.WithHook(core.Hook{Lost: func(context.Context, core.HoldInfo) {
 				lostAt.Store(time.Now().UnixMicro())
 			}}))
-			cb := newClient(t, rdb)
+			cb := locktest.NewClient(t, rdb)
 			mine, theirs := core.Read(), core.Write()
 			if side == "write" {
 				mine, theirs = core.Write(), core.Read()
@@ -234,7 +235,7 @@ func TestRW_renewalsFail_cancelledBeforeHandedOn(t *testing.T) {
 			if l.Context().Err() == nil {
 				t.Fatal("the lock passed on while the holder's context was live")
 			}
-			eventually(t, time.Second, "the Lost hook", func() bool { return lostAt.Load() != 0 })
+			locktest.Eventually(t, time.Second, "the Lost hook", func() bool { return lostAt.Load() != 0 })
 			if lost, granted := lostAt.Load(), got.Fence(); lost >= granted {
 				t.Fatalf("holder's loss reported at %d µs, the lock granted at %d µs (Redis clock): not before", lost, granted)
 			}
@@ -251,7 +252,7 @@ func TestRW_renewalsFail_cancelledBeforeHandedOn(t *testing.T) {
 // receipts, the fence counter.
 func TestRW_everyKeyExpires(t *testing.T) {
 	srv, rdb, c := setup(t)
-	other := newClient(t, srv.Client(t))
+	other := locktest.NewClient(t, srv.Client(t))
 	ctx := context.Background()
 	r, _ := c.Acquire(ctx, "x", time.Second, core.Read())
 	done := make(chan error, 1)
@@ -262,7 +263,7 @@ func TestRW_everyKeyExpires(t *testing.T) {
 		}
 		done <- err
 	}()
-	eventually(t, 2*time.Second, "a writer queued", func() bool { return rdb.Exists(ctx, "lockkit:{x}:rw:queue").Val() == 1 })
+	locktest.Eventually(t, 2*time.Second, "a writer queued", func() bool { return rdb.Exists(ctx, locktest.Key("x", "rw", "queue")).Val() == 1 })
 	_ = r.Extend(ctx, 3*time.Second)
 	check := func(when string) {
 		t.Helper()

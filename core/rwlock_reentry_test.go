@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 )
 
 // Through a write hold's context, Read and Write nest in it; through a read hold's, Read nests and
@@ -94,7 +95,7 @@ func TestRW_reentry_throughOtherLocks(t *testing.T) {
 	}
 	_ = in.Release(ctx)
 	// Another Client's hold is another owner's: no nesting, and a writer waits.
-	c2 := newClient(t, srv.Client(t))
+	c2 := locktest.NewClient(t, srv.Client(t))
 	if _, err := c2.TryAcquire(r.Context(), "doc", time.Second, core.Write()); !errors.Is(err, core.ErrNotAcquired) {
 		t.Fatalf("another Client's write through the read hold's context: %v, want ErrNotAcquired", err)
 	}
@@ -122,7 +123,7 @@ func TestRW_reentry_nestedEndsWithOuter(t *testing.T) {
 	cut := &failRenewals{}
 	rdb := srv.Client(t)
 	rdb.AddHook(cut)
-	c := newClient(t, rdb, core.WithHook(hook))
+	c := locktest.NewClient(t, rdb, core.WithHook(hook))
 	ctx := context.Background()
 	w, err := c.Acquire(ctx, "doc", 5*time.Second, core.Write())
 	if err != nil {
@@ -171,7 +172,7 @@ func TestRW_reentry_nestedEndsWithOuter(t *testing.T) {
 	if err := in.Release(ctx); !errors.Is(err, core.ErrLost) {
 		t.Fatalf("nested release after the loss: %v, want ErrLost", err)
 	}
-	eventually(t, 2*time.Second, "both losses reported", func() bool {
+	locktest.Eventually(t, 2*time.Second, "both losses reported", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(ends) == 2
@@ -221,7 +222,7 @@ func TestRW_reentry_maxHold(t *testing.T) {
 	if d, err := r.TTL(ctx); err != nil || d <= 0 {
 		t.Fatalf("outer lease after the nested limit: %v %v", d, err)
 	}
-	if l, err := newClient(t, rdb).TryAcquire(ctx, "doc", time.Second, core.Write()); !errors.Is(err, core.ErrNotAcquired) {
+	if l, err := locktest.NewClient(t, rdb).TryAcquire(ctx, "doc", time.Second, core.Write()); !errors.Is(err, core.ErrNotAcquired) {
 		t.Fatalf("a writer got in beside the outer read: %v %v", l, err)
 	}
 	_ = r.Release(ctx)
@@ -238,7 +239,7 @@ func TestRW_reentry_maxHold(t *testing.T) {
 	if !errors.Is(context.Cause(in.Context()), core.ErrMaxHold) || !errors.Is(context.Cause(w.Context()), core.ErrMaxHold) {
 		t.Fatalf("causes %v, %v", context.Cause(in.Context()), context.Cause(w.Context()))
 	}
-	eventually(t, 2*time.Second, "the write given back", func() bool {
+	locktest.Eventually(t, 2*time.Second, "the write given back", func() bool {
 		l, err := c.TryAcquire(ctx, "doc", time.Second, core.Write())
 		return err == nil && l.Release(ctx) == nil
 	})

@@ -7,11 +7,12 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 )
 
 // rwKeys are the keys of the read-write lock "doc" (docs/keys.md).
-var rwKeys = []string{"lockkit:{doc}:rw", "lockkit:{doc}:rw:limits", "lockkit:{doc}:rw:fences", "lockkit:{doc}"}
+var rwKeys = []string{locktest.Key("doc", "rw"), locktest.Key("doc", "rw", "limits"), locktest.Key("doc", "rw", "fences"), locktest.Key("doc")}
 
 // Readers share, a writer excludes readers and writers; fences increase across both sides; every
 // key has a TTL and the lease keys go when the last hold is released.
@@ -22,7 +23,7 @@ func TestRW_readersShare_writerExcludes(t *testing.T) {
 	fresh := func(l *core.Lock, mode string) {
 		t.Helper()
 		if l.Fence() <= last || l.Mode() != mode || l.Holds() != 1 || l.Holds() > 1 || l.Limit() != 0 ||
-			l.Key() != "lockkit:{doc}:rw" || l.Name() != "doc" {
+			l.Key() != locktest.Key("doc", "rw") || l.Name() != "doc" {
 			t.Fatalf("%s hold: fence %d (last %d) mode %q holds %d limit %d key %q", mode, l.Fence(), last, l.Mode(),
 				l.Holds(), l.Limit(), l.Key())
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 )
 
@@ -14,8 +15,8 @@ import (
 // in the name's slot (a script touching two slots would fail with CROSSSLOT).
 func TestRW_cluster(t *testing.T) {
 	cl := redistest.StartCluster(t)
-	a := newClient(t, cl.Client(t))
-	b := newClient(t, cl.Client(t), core.WithRetryBackoff(5*time.Second, 10*time.Second))
+	a := locktest.NewClient(t, cl.Client(t))
+	b := locktest.NewClient(t, cl.Client(t), core.WithRetryBackoff(5*time.Second, 10*time.Second))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for name := range namesOnEveryMaster(t, cl) {
@@ -32,7 +33,7 @@ func TestRW_cluster(t *testing.T) {
 			w, err := b.Acquire(ctx, name, time.Second, core.Write())
 			got <- rwGot{w, err}
 		}()
-		eventually(t, 5*time.Second, "writer queued", func() bool {
+		locktest.Eventually(t, 5*time.Second, "writer queued", func() bool {
 			info, err := a.Inspect(ctx, name)
 			return err == nil && info.RWQueued == 1 && len(info.Readers) == 2
 		})
@@ -55,8 +56,8 @@ func TestRW_cluster(t *testing.T) {
 // new master, and the readers queued behind it are granted by its release.
 func TestRW_sentinelFailover(t *testing.T) {
 	s := redistest.StartSentinel(t)
-	holder := newClient(t, s.Client(t))
-	waiter := newClient(t, s.Client(t), core.WithRetryBackoff(5*time.Second, 10*time.Second))
+	holder := locktest.NewClient(t, s.Client(t))
+	waiter := locktest.NewClient(t, s.Client(t), core.WithRetryBackoff(5*time.Second, 10*time.Second))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	w, err := holder.Acquire(ctx, "doc", 2*time.Second, core.Write())
@@ -70,13 +71,13 @@ func TestRW_sentinelFailover(t *testing.T) {
 			got <- rwGot{r, err}
 		}()
 	}
-	eventually(t, 5*time.Second, "readers parked", func() bool { return core.WaitersParked(waiter) == 2 })
+	locktest.Eventually(t, 5*time.Second, "readers parked", func() bool { return core.WaitersParked(waiter) == 2 })
 	_, replica := s.Servers()
-	eventually(t, 5*time.Second, "the writer replicated", func() bool {
-		return replica.Do(t, "ZCARD", "lockkit:{doc}:rw") == int64(1)
+	locktest.Eventually(t, 5*time.Second, "the writer replicated", func() bool {
+		return replica.Do(t, "ZCARD", locktest.Key("doc", "rw")) == int64(1)
 	})
 	s.Failover(t)
-	eventually(t, 5*time.Second, "writer renewing on the new master", func() bool {
+	locktest.Eventually(t, 5*time.Second, "writer renewing on the new master", func() bool {
 		d, err := w.TTL(ctx)
 		return err == nil && d > time.Second
 	})

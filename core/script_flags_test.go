@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 )
 
@@ -15,7 +16,7 @@ import (
 // script.
 func TestScripts_noWritesFlag_cluster(t *testing.T) {
 	cl := redistest.StartCluster(t)
-	c := newClient(t, cl.Client(t))
+	c := locktest.NewClient(t, cl.Client(t))
 	ctx := context.Background()
 	for name, master := range namesOnEveryMaster(t, cl) {
 		// One name, one lock: the lock first, then a permit of the same name.

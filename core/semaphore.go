@@ -50,8 +50,7 @@ func (c *Client) initPermit(l *Lock, ao *acquireOptions, name string) error {
 	}
 	l.kind = kindPermit
 	l.k.InitSem(c.opt.prefix, name, ao.permits)
-	l.token = store.NewToken()
-	l.tok, l.hold = l.token, any("0")
-	l.req = &store.AcquireReq{Token: l.tok, Hold: l.hold, TTL: l.ttl, Limit: ao.permits}
+	l.token, l.holdID = store.NewToken(), any("0")
+	l.req = &store.AcquireReq{Token: l.token, Hold: l.holdID, TTL: l.ttl, Limit: ao.permits}
 	return nil
 }

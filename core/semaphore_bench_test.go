@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -21,7 +22,7 @@ import (
 // round trips per op (2: one EVALSHA each).
 func BenchmarkPermitAcquireRelease(b *testing.B) {
 	srv := redistest.Start(b)
-	c := newClient(b, srv.Client(b))
+	c := locktest.NewClient(b, srv.Client(b))
 	ctx := context.Background()
 	p, err := c.Acquire(ctx, "sem", time.Second, core.Permits(4)) // load the scripts
 	if err != nil {
@@ -76,7 +77,7 @@ func BenchmarkPermitsContended(b *testing.B) {
 				for range 2 {
 					rdb := redis.NewClient(poolOpts(srv, 10))
 					b.Cleanup(func() { rdb.Close() })
-					clients = append(clients, newClient(b, rdb))
+					clients = append(clients, locktest.NewClient(b, rdb))
 				}
 				opts := []core.AcquireOption{core.Permits(4)}
 				if tc.fair {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -30,8 +31,8 @@ func TestPermits_handoff_waiterGivesUpGrantHandedOn(t *testing.T) {
 			// W1 hears everything 300ms late (its grant message too); both poll rarely (W2: 2.5s or more).
 			slow := redis.NewClient(srv.StartDelayProxy(t, 300*time.Millisecond).Options())
 			t.Cleanup(func() { slow.Close() })
-			w1c := newClient(t, slow, core.WithRetryBackoff(5*time.Second, 10*time.Second))
-			w2c := newClient(t, rdb, core.WithRetryBackoff(5*time.Second, 10*time.Second), core.WithFairWaiterTimeout(30*time.Second))
+			w1c := locktest.NewClient(t, slow, core.WithRetryBackoff(5*time.Second, 10*time.Second))
+			w2c := locktest.NewClient(t, rdb, core.WithRetryBackoff(5*time.Second, 10*time.Second), core.WithFairWaiterTimeout(30*time.Second))
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			h, err := holder.Acquire(ctx, "gone", 10*time.Second, opts...)
@@ -44,8 +45,8 @@ func TestPermits_handoff_waiterGivesUpGrantHandedOn(t *testing.T) {
 				_, err := w1c.Acquire(ctx1, "gone", 10*time.Second, opts...)
 				w1 <- err
 			}()
-			eventually(t, 5*time.Second, "W1 queued", func() bool { return len(queued(t, rdb, "lockkit:{gone}:permits:queue")) == 1 })
-			eventually(t, 5*time.Second, "W1 parked", func() bool { return core.WaitersParked(w1c) == 1 })
+			locktest.Eventually(t, 5*time.Second, "W1 queued", func() bool { return len(queued(t, rdb, locktest.Key("gone", "permits", "queue"))) == 1 })
+			locktest.Eventually(t, 5*time.Second, "W1 parked", func() bool { return core.WaitersParked(w1c) == 1 })
 			w2 := make(chan *core.Lock, 1)
 			go func() {
 				p, err := w2c.Acquire(ctx, "gone", 10*time.Second, opts...)
@@ -54,14 +55,14 @@ func TestPermits_handoff_waiterGivesUpGrantHandedOn(t *testing.T) {
 				}
 				w2 <- p
 			}()
-			eventually(t, 5*time.Second, "W2 queued", func() bool { return len(queued(t, rdb, "lockkit:{gone}:permits:queue")) == 2 })
-			eventually(t, 5*time.Second, "W2 parked", func() bool { return core.WaitersParked(w2c) == 1 })
-			w1tok := queued(t, rdb, "lockkit:{gone}:permits:queue")[0].tok
+			locktest.Eventually(t, 5*time.Second, "W2 queued", func() bool { return len(queued(t, rdb, locktest.Key("gone", "permits", "queue"))) == 2 })
+			locktest.Eventually(t, 5*time.Second, "W2 parked", func() bool { return core.WaitersParked(w2c) == 1 })
+			w1tok := queued(t, rdb, locktest.Key("gone", "permits", "queue"))[0].tok
 			released := time.Now()
 			if err := h.Release(ctx); err != nil { // grants the permit to W1, which hears it 300ms late
 				t.Fatal(err)
 			}
-			if n := rdb.ZScore(ctx, "lockkit:{gone}:permits", w1tok).Val(); n == 0 {
+			if n := rdb.ZScore(ctx, locktest.Key("gone", "permits"), w1tok).Val(); n == 0 {
 				t.Fatal("the release did not grant the permit to the queue's head")
 			}
 			cancel1() // W1 gives up first
@@ -77,7 +78,7 @@ func TestPermits_handoff_waiterGivesUpGrantHandedOn(t *testing.T) {
 			if p.Fence() <= h.Fence() {
 				t.Fatalf("fence %d after %d: not increasing", p.Fence(), h.Fence())
 			}
-			if m := rdb.ZRange(ctx, "lockkit:{gone}:permits", 0, -1).Val(); len(m) != 1 {
+			if m := rdb.ZRange(ctx, locktest.Key("gone", "permits"), 0, -1).Val(); len(m) != 1 {
 				t.Fatalf("permits held: %v, want W2's only", m)
 			}
 			_ = p.Release(ctx)
@@ -91,7 +92,7 @@ func TestPermits_handoff_waiterGivesUpGrantHandedOn(t *testing.T) {
 // the queue has a TTL.
 func TestPermits_handoff_deadWaiterGrantExpires(t *testing.T) {
 	_, rdb, holder := setup(t)
-	c := newClient(t, rdb)
+	c := locktest.NewClient(t, rdb)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	h, err := holder.Acquire(ctx, "dead", 10*time.Second, core.Permits(1))
@@ -100,7 +101,7 @@ func TestPermits_handoff_deadWaiterGrantExpires(t *testing.T) {
 	}
 	// A dead waiter, queued as an attempt queues one: a 500ms lease, limit 1, live for 5s.
 	const dead = "dead-waiter-token"
-	enqueue(t, rdb, "lockkit:{dead}:permits:queue", dead, "1", 500*time.Millisecond, 5*time.Second, time.Now())
+	enqueue(t, rdb, locktest.Key("dead", "permits", "queue"), dead, "1", 500*time.Millisecond, 5*time.Second, time.Now())
 	got := make(chan *core.Lock, 1)
 	go func() {
 		p, err := c.Acquire(ctx, "dead", 10*time.Second, core.Permits(1))
@@ -109,16 +110,16 @@ func TestPermits_handoff_deadWaiterGrantExpires(t *testing.T) {
 		}
 		got <- p
 	}()
-	eventually(t, 5*time.Second, "waiter queued", func() bool { return len(queued(t, rdb, "lockkit:{dead}:permits:queue")) == 2 })
+	locktest.Eventually(t, 5*time.Second, "waiter queued", func() bool { return len(queued(t, rdb, locktest.Key("dead", "permits", "queue"))) == 2 })
 	// (The deadlines hash exists once a waiter refreshed its place: then it has a TTL too.)
-	for _, k := range []string{"lockkit:{dead}:permits:queue", "lockkit:{dead}:permits:queue:deadlines"} {
+	for _, k := range []string{locktest.Key("dead", "permits", "queue"), locktest.Key("dead", "permits", "queue", "deadlines")} {
 		if d := rdb.PTTL(ctx, k).Val(); d <= 0 && !(d == -2*time.Nanosecond && strings.HasSuffix(k, ":deadlines")) {
 			t.Fatalf("%s: PTTL %v, want a TTL", k, d)
 		}
 	}
 	released := time.Now()
 	_ = h.Release(ctx)
-	deadFence, err := rdb.HGet(ctx, "lockkit:{dead}:permits:fences", dead).Int64()
+	deadFence, err := rdb.HGet(ctx, locktest.Key("dead", "permits", "fences"), dead).Int64()
 	if err != nil || deadFence <= h.Fence() {
 		t.Fatalf("the dead waiter's grant: fence %d (%v), after %d", deadFence, err, h.Fence())
 	}
@@ -138,7 +139,7 @@ func TestPermits_handoff_deadWaiterGrantExpires(t *testing.T) {
 // later attempt) is ignored: the waiter does not hold a permit Redis does not record.
 func TestPermits_handoff_staleGrantIgnored(t *testing.T) {
 	_, rdb, holder := setup(t)
-	c := newClient(t, rdb)
+	c := locktest.NewClient(t, rdb)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	h, err := holder.Acquire(ctx, "stale", 10*time.Second, core.Permits(1))
@@ -156,17 +157,17 @@ func TestPermits_handoff_staleGrantIgnored(t *testing.T) {
 		}
 		res <- err
 	}()
-	eventually(t, 5*time.Second, "waiter queued", func() bool { return len(queued(t, rdb, "lockkit:{stale}:permits:queue")) == 1 })
-	eventually(t, 5*time.Second, "waiter parked", func() bool { return core.WaitersParked(c) == 1 })
-	w := queued(t, rdb, "lockkit:{stale}:permits:queue")[0]
+	locktest.Eventually(t, 5*time.Second, "waiter queued", func() bool { return len(queued(t, rdb, locktest.Key("stale", "permits", "queue"))) == 1 })
+	locktest.Eventually(t, 5*time.Second, "waiter parked", func() bool { return core.WaitersParked(c) == 1 })
+	w := queued(t, rdb, locktest.Key("stale", "permits", "queue"))[0]
 	tok, epoch := w.tok, w.epoch
 	sum := sha1.Sum([]byte(tok))
 	msg := "g:" + hex.EncodeToString(sum[:]) + ":" + strconv.FormatInt(h.Fence()+1, 10) + ":" + strconv.FormatInt(epoch-1, 10)
-	rdb.Publish(ctx, "lockkit:{stale}:permits:released", msg)
+	rdb.Publish(ctx, locktest.Key("stale", "permits", "released"), msg)
 	if err := <-res; !errors.Is(err, core.ErrNotAcquired) {
 		t.Fatalf("after a stale grant: %v, want ErrNotAcquired (the waiter timed out)", err)
 	}
-	eventually(t, 2*time.Second, "waiter dequeued", func() bool { return len(queued(t, rdb, "lockkit:{stale}:permits:queue")) == 0 })
+	locktest.Eventually(t, 2*time.Second, "waiter dequeued", func() bool { return len(queued(t, rdb, locktest.Key("stale", "permits", "queue"))) == 0 })
 }
 
 // A permit taken by handoff is a lease like any other: its holder counts it from its last attempt
@@ -180,13 +181,13 @@ func TestPermits_handoff_renewalsFail_cancelledBeforeHandedOn(t *testing.T) {
 	a := srv.Client(t)
 	a.AddHook(cut)
 	var byAttempt atomic.Int64
-	ca := newClient(t, a, core.WithRetryBackoff(5*time.Second, 10*time.Second), core.WithHook(core.Hook{
+	ca := locktest.NewClient(t, a, core.WithRetryBackoff(5*time.Second, 10*time.Second), core.WithHook(core.Hook{
 		Attempt: func(_ context.Context, w core.WaitInfo) {
 			if w.Acquired {
 				byAttempt.Add(1)
 			}
 		}}))
-	cb := newClient(t, rdb)
+	cb := locktest.NewClient(t, rdb)
 	const ttl = 300 * time.Millisecond
 	h, err := holder.Acquire(ctx, "cut2", 10*time.Second, core.Permits(1))
 	if err != nil {
@@ -200,7 +201,7 @@ func TestPermits_handoff_renewalsFail_cancelledBeforeHandedOn(t *testing.T) {
 		}
 		got <- p
 	}()
-	eventually(t, 5*time.Second, "waiter parked", func() bool { return core.WaitersParked(ca) == 1 })
+	locktest.Eventually(t, 5*time.Second, "waiter parked", func() bool { return core.WaitersParked(ca) == 1 })
 	time.Sleep(100 * time.Millisecond) // the waiter's last attempt is 100ms old when it is granted
 	cut.on.Store(true)                 // (renewals are pipelined; acquire attempts are not)
 	_ = h.Release(ctx)
@@ -243,7 +244,7 @@ func TestPermits_handoff_renewalsFail_cancelledBeforeHandedOn(t *testing.T) {
 // grant details included; the live waiter behind it gets the permit.
 func TestPermits_handoff_expiredWaiterSkipped(t *testing.T) {
 	_, rdb, holder := setup(t)
-	c := newClient(t, rdb)
+	c := locktest.NewClient(t, rdb)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	h, err := holder.Acquire(ctx, "skip", 10*time.Second, core.Permits(1))
@@ -251,7 +252,7 @@ func TestPermits_handoff_expiredWaiterSkipped(t *testing.T) {
 		t.Fatal(err)
 	}
 	const gone = "expired-waiter-token"
-	goneMember := enqueue(t, rdb, "lockkit:{skip}:permits:queue", gone, "1", 10*time.Second, time.Second, time.Now().Add(-2*time.Second))
+	goneMember := enqueue(t, rdb, locktest.Key("skip", "permits", "queue"), gone, "1", 10*time.Second, time.Second, time.Now().Add(-2*time.Second))
 	got := make(chan *core.Lock, 1)
 	go func() {
 		p, err := c.Acquire(ctx, "skip", 10*time.Second, core.Permits(1))
@@ -260,14 +261,14 @@ func TestPermits_handoff_expiredWaiterSkipped(t *testing.T) {
 		}
 		got <- p
 	}()
-	eventually(t, 5*time.Second, "waiter queued", func() bool { return len(queued(t, rdb, "lockkit:{skip}:permits:queue")) == 2 })
+	locktest.Eventually(t, 5*time.Second, "waiter queued", func() bool { return len(queued(t, rdb, locktest.Key("skip", "permits", "queue"))) == 2 })
 	_ = h.Release(ctx)
 	p := <-got
 	defer p.Release(ctx)
-	if rdb.ZScore(ctx, "lockkit:{skip}:permits", gone).Err() == nil {
+	if rdb.ZScore(ctx, locktest.Key("skip", "permits"), gone).Err() == nil {
 		t.Fatal("the expired waiter was granted a permit")
 	}
-	if rdb.ZScore(ctx, "lockkit:{skip}:permits:queue", goneMember).Err() == nil {
+	if rdb.ZScore(ctx, locktest.Key("skip", "permits", "queue"), goneMember).Err() == nil {
 		t.Fatal("the expired waiter outlived its deadline in the queue")
 	}
 }

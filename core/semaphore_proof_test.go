@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -135,7 +136,7 @@ func TestPermits_proof_neverMoreThanLimit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	_, lines := startSemChild(t, "work "+srv.Addr()+" "+strconv.Itoa(rounds))
-	clients := []*core.Client{newClient(t, srv.Client(t)), newClient(t, srv.Client(t))}
+	clients := []*core.Client{locktest.NewClient(t, srv.Client(t)), locktest.NewClient(t, srv.Client(t))}
 	var wg sync.WaitGroup
 	errs := make(chan error, 24)
 	for g := range 24 {
@@ -191,7 +192,7 @@ func TestPermits_proof_neverMoreThanLimit(t *testing.T) {
 	if len(fences) != 32*rounds {
 		t.Fatalf("%d permits held, want %d", len(fences), 32*rounds)
 	}
-	if n := rdb.Exists(ctx, "lockkit:{proof}:permits").Val(); n != 0 {
+	if n := rdb.Exists(ctx, locktest.Key("proof", "permits")).Val(); n != 0 {
 		t.Fatal("permits left after every holder released")
 	}
 }
@@ -259,8 +260,8 @@ func TestPermits_renewalsFail_cancelledBeforeHandedOn(t *testing.T) {
 	cut := &failRenewals{}
 	a := srv.Client(t)
 	a.AddHook(cut)
-	ca := newClient(t, a)
-	cb := newClient(t, rdb)
+	ca := locktest.NewClient(t, a)
+	cb := locktest.NewClient(t, rdb)
 	const ttl = 300 * time.Millisecond
 	p, err := ca.Acquire(ctx, "cut", ttl, core.Permits(1))
 	if err != nil {

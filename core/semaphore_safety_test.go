@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 )
 
@@ -19,8 +20,8 @@ func TestPermits_replayedAcquireAndRelease(t *testing.T) {
 	replay := &replayHook{}
 	rdbA := srv.Client(t)
 	rdbA.AddHook(replay)
-	a := newClient(t, rdbA)
-	b := newClient(t, rdb)
+	a := locktest.NewClient(t, rdbA)
+	b := locktest.NewClient(t, rdb)
 	ctx := context.Background()
 	warm, err := a.Acquire(ctx, "rp", 5*time.Second, core.Permits(2)) // load the scripts
 	if err != nil {
@@ -42,7 +43,7 @@ func TestPermits_replayedAcquireAndRelease(t *testing.T) {
 	if !replay.fired() {
 		t.Fatal("the acquisition was not replayed")
 	}
-	if n := rdb.ZCard(ctx, "lockkit:{rp}:permits").Val(); n != 1 {
+	if n := rdb.ZCard(ctx, locktest.Key("rp", "permits")).Val(); n != 1 {
 		t.Fatalf("%d permits held after a replayed acquisition, want 1", n)
 	}
 	replay.arm(func() { // between the release and its replay, B takes and gives back a permit
@@ -70,8 +71,8 @@ func TestPermits_lostAcquireReply_givesThePermitBack(t *testing.T) {
 	lose := &loseReplyHook{}
 	lossy := srv.Client(t)
 	lossy.AddHook(lose)
-	a := newClient(t, lossy)
-	b := newClient(t, srv.Client(t))
+	a := locktest.NewClient(t, lossy)
+	b := locktest.NewClient(t, srv.Client(t))
 	ctx := context.Background()
 	lose.armed.Store(true)
 	if _, err := a.Acquire(ctx, "lr", time.Minute, core.Permits(1)); !errors.Is(err, core.ErrUnavailable) {

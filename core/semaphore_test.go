@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -21,7 +22,7 @@ func TestPermits_limitFencesKeysAndRoundTrips(t *testing.T) {
 		if err != nil {
 			t.Fatalf("permit %d: %v", i, err)
 		}
-		if p.Fence() <= last || p.Limit() != 4 || p.Holds() != 1 || p.Key() != "lockkit:{pool}:permits" {
+		if p.Fence() <= last || p.Limit() != 4 || p.Holds() != 1 || p.Key() != locktest.Key("pool", "permits") {
 			t.Fatalf("permit %d: fence %d (last %d) limit %d holds %d key %q", i, p.Fence(), last, p.Limit(), p.Holds(), p.Key())
 		}
 		last = p.Fence()
@@ -33,7 +34,7 @@ func TestPermits_limitFencesKeysAndRoundTrips(t *testing.T) {
 		t.Fatalf("fifth permit: %v (%+v), want NotAcquiredError with RetryAfter ~5s", err, na)
 	}
 	// Every key written has a TTL.
-	for _, k := range []string{"lockkit:{pool}:permits", "lockkit:{pool}:permits:limits", "lockkit:{pool}:permits:fences", "lockkit:{pool}"} {
+	for _, k := range []string{locktest.Key("pool", "permits"), locktest.Key("pool", "permits", "limits"), locktest.Key("pool", "permits", "fences"), locktest.Key("pool")} {
 		if d := rdb.PTTL(ctx, k).Val(); d <= 0 {
 			t.Fatalf("%s: PTTL %v, want a TTL", k, d)
 		}
@@ -71,7 +72,7 @@ func TestPermits_limitFencesKeysAndRoundTrips(t *testing.T) {
 	if st := srv.CommandStats(t); st["evalsha"] != 4 || st["eval"] != 0 {
 		t.Fatalf("4 releases: %v", st)
 	}
-	if n := rdb.Exists(ctx, "lockkit:{pool}:permits", "lockkit:{pool}:permits:limits", "lockkit:{pool}:permits:fences").Val(); n != 0 {
+	if n := rdb.Exists(ctx, locktest.Key("pool", "permits"), locktest.Key("pool", "permits", "limits"), locktest.Key("pool", "permits", "fences")).Val(); n != 0 {
 		t.Fatalf("%d semaphore keys left after the last release", n)
 	}
 	// One name, one lock: the last permit's release freed the name for a lock, whose hold keeps
@@ -204,7 +205,7 @@ func TestPermits_extendMaxHoldAndFairKeysExpire(t *testing.T) {
 	if cause := context.Cause(p.Context()); !errors.Is(cause, core.ErrMaxHold) {
 		t.Fatalf("cause %v, want ErrMaxHold", cause)
 	}
-	eventually(t, 2*time.Second, "permit given back", func() bool { return rdb.Exists(ctx, "lockkit:{ext}:permits").Val() == 0 })
+	locktest.Eventually(t, 2*time.Second, "permit given back", func() bool { return rdb.Exists(ctx, locktest.Key("ext", "permits")).Val() == 0 })
 
 	// Fair mode: the queue keys expire too.
 	h, err := c.Acquire(ctx, "fq", 5*time.Second, core.Permits(1), core.Fair())
@@ -217,17 +218,17 @@ func TestPermits_extendMaxHoldAndFairKeysExpire(t *testing.T) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() { _, _ = c.Acquire(wctx, "fq", time.Second, core.Permits(1), core.Fair()) }()
-	eventually(t, 2*time.Second, "waiter queued", func() bool { return int64(len(queued(t, rdb, "lockkit:{fq}:permits:queue"))) == 1 })
-	if d := rdb.PTTL(ctx, "lockkit:{fq}:permits:queue").Val(); d <= 0 {
+	locktest.Eventually(t, 2*time.Second, "waiter queued", func() bool { return int64(len(queued(t, rdb, locktest.Key("fq", "permits", "queue")))) == 1 })
+	if d := rdb.PTTL(ctx, locktest.Key("fq", "permits", "queue")).Val(); d <= 0 {
 		t.Fatalf("the queue: PTTL %v, want a TTL", d)
 	}
 	// The deadlines hash is written when a waiter refreshes its place (its next attempt), which a
 	// loaded host may not have reached yet: absent is fine, present without a TTL is not.
-	if d := rdb.PTTL(ctx, "lockkit:{fq}:permits:queue:deadlines").Val(); d == -1 {
+	if d := rdb.PTTL(ctx, locktest.Key("fq", "permits", "queue", "deadlines")).Val(); d == -1 {
 		t.Fatal("the queue's deadlines: no TTL")
 	}
 	cancel()
-	eventually(t, 2*time.Second, "waiter left the queue", func() bool { return int64(len(queued(t, rdb, "lockkit:{fq}:permits:queue"))) == 0 })
+	locktest.Eventually(t, 2*time.Second, "waiter left the queue", func() bool { return int64(len(queued(t, rdb, locktest.Key("fq", "permits", "queue")))) == 0 })
 }
 
 // The watchdog renews permits and locks in the same pipelined batches (one goroutine, one round
@@ -243,12 +244,12 @@ func TestPermits_renewedInTheLocksBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 2*time.Second, "renewals of both", func() bool { _, n := core.RenewStats(c); return n >= 2 })
+	locktest.Eventually(t, 2*time.Second, "renewals of both", func() bool { _, n := core.RenewStats(c); return n >= 2 })
 	pipelines, scripts := core.RenewStats(c)
 	if pipelines != 1 || scripts != 2 {
 		t.Fatalf("first renewal round: %d pipelines with %d scripts, want 1 with 2 (lock and permit together)", pipelines, scripts)
 	}
-	eventually(t, 2*time.Second, "more renewal rounds", func() bool { n, _ := core.RenewStats(c); return n >= 4 })
+	locktest.Eventually(t, 2*time.Second, "more renewal rounds", func() bool { n, _ := core.RenewStats(c); return n >= 4 })
 	for _, x := range []*core.Lock{l, p} {
 		if err := x.Context().Err(); err != nil {
 			t.Fatalf("%s lost: %v", x.Key(), context.Cause(x.Context()))

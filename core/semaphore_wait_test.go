@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -26,7 +27,7 @@ func TestPermits_releaseWakesOneWaiter(t *testing.T) {
 			acquiredByAttempt.Add(1)
 		}
 	}}
-	waiters := newClient(t, rdb, core.WithRetryBackoff(10*time.Second, 10*time.Second), core.WithHook(hook))
+	waiters := locktest.NewClient(t, rdb, core.WithRetryBackoff(10*time.Second, 10*time.Second), core.WithHook(hook))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var held []*core.Lock
@@ -52,9 +53,9 @@ func TestPermits_releaseWakesOneWaiter(t *testing.T) {
 			got <- p
 		}()
 	}
-	eventually(t, 5*time.Second, "waiters parked", func() bool { return core.WaitersParked(waiters) == n })
-	eventually(t, 5*time.Second, "subscribed", func() bool {
-		return rdb.PubSubNumSub(ctx, "lockkit:{wake}:permits:released").Val()["lockkit:{wake}:permits:released"] == 1
+	locktest.Eventually(t, 5*time.Second, "waiters parked", func() bool { return core.WaitersParked(waiters) == n })
+	locktest.Eventually(t, 5*time.Second, "subscribed", func() bool {
+		return rdb.PubSubNumSub(ctx, locktest.Key("wake", "permits", "released")).Val()[locktest.Key("wake", "permits", "released")] == 1
 	})
 	released := time.Now()
 	if err := held[0].Release(ctx); err != nil {
@@ -82,7 +83,7 @@ func TestPermits_releaseWakesOneWaiter(t *testing.T) {
 // Fair: waiters of two Clients get permits in the order they arrived.
 func TestPermits_fairOrderAcrossClients(t *testing.T) {
 	srv, rdb, holder := setup(t)
-	clients := []*core.Client{newClient(t, srv.Client(t)), newClient(t, srv.Client(t))}
+	clients := []*core.Client{locktest.NewClient(t, srv.Client(t)), locktest.NewClient(t, srv.Client(t))}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var held []*core.Lock
@@ -109,8 +110,8 @@ func TestPermits_fairOrderAcrossClients(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 			_ = p.Release(ctx)
 		}()
-		eventually(t, 5*time.Second, "queued", func() bool {
-			return int64(len(queued(t, rdb, "lockkit:{fair}:permits:queue"))) == int64(i+1)
+		locktest.Eventually(t, 5*time.Second, "queued", func() bool {
+			return int64(len(queued(t, rdb, locktest.Key("fair", "permits", "queue")))) == int64(i+1)
 		})
 	}
 	for _, p := range held {
@@ -132,8 +133,8 @@ func TestPermits_fairOrderAcrossClients(t *testing.T) {
 
 func TestPermits_cluster(t *testing.T) {
 	cl := redistest.StartCluster(t)
-	a := newClient(t, cl.Client(t))
-	b := newClient(t, cl.Client(t), core.WithRetryBackoff(5*time.Second, 10*time.Second))
+	a := locktest.NewClient(t, cl.Client(t))
+	b := locktest.NewClient(t, cl.Client(t), core.WithRetryBackoff(5*time.Second, 10*time.Second))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for name := range namesOnEveryMaster(t, cl) {
@@ -153,7 +154,7 @@ func TestPermits_cluster(t *testing.T) {
 			}
 			got <- err
 		}()
-		eventually(t, 5*time.Second, "parked", func() bool { return core.WaitersParked(b) == 1 })
+		locktest.Eventually(t, 5*time.Second, "parked", func() bool { return core.WaitersParked(b) == 1 })
 		time.Sleep(50 * time.Millisecond) // the SSUBSCRIBE is on its way; a miss costs the 5s fallback
 		released := time.Now()
 		_ = held[0].Release(ctx)
@@ -171,8 +172,8 @@ func TestPermits_cluster(t *testing.T) {
 // new master, and a waiter is woken by a release.
 func TestPermits_sentinelFailover(t *testing.T) {
 	s := redistest.StartSentinel(t)
-	holder := newClient(t, s.Client(t))
-	waiter := newClient(t, s.Client(t), core.WithRetryBackoff(5*time.Second, 10*time.Second))
+	holder := locktest.NewClient(t, s.Client(t))
+	waiter := locktest.NewClient(t, s.Client(t), core.WithRetryBackoff(5*time.Second, 10*time.Second))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var held []*core.Lock
@@ -191,13 +192,13 @@ func TestPermits_sentinelFailover(t *testing.T) {
 		}
 		got <- err
 	}()
-	eventually(t, 5*time.Second, "waiter parked", func() bool { return core.WaitersParked(waiter) == 1 })
+	locktest.Eventually(t, 5*time.Second, "waiter parked", func() bool { return core.WaitersParked(waiter) == 1 })
 	_, replica := s.Servers()
-	eventually(t, 5*time.Second, "permits replicated", func() bool {
-		return replica.Do(t, "ZCARD", "lockkit:{job}:permits") == int64(2)
+	locktest.Eventually(t, 5*time.Second, "permits replicated", func() bool {
+		return replica.Do(t, "ZCARD", locktest.Key("job", "permits")) == int64(2)
 	})
 	s.Failover(t)
-	eventually(t, 5*time.Second, "holder renewing on the new master", func() bool {
+	locktest.Eventually(t, 5*time.Second, "holder renewing on the new master", func() bool {
 		d, err := held[0].TTL(ctx)
 		return err == nil && d > time.Second
 	})
@@ -226,8 +227,8 @@ func TestPermits_fairWaiterGivesUp_nextWoken(t *testing.T) {
 	slow := redis.NewClient(srv.StartDelayProxy(t, 300*time.Millisecond).Options())
 	t.Cleanup(func() { slow.Close() })
 	// W1 sees everything 300ms late; W2 polls only every 5s or more.
-	w1c := newClient(t, slow)
-	w2c := newClient(t, rdb, core.WithRetryBackoff(5*time.Second, 10*time.Second), core.WithFairWaiterTimeout(30*time.Second))
+	w1c := locktest.NewClient(t, slow)
+	w2c := locktest.NewClient(t, rdb, core.WithRetryBackoff(5*time.Second, 10*time.Second), core.WithFairWaiterTimeout(30*time.Second))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// Two permits, both held: a release frees one while the other stays taken.
@@ -246,7 +247,7 @@ func TestPermits_fairWaiterGivesUp_nextWoken(t *testing.T) {
 		_, err := w1c.Acquire(ctx1, "turn", 10*time.Second, core.Permits(2), core.Fair())
 		w1 <- err
 	}()
-	eventually(t, 5*time.Second, "W1 queued", func() bool { return int64(len(queued(t, rdb, "lockkit:{turn}:permits:queue"))) == 1 })
+	locktest.Eventually(t, 5*time.Second, "W1 queued", func() bool { return int64(len(queued(t, rdb, locktest.Key("turn", "permits", "queue")))) == 1 })
 	w2 := make(chan *core.Lock, 1)
 	go func() {
 		p, err := w2c.Acquire(ctx, "turn", 10*time.Second, core.Permits(2), core.Fair())
@@ -255,8 +256,8 @@ func TestPermits_fairWaiterGivesUp_nextWoken(t *testing.T) {
 		}
 		w2 <- p
 	}()
-	eventually(t, 5*time.Second, "W2 queued", func() bool { return int64(len(queued(t, rdb, "lockkit:{turn}:permits:queue"))) == 2 })
-	eventually(t, 5*time.Second, "W2 parked", func() bool { return core.WaitersParked(w2c) == 1 })
+	locktest.Eventually(t, 5*time.Second, "W2 queued", func() bool { return int64(len(queued(t, rdb, locktest.Key("turn", "permits", "queue")))) == 2 })
+	locktest.Eventually(t, 5*time.Second, "W2 parked", func() bool { return core.WaitersParked(w2c) == 1 })
 	released := time.Now()
 	if err := h.Release(ctx); err != nil { // names W1, whose process hears it 300ms late
 		t.Fatal(err)

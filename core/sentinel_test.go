@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 )
 
@@ -13,8 +14,8 @@ import (
 // renewals continue on the new master, and a waiter is still woken by the release.
 func TestSentinel_failover(t *testing.T) {
 	s := redistest.StartSentinel(t)
-	holder := newClient(t, s.Client(t))
-	waiter := newClient(t, s.Client(t), core.WithRetryBackoff(5*time.Second, 10*time.Second))
+	holder := locktest.NewClient(t, s.Client(t))
+	waiter := locktest.NewClient(t, s.Client(t), core.WithRetryBackoff(5*time.Second, 10*time.Second))
 	ctx := context.Background()
 	l, err := holder.Acquire(ctx, "job", 2*time.Second)
 	if err != nil {
@@ -28,17 +29,17 @@ func TestSentinel_failover(t *testing.T) {
 		}
 		got <- err
 	}()
-	eventually(t, 5*time.Second, "waiter parked", func() bool { return core.WaitersParked(waiter) == 1 })
+	locktest.Eventually(t, 5*time.Second, "waiter parked", func() bool { return core.WaitersParked(waiter) == 1 })
 	_, replica := s.Servers()
-	eventually(t, 5*time.Second, "lock replicated", func() bool {
-		return heldOn(t, replica, "lockkit:{job}")
+	locktest.Eventually(t, 5*time.Second, "lock replicated", func() bool {
+		return heldOn(t, replica, locktest.Key("job"))
 	})
 	s.Failover(t)
 	if s.MasterAddr(t) != replica.Addr() {
 		t.Fatalf("master is %s, want the former replica %s", s.MasterAddr(t), replica.Addr())
 	}
 	// The holder keeps the lock: its TTL is read (owner-checked) from the new master.
-	eventually(t, 5*time.Second, "holder renewing on the new master", func() bool {
+	locktest.Eventually(t, 5*time.Second, "holder renewing on the new master", func() bool {
 		d, err := l.TTL(ctx)
 		return err == nil && d > time.Second
 	})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -16,8 +17,8 @@ import (
 func TestSafety_fairFIFO_severalWaitersInOneProcess(t *testing.T) {
 	srv, rdb, holder := setup(t)
 	opt := core.WithFairWaiterTimeout(300 * time.Millisecond)
-	c1 := newClient(t, srv.Client(t), opt)
-	c2 := newClient(t, srv.Client(t), opt)
+	c1 := locktest.NewClient(t, srv.Client(t), opt)
+	c2 := locktest.NewClient(t, srv.Client(t), opt)
 	ctx := context.Background()
 	h, err := holder.Acquire(ctx, "f", 10*time.Second, core.Fair())
 	if err != nil {
@@ -42,15 +43,15 @@ func TestSafety_fairFIFO_severalWaitersInOneProcess(t *testing.T) {
 			mu.Unlock()
 			_ = l.Release(ctx)
 		}()
-		eventually(t, 2*time.Second, who+" queued", func() bool { return rdb.ZCard(ctx, "lockkit:{f}:queue").Val() == queued })
+		locktest.Eventually(t, 2*time.Second, who+" queued", func() bool { return rdb.ZCard(ctx, locktest.Key("f", "queue")).Val() == queued })
 	}
 	wait(c1, "W1", 1)
 	wait(c1, "W2", 2)
 	wait(c2, "V", 3)
-	queue := rdb.ZRange(ctx, "lockkit:{f}:queue", 0, -1).Val()
+	queue := rdb.ZRange(ctx, locktest.Key("f", "queue"), 0, -1).Val()
 	// Four queue timeouts pass: every waiter must keep its place meanwhile.
 	for end := time.Now().Add(1200 * time.Millisecond); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		if now := rdb.ZRange(ctx, "lockkit:{f}:queue", 0, -1).Val(); !slices.Equal(now, queue) {
+		if now := rdb.ZRange(ctx, locktest.Key("f", "queue"), 0, -1).Val(); !slices.Equal(now, queue) {
 			t.Fatalf("the fair queue changed while every waiter was alive: %d entries, was %d", len(now), len(queue))
 		}
 	}
@@ -70,7 +71,7 @@ func TestSafety_expiringHolder_takenOverPromptly(t *testing.T) {
 	spy := &lastMillisecond{at: 5}
 	rdb := srv.Client(t)
 	rdb.AddHook(spy)
-	waiter := newClient(t, rdb)
+	waiter := locktest.NewClient(t, rdb)
 	ctx := context.Background()
 	h, err := holder.Acquire(ctx, "x", 10*time.Second)
 	if err != nil {
@@ -84,7 +85,7 @@ func TestSafety_expiringHolder_takenOverPromptly(t *testing.T) {
 		}
 		done <- err
 	}()
-	eventually(t, 5*time.Second, "the next attempt after a PTTL-0 reply", func() bool { return spy.gap() > 0 })
+	locktest.Eventually(t, 5*time.Second, "the next attempt after a PTTL-0 reply", func() bool { return spy.gap() > 0 })
 	if gap := spy.gap(); gap > 40*time.Millisecond {
 		t.Fatalf("after a reply of PTTL 0 the waiter tried again only %v later", gap)
 	}

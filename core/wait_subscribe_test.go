@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -43,11 +44,11 @@ func stalledSubscriptions(t *testing.T, srv *redistest.Server) (rdb *redis.Clien
 // then waited, unbounded, until it got the lock or its context ended.)
 func TestWait_limitKeptWhileSubscribing(t *testing.T) {
 	srv := redistest.Start(t)
-	holder := newClient(t, srv.Client(t))
+	holder := locktest.NewClient(t, srv.Client(t))
 	rdb, stall := stalledSubscriptions(t, srv)
 	// A fallback backoff far longer than the limit: the wait for the subscription, which lasts at
 	// most the backoff, outlasts the limit.
-	waiter := newClient(t, rdb, core.WithRetryBackoff(5*time.Second, 10*time.Second))
+	waiter := locktest.NewClient(t, rdb, core.WithRetryBackoff(5*time.Second, 10*time.Second))
 	ctx := context.Background()
 	l, err := holder.Acquire(ctx, "k", 30*time.Second)
 	if err != nil {
@@ -73,9 +74,9 @@ func TestWait_limitKeptWhileSubscribing(t *testing.T) {
 // The same for AcquireAll: its wait for the subscription was bounded by the backoff only.
 func TestWait_setLimitKeptWhileSubscribing(t *testing.T) {
 	srv := redistest.Start(t)
-	holder := newClient(t, srv.Client(t))
+	holder := locktest.NewClient(t, srv.Client(t))
 	rdb, stall := stalledSubscriptions(t, srv)
-	waiter := newClient(t, rdb, core.WithRetryBackoff(5*time.Second, 10*time.Second))
+	waiter := locktest.NewClient(t, rdb, core.WithRetryBackoff(5*time.Second, 10*time.Second))
 	ctx := context.Background()
 	l, err := holder.Acquire(ctx, "b", 30*time.Second)
 	if err != nil {

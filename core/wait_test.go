@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -18,8 +19,8 @@ import (
 func TestWait_wokenByRelease(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	holder := newClient(t, srv.Client(t))
-	waiter := newClient(t, srv.Client(t), core.WithRetryBackoff(5*time.Second, 10*time.Second))
+	holder := locktest.NewClient(t, srv.Client(t))
+	waiter := locktest.NewClient(t, srv.Client(t), core.WithRetryBackoff(5*time.Second, 10*time.Second))
 	ctx := context.Background()
 	l, err := holder.Acquire(ctx, "k", 30*time.Second)
 	if err != nil {
@@ -33,7 +34,7 @@ func TestWait_wokenByRelease(t *testing.T) {
 		}
 		got <- w
 	}()
-	eventually(t, 5*time.Second, "waiter subscribed", func() bool { return subscribers(t, rdb, "k") == 1 })
+	locktest.Eventually(t, 5*time.Second, "waiter subscribed", func() bool { return subscribers(t, rdb, "k") == 1 })
 	released := time.Now()
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -65,8 +66,8 @@ func TestWait_wakesOneFIFO(t *testing.T) {
 			plain.Add(1)
 		}
 	}}
-	holder := newClient(t, srv.Client(t))
-	c := newClient(t, srv.Client(t), core.WithHook(hook), core.WithRetryBackoff(5*time.Second, 10*time.Second))
+	holder := locktest.NewClient(t, srv.Client(t))
+	c := locktest.NewClient(t, srv.Client(t), core.WithHook(hook), core.WithRetryBackoff(5*time.Second, 10*time.Second))
 	ctx := context.Background()
 	l, err := holder.Acquire(ctx, "k", 30*time.Second)
 	if err != nil {
@@ -95,7 +96,7 @@ func TestWait_wakesOneFIFO(t *testing.T) {
 		}()
 		// Queue them in a known order: wait until this one parked. The first makes two attempts
 		// (before and after subscribing); the others queue behind it without an attempt.
-		eventually(t, 5*time.Second, "waiter parked", func() bool {
+		locktest.Eventually(t, 5*time.Second, "waiter parked", func() bool {
 			return subscribers(t, rdb, "k") == 1 && core.WaitersParked(c) >= i+1 && plain.Load() == 2
 		})
 	}
@@ -119,9 +120,9 @@ func TestWait_wakesOneFIFO(t *testing.T) {
 func TestWait_fairAcrossClients(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	holder := newClient(t, srv.Client(t))
-	a := newClient(t, srv.Client(t), core.WithRetryBackoff(time.Second, 2*time.Second))
-	b := newClient(t, srv.Client(t), core.WithRetryBackoff(time.Second, 2*time.Second))
+	holder := locktest.NewClient(t, srv.Client(t))
+	a := locktest.NewClient(t, srv.Client(t), core.WithRetryBackoff(time.Second, 2*time.Second))
+	b := locktest.NewClient(t, srv.Client(t), core.WithRetryBackoff(time.Second, 2*time.Second))
 	ctx := context.Background()
 	l, err := holder.Acquire(ctx, "k", 30*time.Second, core.Fair())
 	if err != nil {
@@ -150,8 +151,8 @@ func TestWait_fairAcrossClients(t *testing.T) {
 			mu.Unlock()
 			locks <- w
 		}()
-		eventually(t, 5*time.Second, "waiter queued in redis", func() bool {
-			return rdb.ZCard(ctx, "lockkit:{k}:queue").Val() == int64(i+1)
+		locktest.Eventually(t, 5*time.Second, "waiter queued in redis", func() bool {
+			return rdb.ZCard(ctx, locktest.Key("k", "queue")).Val() == int64(i+1)
 		})
 	}
 	_ = l.Release(ctx)
@@ -165,7 +166,7 @@ func TestWait_fairAcrossClients(t *testing.T) {
 			t.Fatalf("served in order %v, want queue order", order)
 		}
 	}
-	if n := rdb.ZCard(ctx, "lockkit:{k}:queue").Val(); n != 0 {
+	if n := rdb.ZCard(ctx, locktest.Key("k", "queue")).Val(); n != 0 {
 		t.Fatalf("queue left with %d entries", n)
 	}
 }
@@ -174,21 +175,21 @@ func TestWait_fairAcrossClients(t *testing.T) {
 func TestWait_fairWaiterLeavesQueue(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	c := newClient(t, rdb, core.WithFairWaiterTimeout(200*time.Millisecond))
+	c := locktest.NewClient(t, rdb, core.WithFairWaiterTimeout(200*time.Millisecond))
 	ctx := context.Background()
 	l, err := c.Acquire(ctx, "k", 30*time.Second, core.Fair())
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = newClient(t, srv.Client(t)).Acquire(ctx, "k", time.Second, core.Fair(), core.WithWait(50*time.Millisecond))
+	_, err = locktest.NewClient(t, srv.Client(t)).Acquire(ctx, "k", time.Second, core.Fair(), core.WithWait(50*time.Millisecond))
 	if !errors.Is(err, core.ErrNotAcquired) {
 		t.Fatal(err)
 	}
-	if n := rdb.ZCard(ctx, "lockkit:{k}:queue").Val(); n != 0 {
+	if n := rdb.ZCard(ctx, locktest.Key("k", "queue")).Val(); n != 0 {
 		t.Fatalf("a waiter that gave up is still queued (%d)", n)
 	}
 	// A dead waiter: queued by hand with a deadline in the past is skipped.
-	queueDeadWaiter(t, rdb, "lockkit:{k}:queue", "dead")
+	queueDeadWaiter(t, rdb, locktest.Key("k", "queue"), "dead")
 	_ = l.Release(ctx)
 	l2, err := c.TryAcquire(ctx, "k", time.Second, core.Fair())
 	if err != nil {
@@ -200,7 +201,7 @@ func TestWait_fairWaiterLeavesQueue(t *testing.T) {
 func TestClose_wakesParkedWaiters(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	holder := newClient(t, srv.Client(t))
+	holder := locktest.NewClient(t, srv.Client(t))
 	c, err := core.New(srv.Client(t))
 	if err != nil {
 		t.Fatal(err)
@@ -218,7 +219,7 @@ func TestClose_wakesParkedWaiters(t *testing.T) {
 			errs <- err
 		}()
 	}
-	eventually(t, 5*time.Second, "waiters parked", func() bool {
+	locktest.Eventually(t, 5*time.Second, "waiters parked", func() bool {
 		return subscribers(t, rdb, "k") == 1 && core.WaitersParked(c) == 10
 	})
 	if err := c.Close(ctx); err != nil {
@@ -235,8 +236,8 @@ func TestClose_wakesParkedWaiters(t *testing.T) {
 // fallback backoff: no release follows a ReleaseSet's wake-up, so each waiter passes it on.
 func TestWait_guardedWaitersAllWoken(t *testing.T) {
 	srv := redistest.Start(t)
-	holder := newClient(t, srv.Client(t))
-	c := newClient(t, srv.Client(t), core.WithRetryBackoff(5*time.Second, 10*time.Second))
+	holder := locktest.NewClient(t, srv.Client(t))
+	c := locktest.NewClient(t, srv.Client(t), core.WithRetryBackoff(5*time.Second, 10*time.Second))
 	ctx := context.Background()
 	const guard = "lockkit:done:{job}"
 	l, err := holder.TryAcquire(ctx, "job", 30*time.Second, core.WithGuard(guard))
@@ -251,7 +252,7 @@ func TestWait_guardedWaitersAllWoken(t *testing.T) {
 			errs <- err
 		}()
 	}
-	eventually(t, 5*time.Second, "duplicates parked", func() bool { return core.WaitersParked(c) == n })
+	locktest.Eventually(t, 5*time.Second, "duplicates parked", func() bool { return core.WaitersParked(c) == n })
 	set := time.Now()
 	if err := l.ReleaseSet(ctx, guard, []byte("done"), time.Minute); err != nil {
 		t.Fatal(err)
@@ -273,9 +274,9 @@ func TestWait_guardedWaitersAllWoken(t *testing.T) {
 func TestWait_headGivesUp_nextPolls(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	holder := newClient(t, srv.Client(t))
+	holder := locktest.NewClient(t, srv.Client(t))
 	var attempts atomic.Int32
-	c := newClient(t, srv.Client(t), core.WithRetryBackoff(time.Second, 2*time.Second),
+	c := locktest.NewClient(t, srv.Client(t), core.WithRetryBackoff(time.Second, 2*time.Second),
 		core.WithHook(core.Hook{Attempt: func(context.Context, core.WaitInfo) { attempts.Add(1) }}))
 	ctx := context.Background()
 	l, err := holder.Acquire(ctx, "k", 30*time.Second)
@@ -289,7 +290,7 @@ func TestWait_headGivesUp_nextPolls(t *testing.T) {
 	}()
 	// Parked after its second attempt, the one it makes once subscribed (a slow subscription on a
 	// loaded host let the lock vanish before it, and the head took it).
-	eventually(t, 5*time.Second, "head parked", func() bool { return attempts.Load() == 2 && core.WaitersParked(c) == 1 })
+	locktest.Eventually(t, 5*time.Second, "head parked", func() bool { return attempts.Load() == 2 && core.WaitersParked(c) == 1 })
 	got := make(chan error, 1)
 	go func() {
 		w, err := c.Acquire(ctx, "k", time.Second)
@@ -298,7 +299,7 @@ func TestWait_headGivesUp_nextPolls(t *testing.T) {
 		}
 		got <- err
 	}()
-	eventually(t, 5*time.Second, "second parked", func() bool { return core.WaitersParked(c) == 2 })
+	locktest.Eventually(t, 5*time.Second, "second parked", func() bool { return core.WaitersParked(c) == 2 })
 	rdb.Del(ctx, l.Key()) // the holder's lock vanishes without a release message (as on expiry)
 	if err := <-headErr; !errors.Is(err, core.ErrNotAcquired) {
 		t.Fatalf("head: %v", err)

@@ -10,6 +10,24 @@ import (
 	"github.com/lockkit/lockkit/core/internal/wait"
 )
 
+// waitCall is one Acquire, TryAcquire or Do call's attempts, and its state between them: an
+// attempt is one acquire round trip; between attempts a waiting call parks in the Client's queue
+// for the lock's release channel, until a release wakes it or its fallback delay passes.
+type waitCall struct {
+	c     *Client
+	l     *Lock
+	ao    acquireOptions
+	waits bool // Acquire (wait) or TryAcquire (one attempt)
+	start time.Time
+
+	wait.Call // the call's place in the wake-up machinery (its Digest: learnDigest)
+
+	res      store.AcquireResult // the last attempt's answer
+	sent     time.Time           // when the last attempt was sent
+	attempts int
+	epoch    int64 // the epoch a grant to the call carries (internal/wait/grant.go)
+}
+
 // learnDigest names the call's waiter with its token's digest, asking the server for it once per
 // call. Without an answer the waiter stays unnamed and polls (as a waiter that missed a message
 // does); it returns an error only when ctx ended.
@@ -18,7 +36,7 @@ func (wc *waitCall) learnDigest(ctx context.Context) error {
 		return nil
 	}
 	if wc.Digest == "" {
-		d, err := store.Digest(ctx, wc.c.st, wc.l.token)
+		d, err := store.Digest(ctx, wc.c.st, wc.l.Token())
 		if err != nil {
 			if cerr := ctx.Err(); cerr != nil {
 				return wc.notAcquired(cerr)
@@ -45,24 +63,6 @@ func (wc *waitCall) nest(ctx context.Context) error {
 	return nil
 }
 
-// waitCall is one Acquire, TryAcquire or Do call's attempts, and its state between them: an
-// attempt is one acquire round trip; between attempts a waiting call parks in the Client's queue
-// for the lock's release channel, until a release wakes it or its fallback delay passes.
-type waitCall struct {
-	c     *Client
-	l     *Lock
-	ao    acquireOptions
-	wait  bool // Acquire (wait) or TryAcquire (one attempt)
-	start time.Time
-
-	wait.Call // the call's place in the wake-up machinery (its Digest: learnDigest)
-
-	res      store.AcquireResult // the last attempt's answer
-	sent     time.Time           // when the last attempt was sent
-	attempts int
-	epoch    int64 // the epoch a grant to the call carries (internal/wait/grant.go)
-}
-
 func (wc *waitCall) run(ctx context.Context) (err error) {
 	if wc.l.nested {
 		return wc.nest(ctx) // a read-write hold nested in another: no round trip
@@ -72,7 +72,7 @@ func (wc *waitCall) run(ctx context.Context) (err error) {
 	if err := ctx.Err(); err != nil {
 		return wc.notAcquired(err)
 	}
-	if wc.wait && wc.ao.maxWait > 0 {
+	if wc.waits && wc.ao.maxWait > 0 {
 		dt := time.NewTimer(wc.ao.maxWait)
 		defer dt.Stop()
 		wc.Deadline = dt.C
@@ -83,7 +83,7 @@ func (wc *waitCall) run(ctx context.Context) (err error) {
 		}
 	}
 	for {
-		if wc.W == nil && wc.wait && !wc.Handoff && wc.c.room.Busy(wc.l.k.Channel) {
+		if wc.W == nil && wc.waits && !wc.Handoff && wc.c.room.Busy(wc.l.k.Channel) {
 			// Local waiters are queued: take a place behind them instead of barging in. (In fair
 			// mode the attempt itself joins the Redis-side queue and cannot barge.)
 			if err := wc.join(); err != nil {
@@ -129,7 +129,7 @@ func (wc *waitCall) run(ctx context.Context) (err error) {
 func (wc *waitCall) attempt(ctx context.Context) (done bool, err error) {
 	c, l, k := wc.c, wc.l, &wc.l.k
 	switch {
-	case !wc.wait:
+	case !wc.waits:
 		l.req.Waiting = store.MarkNone
 	case wc.W == nil:
 		l.req.Waiting = store.MarkWaiting
@@ -141,7 +141,7 @@ func (wc *waitCall) attempt(ctx context.Context) (done bool, err error) {
 		// (undo) may reach a node after a later attempt of this call was granted there (the node
 		// kept the failed attempt's grant, which the later one re-entered), and must drop only its
 		// own hold, not the later grant.
-		l.req.Hold = l.hold.(string) + "~" + strconv.Itoa(wc.attempts)
+		l.req.Hold = l.holdID.(string) + "~" + strconv.Itoa(wc.attempts)
 	}
 	wc.sent = time.Now()
 	r, aerr := c.st.Acquire(ctx, k, l.req)
@@ -152,7 +152,7 @@ func (wc *waitCall) attempt(ctx context.Context) (done bool, err error) {
 		h.Attempt(ctx, WaitInfo{Name: k.Name, Key: k.Main, TTL: l.ttl, Limit: l.Limit(), Mode: l.Mode(), Attempts: wc.attempts, Woken: wc.Woken,
 			Acquired: r.OK, RetryAfter: r.RetryAfter, Err: aerr})
 	}
-	if wc.Woken && aerr == nil && !r.OK && !r.Guarded && !c.wd.holding(k.Main, l.tok) {
+	if wc.Woken && aerr == nil && !r.OK && !r.Guarded && !c.wd.holding(k.Main, l.token) {
 		c.room.LostRace(wc.W) // another process took the lock we were woken for
 	}
 	wc.Woken = false
@@ -170,11 +170,11 @@ func (wc *waitCall) attempt(ctx context.Context) (done bool, err error) {
 		// acquisition are lost too (their next renewal would say so).
 		wc.res = r
 		lost := &LostError{Name: k.Name, Reason: "not_owner"}
-		c.wd.lostToken(k.Main, l.tok)
+		c.wd.lostToken(k.Main, l.token)
 		return true, errors.Join(ErrNotHeld, lost)
 	case r.OK:
 		wc.res = r
-		l.hold = l.req.Hold // the hold this attempt took (see above)
+		l.holdID = l.req.Hold // the hold this attempt took (see above)
 		return true, c.outlived(ctx, l, wc.sent)
 	case r.Guarded:
 		wc.res = r
@@ -186,7 +186,7 @@ func (wc *waitCall) attempt(ctx context.Context) (done bool, err error) {
 		return true, &GuardedError{Name: k.Name, Key: wc.ao.guard, Value: r.Value}
 	}
 	wc.res = r
-	if !wc.wait {
+	if !wc.waits {
 		return true, wc.notAcquired(nil)
 	}
 	return false, nil
@@ -242,7 +242,7 @@ func (wc *waitCall) parked(ctx context.Context, why wait.Parked) error {
 // finish leaves the local queue and, for a fair call that did not get the lock, the Redis-side one.
 func (wc *waitCall) finish(ctx context.Context, err error) {
 	wc.Leave(err == nil) // (a grant not taken is handed on by the dequeue below)
-	if err != nil && wc.Handoff && wc.wait && wc.attempts > 0 {
+	if err != nil && wc.Handoff && wc.waits && wc.attempts > 0 {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		_ = wc.c.st.Dequeue(dctx, &wc.l.k, wc.l.req)
 		cancel()
@@ -251,7 +251,7 @@ func (wc *waitCall) finish(ctx context.Context, err error) {
 
 func (wc *waitCall) notAcquired(cause error) error {
 	e := &NotAcquiredError{Name: wc.l.k.Name, RetryAfter: wc.res.RetryAfter, Attempts: wc.attempts}
-	if wc.wait {
+	if wc.waits {
 		e.Waited = max(time.Since(wc.start), 1)
 	}
 	if cause != nil {
@@ -268,7 +268,7 @@ func (wc *waitCall) notAcquired(cause error) error {
 func (wc *waitCall) handoffStart() error {
 	wc.MaxBack = min(wc.MaxBack, wc.c.opt.waiterTTL/3)
 	wc.Backoff = min(wc.Backoff, wc.MaxBack)
-	if !wc.wait {
+	if !wc.waits {
 		return nil
 	}
 	wc.l.req.WaiterTTL = wc.c.opt.waiterTTL

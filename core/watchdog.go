@@ -2,8 +2,48 @@ package core
 
 import (
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/lockkit/lockkit/core/internal/sched"
 )
+
+// watchdog is the one renewal scheduler of a Client: a heap of held locks ordered by their next
+// deadline, served by one goroutine that sends due renewals in pipelined batches.
+type watchdog struct {
+	c *Client
+	// lost ends the holds of an entry given up (Client.lost), endHolds those whose WithMaxHold
+	// limit passed (Client.endHolds): the watchdog says what ends, the Client ends it.
+	lost     func(lostSet)
+	endHolds func([]lostSet)
+	mu       sync.Mutex
+	held     map[string]*entry // by lock key
+	h        sched.Heap[*entry]
+	base     time.Time   // the heap's due times count from it (monotonic)
+	t        *time.Timer // the scheduler's timer, reset under mu (nil until the first lock)
+	stop     chan struct{}
+	done     chan struct{}
+	batches  sync.WaitGroup
+	// pipelines and scripts count renewal round trips and the scripts they carried.
+	pipelines, scripts atomic.Int64
+	started            bool
+	stopped            bool
+	wakeAt             time.Time // when the scheduler's timer fires next
+	rounds             sync.Pool // of *round: a renewal round's buffers (watchdog_round.go)
+}
+
+func newWatchdog(c *Client) *watchdog {
+	return &watchdog{c: c, lost: c.lost, endHolds: c.endHolds, held: make(map[string]*entry), stop: make(chan struct{}),
+		done: make(chan struct{}), base: time.Now()}
+}
+
+// lostSet is an entry given up by the watchdog: its locks, and why.
+type lostSet struct {
+	locks []*Lock
+	why   string
+	err   error
+}
 
 // nest adds the nested read-write hold l to the watchdog entry of its outer hold, whose renewals
 // keep both; it reports false when the outer hold is ending or ended.
@@ -11,12 +51,12 @@ func (w *watchdog) nest(l *Lock) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	o := l.outer
-	e := o.e
+	e := o.entry
 	if w.stopped || e == nil || e.gone || o.closed || !slices.Contains(e.locks, o) {
 		return false
 	}
 	e.locks = append(e.locks, l)
-	l.e = e
+	l.entry = e
 	e.setMaxAt()
 	if e.idx >= 0 {
 		w.fix(e)
@@ -34,7 +74,7 @@ func (w *watchdog) holding(key string, token any) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	e := w.held[key]
-	return e != nil && !e.gone && e.tok == token && len(e.locks) > 0
+	return e != nil && !e.gone && e.token == token && len(e.locks) > 0
 }
 
 // schedule (re)places e in the heap; the caller holds w.mu. The scheduler is woken only when e is
@@ -70,7 +110,7 @@ func (w *watchdog) unschedule(e *entry) {
 func (w *watchdog) detach(l *Lock) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	e := l.e
+	e := l.entry
 	if e == nil {
 		return
 	}
@@ -100,7 +140,7 @@ func (w *watchdog) ends(e *entry, l *Lock) {
 func (w *watchdog) validNow(l *Lock) bool { // (l's validity deadline is ahead: its lock cannot have expired)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return l.e != nil && time.Now().Before(l.e.valid)
+	return l.entry != nil && time.Now().Before(l.entry.valid)
 }
 
 // endOf returns what l's end event carries (HoldInfo.Held and Last).
@@ -131,7 +171,7 @@ func (w *watchdog) notOwner(e *entry) {
 func (w *watchdog) lostToken(key string, token any) {
 	w.mu.Lock()
 	var ls lostSet
-	if e := w.held[key]; e != nil && !e.gone && e.tok == token {
+	if e := w.held[key]; e != nil && !e.gone && e.token == token {
 		ls = w.lose(e, "not_owner", nil)
 	}
 	w.mu.Unlock()

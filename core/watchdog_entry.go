@@ -2,8 +2,35 @@ package core
 
 import (
 	"time"
+
+	"github.com/lockkit/lockkit/core/internal/store"
 )
 
+// entry is one held lock (key + owner token) as the watchdog sees it. Reentrant Locks of the same
+// owner in this client share it.
+type entry struct {
+	k        *store.Keys
+	token    any // owner token
+	ttl      time.Duration
+	valid    time.Time // local validity deadline: last successful send + ttl − drift
+	next     time.Time // next renewal
+	idx      int       // heap index, -1 when not scheduled
+	seq      uint64    // bumped by Extend: a renewal sent before carries an older seq
+	counted  int       // holds reported to the hook as making the Client hold the lock (HoldInfo.Held)
+	maxAt    time.Time // the earliest WithMaxHold deadline of its locks; zero: none
+	inflight bool
+	gone     bool
+	lastErr  error
+	one      [1]*Lock
+	locks    []*Lock
+}
+
+// Place is the entry's place in the watchdog's heap (sched.Item).
+func (e *entry) Place() *int { return &e.idx }
+
+// due is when e is due in the watchdog's heap: the earliest of its next renewal (its validity
+// deadline while a renewal is in flight), its validity deadline and its locks' maximum-hold
+// deadlines. WithMaxHold's deadlines live in the heap this way, with no timer of their own.
 func (e *entry) due() time.Time {
 	d := e.next
 	if e.inflight || e.valid.Before(d) {
@@ -19,9 +46,6 @@ func (e *entry) due() time.Time {
 func (w *watchdog) fix(e *entry) {
 	w.h.Set(e, e.due().Sub(w.base))
 }
-
-// WithMaxHold's deadlines live in the watchdog's heap: an entry is due at the earliest of its next
-// renewal, its validity deadline and its locks' maximum-hold deadlines.
 
 // setMaxAt recomputes e.maxAt from its locks.
 func (e *entry) setMaxAt() {

@@ -24,21 +24,21 @@ func (w *watchdog) add(l *Lock, sent time.Time, held int) bool {
 		return false
 	}
 	e := w.held[l.k.Main]
-	if e != nil && !e.gone && e.tok == l.tok && l.holds == 1 && e.k.Fence != l.k.Fence {
+	if e != nil && !e.gone && e.token == l.token && l.holds == 1 && e.k.Fence != l.k.Fence {
 		// A fresh acquisition under the token (WithToken) while this Client held an earlier one:
 		// that one is gone (expired, or force-released), and its holds are lost.
 		stale, e = w.lose(e, "not_owner", nil), nil
 	}
-	if e == nil || e.tok != l.tok || e.gone {
-		e = &l.own
-		*e = entry{k: &l.k, tok: l.tok, idx: -1}
+	if e == nil || e.token != l.token || e.gone {
+		e = &l.ownEntry
+		*e = entry{k: &l.k, token: l.token, idx: -1}
 		e.locks = e.one[:0]
 		w.held[l.k.Main] = e
 	}
 	fresh := len(e.locks) == 0
 	e.counted += held
 	e.locks = append(e.locks, l)
-	l.e = e
+	l.entry = e
 	e.setMaxAt()
 	if l.ttl > e.ttl {
 		e.ttl = l.ttl
@@ -136,7 +136,7 @@ func (w *watchdog) collect(now time.Time, r *round) (lost, ended []lostSet) {
 		e.inflight = true
 		w.fix(e)
 		batch = append(batch, e)
-		items = append(items, store.RenewItem{K: e.k, Token: e.tok, TTL: e.ttl, Seq: e.seq})
+		items = append(items, store.RenewItem{K: e.k, Token: e.token, TTL: e.ttl, Seq: e.seq})
 	}
 	wait := time.Hour
 	if w.h.Len() > 0 {

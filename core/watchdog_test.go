@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 )
 
 // monitor records every command the server receives (MONITOR on a raw connection) until the
@@ -195,11 +196,11 @@ func TestWatchdog_renewsManyTTLs_andNeverAfterRelease(t *testing.T) {
 	for i, l := range mon() {
 		top := !strings.Contains(l, "lua]") // commands run inside scripts are logged too
 		switch {
-		case top && strings.Contains(l, `"lockkit:{a}"`) && strings.Contains(l, `"c:`):
+		case top && strings.Contains(l, `locktest.Key("a")`) && strings.Contains(l, `"c:`):
 			released = i // the release, whose message names the client (EVALSHA, and EVAL after NOSCRIPT)
-		case top && released >= 0 && strings.Contains(l, `"lockkit:{a}"`):
+		case top && released >= 0 && strings.Contains(l, `locktest.Key("a")`):
 			t.Fatalf("MONITOR: a command on the released lock after its release: %s", l)
-		case top && released >= 0 && strings.Contains(l, `"lockkit:{b}"`):
+		case top && released >= 0 && strings.Contains(l, `locktest.Key("b")`):
 			sawB = true
 		}
 	}
@@ -311,8 +312,8 @@ func TestAcquire_replyAfterValidity_givesLockBack(t *testing.T) {
 		if l != nil || !errors.Is(err, core.ErrUnavailable) {
 			t.Fatalf("try %v: an acquisition answered after its validity returned a lock: %v, error %v", try, l != nil, err)
 		}
-		if heldOn(t, srv, "lockkit:{slow}") {
-			t.Fatalf("try %v: the lock was not given back (PTTL %v): %v", try, srv.Do(t, "PTTL", "lockkit:{slow}"), err)
+		if heldOn(t, srv, locktest.Key("slow")) {
+			t.Fatalf("try %v: the lock was not given back (PTTL %v): %v", try, srv.Do(t, "PTTL", locktest.Key("slow")), err)
 		}
 		t.Log(err)
 	}

@@ -233,7 +233,7 @@ func TestElection_resignWakesFollower(t *testing.T) {
 		}
 		got <- t2
 	}()
-	ch := "lockkit:{@election/e}:released"
+	ch := locktest.Key("@election/e", "released")
 	locktest.Eventually(t, 5*time.Second, "the follower subscribed", func() bool {
 		return rdb.PubSubNumSub(ctx, ch).Val()[ch] == 1
 	})

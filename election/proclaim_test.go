@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -16,7 +17,7 @@ func TestProclaim_keepsOrRaisesW(t *testing.T) {
 	rdb := redis.NewClient(srv.Options())
 	t.Cleanup(func() { rdb.Close() })
 	ctx := context.Background()
-	const key, tok = "lockkit:{@election/x}", "tok"
+	var key, tok = locktest.Key("@election/x"), "tok"
 	held := func(w string) string {
 		return tok + "\x00" + "1700000000000000\x001\x00" + w + "\x020000000000000001\x00" + "17\x001700000000000\x00label"
 	}

@@ -90,7 +90,7 @@ func busyState(t *testing.T, admin redis.UniversalClient) {
 			}
 		})
 	}
-	eventually(t, "the fair waiter refreshed its place and the permit waiter queued", func() bool {
+	locktest.Eventually(t, 5*time.Second, "the fair waiter refreshed its place and the permit waiter queued", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return queued[0] >= 2 && queued[1] >= 1
@@ -98,11 +98,11 @@ func busyState(t *testing.T, admin redis.UniversalClient) {
 	ago := time.Now().Add(-time.Minute)
 	dead := "1000\x00100\x00" + strings.Repeat("d", 32) + "\x00h\x00dead"
 	if _, err := admin.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.ZAdd(ctx, "lockkit:{b}:queue", redis.Z{Score: float64(2*ago.UnixMicro() + 1), Member: dead})
-		p.HSet(ctx, "lockkit:{b}:queue:deadlines", dead, ago.UnixMilli())
+		p.ZAdd(ctx, locktest.Key("b", "queue"), redis.Z{Score: float64(2*ago.UnixMicro() + 1), Member: dead})
+		p.HSet(ctx, locktest.Key("b", "queue", "deadlines"), dead, ago.UnixMilli())
 		deadPermit := "1000\x00100\x00" + strings.Repeat("e", 32) + "\x001\x00dead" // X: the waiter's limit
-		p.ZAdd(ctx, "lockkit:{p}:permits:queue", redis.Z{Score: float64(2*ago.UnixMicro() + 1), Member: deadPermit})
-		p.HSet(ctx, "lockkit:{p}:permits:queue:deadlines", deadPermit, ago.UnixMilli())
+		p.ZAdd(ctx, locktest.Key("p", "permits", "queue"), redis.Z{Score: float64(2*ago.UnixMicro() + 1), Member: deadPermit})
+		p.HSet(ctx, locktest.Key("p", "permits", "queue", "deadlines"), deadPermit, ago.UnixMilli())
 		p.Set(ctx, "lockkit:idem:{@s/k}", "record", time.Minute)
 		p.HSet(ctx, "lockkit:idem:{@s/h}", "status", "200")
 		p.PExpire(ctx, "lockkit:idem:{@s/h}", time.Minute)
@@ -181,7 +181,7 @@ func TestCLI_docACLs(t *testing.T) {
 			if failed, log := runAs(t, bin, user, srv.Addr(), false, releasing[:1]), aclLog(t, srv); failed == nil || log == nil {
 				t.Fatalf("the read-only operator's release --force: failed %v, ACL LOG %v", failed, log)
 			}
-			if v, err := admin.Get(context.Background(), "lockkit:{a}").Result(); err != nil || strings.HasPrefix(v, "\x02") {
+			if v, err := admin.Get(context.Background(), locktest.Key("a")).Result(); err != nil || strings.HasPrefix(v, "\x02") {
 				t.Fatalf("lock a after the read-only operator's release --force: %q %v, want it held", v, err)
 			}
 		})

@@ -28,7 +28,7 @@ func TestCLI_cluster(t *testing.T) {
 	var names []string
 	for i := 0; len(masters) < 3 && i < 1000; i++ {
 		name := "acct-" + strconv.Itoa(i)
-		if m := cl.MasterOf(t, "lockkit:{"+name+"}").Addr(); !masters[m] {
+		if m := cl.MasterOf(t, locktest.Key(name)).Addr(); !masters[m] {
 			masters[m] = true
 			names = append(names, name)
 			s.maskLock(acquire(t, c, ctx, name), name)

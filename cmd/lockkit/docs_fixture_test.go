@@ -134,7 +134,7 @@ func newDocFixture(t *testing.T, target docTarget) *docFixture {
 	}
 	fx.readWrite(t)
 	fx.names = append(fx.names, "invoice:42", "report:daily", "@http/tenant-7", "@cron/report", "@election/billing", "catalog")
-	eventually(t, "a fair waiter", func() bool {
+	locktest.Eventually(t, 5*time.Second, "a fair waiter", func() bool {
 		info, err := billing.Inspect(ctx, "invoice:42")
 		return err == nil && info.Queued == 1
 	})
@@ -157,7 +157,7 @@ func (fx *docFixture) readWrite(t *testing.T) {
 		_, _ = w.Acquire(wctx, "catalog", 30*time.Second, core.Write())
 	}()
 	t.Cleanup(func() { stop(); <-done })
-	eventually(t, "a writer queued", func() bool {
+	locktest.Eventually(t, 5*time.Second, "a writer queued", func() bool {
 		info, err := w.Inspect(ctx, "catalog")
 		return err == nil && info.RWQueued == 1
 	})
@@ -202,7 +202,7 @@ func (fx *docFixture) idempotency(t *testing.T, api *core.Client) string {
 	go func() { defer close(done); post("order-2") }()
 	t.Cleanup(func() { close(release); <-done })
 	<-entered
-	for _, k := range fx.scan(t, rdb, "lockkit:{@http-idem/*}") {
+	for _, k := range fx.scan(t, rdb, locktest.Key("@http-idem/*")) {
 		if name := strings.TrimSuffix(strings.TrimPrefix(k, "lockkit:{"), "}"); locktest.Held(t, rdb, k) {
 			fx.names = append(fx.names, name)
 		}

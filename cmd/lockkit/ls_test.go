@@ -105,11 +105,11 @@ func TestLs_queuedCountsWaitersQueuedInRedis(t *testing.T) {
 				_, _ = waiter.Acquire(wctx, name, time.Minute, wopts...)
 			}()
 			defer func() { stop(); <-done }()
-			channel := "lockkit:{" + name + "}:released"
+			channel := locktest.Key(name, "released")
 			if len(tc.opts) > 0 {
-				channel = "lockkit:{" + name + "}:permits:released"
+				channel = locktest.Key(name, "permits", "released")
 			}
-			eventually(t, "the waiter waiting", func() bool {
+			locktest.Eventually(t, 5*time.Second, "the waiter waiting", func() bool {
 				n, err := rdb.PubSubNumSub(ctx, channel).Result()
 				info, ierr := holder.Inspect(ctx, name)
 				return err == nil && ierr == nil && n[channel] == 1 && info.Queued+info.PermitsQueued == tc.queued

@@ -163,8 +163,3 @@ func acquire(t *testing.T, c *core.Client, ctx context.Context, name string, opt
 
 // columns splits a table's row (tabwriter pads with two spaces or more).
 var columns = regexp.MustCompile(`  +`)
-
-// eventually is locktest.Eventually.
-func eventually(t *testing.T, what string, cond func() bool) {
-	locktest.Eventually(t, 5*time.Second, what, cond)
-}

@@ -32,7 +32,7 @@ func TestCLI_readWrite(t *testing.T) {
 		w, _ := reports.Acquire(wctx, "catalog", time.Minute, core.Write())
 		waited <- w
 	}()
-	eventually(t, "a writer queued", func() bool {
+	locktest.Eventually(t, 5*time.Second, "a writer queued", func() bool {
 		info, err := billing.Inspect(ctx, "catalog")
 		return err == nil && info.RWQueued == 1
 	})

@@ -46,7 +46,7 @@ func TestCLI_single(t *testing.T) {
 		t.Fatal(err)
 	}
 	job := acquire(t, reports, ctx, "job", core.InNamespace("cron")) // listed as @cron/job
-	eventually(t, "a fair waiter", func() bool {
+	locktest.Eventually(t, 5*time.Second, "a fair waiter", func() bool {
 		info, err := billing.Inspect(ctx, "invoice:42")
 		return err == nil && info.Queued == 1
 	})

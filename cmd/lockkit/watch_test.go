@@ -117,8 +117,8 @@ func TestCLI_watch(t *testing.T) {
 	expect("released")
 	expect("free")
 	// A holder that stops renewing: its lock expires without a release.
-	rdb.Set(ctx, "lockkit:{jobs:nightly}", "dead-holder-token\x00777\x00h\x000\x020000000000000000\x00\x00\x00", 0) // see core/internal/script/lua/lock.lua
-	rdb.PExpire(ctx, "lockkit:{jobs:nightly}", 300*time.Millisecond)
+	rdb.Set(ctx, locktest.Key("jobs:nightly"), "dead-holder-token\x00777\x00h\x000\x020000000000000000\x00\x00\x00", 0) // see core/internal/script/lua/lock.lua
+	rdb.PExpire(ctx, locktest.Key("jobs:nightly"), 300*time.Millisecond)
 	s.mask("37faf73a2fd4", "dead-digest")
 	expect("acquired")
 	expect("expired")

@@ -28,7 +28,7 @@ func TestOptions_Acquire(t *testing.T) {
 	}
 
 	h, err := o.Acquire(ctx, locks, []string{"a"})
-	if err != nil || !locktest.Held(t, rdb, "lockkit:{@ns/a}") {
+	if err != nil || !locktest.Held(t, rdb, locktest.Key("@ns/a")) {
 		t.Fatalf("one key: %v", err)
 	}
 	if l, _ := core.FromContext(h.Context()); l.Name() != "@ns/a" {
@@ -37,15 +37,15 @@ func TestOptions_Acquire(t *testing.T) {
 	if _, err := o.Acquire(ctx, locks, []string{"b", "a"}); !errors.Is(err, core.ErrNotAcquired) {
 		t.Fatalf("a set with a held key: %v, want ErrNotAcquired", err)
 	}
-	if locktest.Held(t, rdb, "lockkit:{@ns/b}") {
+	if locktest.Held(t, rdb, locktest.Key("@ns/b")) {
 		t.Fatal("a refused set left a key behind")
 	}
-	if err := h.Release(ctx, time.Second); err != nil || locktest.Held(t, rdb, "lockkit:{@ns/a}") {
+	if err := h.Release(ctx, time.Second); err != nil || locktest.Held(t, rdb, locktest.Key("@ns/a")) {
 		t.Fatalf("release: %v", err)
 	}
 
 	set, err := o.Acquire(ctx, locks, []string{"b", "a"})
-	if err != nil || !locktest.Held(t, rdb, "lockkit:{@ns/a}") || !locktest.Held(t, rdb, "lockkit:{@ns/b}") {
+	if err != nil || !locktest.Held(t, rdb, locktest.Key("@ns/a")) || !locktest.Held(t, rdb, locktest.Key("@ns/b")) {
 		t.Fatalf("a set: %v", err)
 	}
 	waiting := o

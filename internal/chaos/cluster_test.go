@@ -7,6 +7,7 @@ import (
 
 	"github.com/lockkit/lockkit/core"
 	"github.com/lockkit/lockkit/internal/chaos"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 )
 
@@ -23,13 +24,13 @@ func runCluster(t *testing.T, rep *chaos.Report) {
 	secs := newSections()
 	var clients []*core.Client
 	for range 2 {
-		clients = append(clients, newClient(t, cl.Client(t), core.WithHook(secs.hook()),
+		clients = append(clients, locktest.NewClient(t, cl.Client(t), core.WithHook(secs.hook()),
 			core.WithReplicaAck(1, 200*time.Millisecond)))
 	}
 	names := map[*redistest.Server]string{}
 	for i := 0; len(names) < 3 && i < 1000; i++ {
 		name := "shard-" + strconv.Itoa(i)
-		if m := cl.MasterOf(t, "lockkit:{"+name+"}"); names[m] == "" {
+		if m := cl.MasterOf(t, locktest.Key(name)); names[m] == "" {
 			names[m] = name
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"go.uber.org/goleak"
 )
@@ -16,7 +17,7 @@ import (
 // A 1 MiB name (or guard key, or owner token) is refused before anything is sent, with a short error.
 func TestLimits_hugeInputs_rejectedCleanly(t *testing.T) {
 	srv := redistest.Start(t)
-	c := newClient(t, srv.Client(t))
+	c := locktest.NewClient(t, srv.Client(t))
 	ctx := context.Background()
 	huge := strings.Repeat("k", 1<<20)
 	srv.ResetStats(t)
@@ -42,7 +43,7 @@ func TestLimits_hugeInputs_rejectedCleanly(t *testing.T) {
 // leading '}' is refused (it would empty the hash tag).
 func TestLimits_binaryNames(t *testing.T) {
 	srv := redistest.Start(t)
-	c := newClient(t, srv.Client(t))
+	c := locktest.NewClient(t, srv.Client(t))
 	ctx := context.Background()
 	all := make([]byte, 256)
 	for i := range all {
@@ -63,7 +64,7 @@ func TestLimits_binaryNames(t *testing.T) {
 		if err != nil {
 			t.Fatalf("name %q: %v", name, err)
 		}
-		if v, _ := srv.Do(t, "GET", "lockkit:{"+name+"}").(string); !ownedBy(v, l.Token()) {
+		if v, _ := srv.Do(t, "GET", locktest.Key(name)).(string); !ownedBy(v, l.Token()) {
 			t.Fatalf("name %q: lock not stored under its key", name)
 		}
 		if _, err := c.TryAcquire(ctx, name, time.Second); !errors.Is(err, core.ErrNotAcquired) {
@@ -78,7 +79,7 @@ func TestLimits_binaryNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waiter := newClient(t, srv.Client(t), core.WithRetryBackoff(10*time.Second, 20*time.Second))
+	waiter := locktest.NewClient(t, srv.Client(t), core.WithRetryBackoff(10*time.Second, 20*time.Second))
 	got := make(chan error, 1)
 	go func() {
 		w, err := waiter.Acquire(ctx, string(all), time.Second, core.WithWait(5*time.Second))
@@ -87,8 +88,8 @@ func TestLimits_binaryNames(t *testing.T) {
 		}
 		got <- err
 	}()
-	eventually(t, 5*time.Second, "the waiter to subscribe", func() bool {
-		m := srv.Do(t, "PUBSUB", "NUMSUB", "lockkit:{"+string(all)+"}:released").([]any)
+	locktest.Eventually(t, 5*time.Second, "the waiter to subscribe", func() bool {
+		m := srv.Do(t, "PUBSUB", "NUMSUB", locktest.Key(string(all), "released")).([]any)
 		return m[1] == int64(1)
 	})
 	if err := holder.Release(ctx); err != nil {
@@ -102,7 +103,7 @@ func TestLimits_binaryNames(t *testing.T) {
 // TTLs from 10 ms to 24 h work; outside that range Acquire and Extend refuse them.
 func TestLimits_TTLExtremes(t *testing.T) {
 	srv := redistest.Start(t)
-	c := newClient(t, srv.Client(t))
+	c := locktest.NewClient(t, srv.Client(t))
 	ctx := context.Background()
 	for _, ttl := range []time.Duration{10 * time.Millisecond, 24 * time.Hour} {
 		// A name per TTL: a 10 ms lock declared lost locally under load may still sit in Redis for
@@ -146,24 +147,12 @@ func TestLimits_TTLExtremes(t *testing.T) {
 	}
 }
 
-// eventually polls cond every few milliseconds until it holds or d passes.
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // Closing a client that holds locks and has waiters parked releases every lock, cancels every lock
 // context with ErrClosed, returns ErrClosed to every waiter and leaves no goroutine behind.
 func TestLimits_closeWithLocksHeldAndWaitersParked(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
-	other := newClient(t, srv.Client(t))
+	other := locktest.NewClient(t, srv.Client(t))
 	busy, err := other.Acquire(ctx, "busy", time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -194,8 +183,8 @@ func TestLimits_closeWithLocksHeldAndWaitersParked(t *testing.T) {
 			results <- err
 		}()
 	}
-	eventually(t, 5*time.Second, "waiters to subscribe", func() bool {
-		m := srv.Do(t, "PUBSUB", "NUMSUB", "lockkit:{busy}:released").([]any)
+	locktest.Eventually(t, 5*time.Second, "waiters to subscribe", func() bool {
+		m := srv.Do(t, "PUBSUB", "NUMSUB", locktest.Key("busy", "released")).([]any)
 		return started.Load() == waiters && m[1] == int64(1)
 	})
 	closed := time.Now()

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockkit/lockkit/internal/locktest"
-
 	"github.com/lockkit/lockkit/core"
 	"github.com/lockkit/lockkit/internal/chaos"
 	"github.com/redis/go-redis/v9"
@@ -42,11 +40,6 @@ func pick(bounded, fullN int) int {
 		return fullN
 	}
 	return bounded
-}
-
-// newClient returns a core.Client over rdb, closed when the test ends.
-func newClient(t testing.TB, rdb redis.UniversalClient, opts ...core.Option) *core.Client {
-	return locktest.NewClient(t, rdb, opts...)
 }
 
 // redisVia returns a go-redis client with opts but connected to addr (e.g. a proxy), closed when the

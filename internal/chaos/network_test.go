@@ -11,6 +11,7 @@ import (
 
 	"github.com/lockkit/lockkit/core"
 	"github.com/lockkit/lockkit/internal/chaos"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -94,8 +95,8 @@ func newNetRig(t *testing.T) *netRig {
 	srv := redistest.Start(t)
 	px := chaos.NewProxy(t, srv.Addr())
 	r := &netRig{srv: srv, px: px, losses: newLossLog()}
-	r.holder = newClient(t, redisVia(t, srv.Options(), px.Addr()), core.WithHook(r.losses.hook()))
-	r.other = newClient(t, srv.Client(t))
+	r.holder = locktest.NewClient(t, redisVia(t, srv.Options(), px.Addr()), core.WithHook(r.losses.hook()))
+	r.other = locktest.NewClient(t, srv.Client(t))
 	r.watch = srv.Client(t)
 	return r
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/lockkit/lockkit/core"
 	"github.com/lockkit/lockkit/examples/fencing/fenced"
 	"github.com/lockkit/lockkit/internal/chaos"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/pgtest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/redis/go-redis/v9"
@@ -98,7 +99,7 @@ func runPause(t *testing.T, rep *chaos.Report) {
 	rdb := srv.Client(t)
 	db := pg.Connect(t)
 	ctx := context.Background()
-	other := newClient(t, rdb)
+	other := locktest.NewClient(t, rdb)
 	ch := startChild(t, "pause", "LOCKKIT_CHAOS_REDIS="+srv.Addr(), "LOCKKIT_CHAOS_PG="+pg.DSN())
 	runs := pick(2, 10)
 	for i := range runs {

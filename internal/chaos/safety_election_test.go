@@ -15,6 +15,7 @@ import (
 	"github.com/lockkit/lockkit/core"
 	"github.com/lockkit/lockkit/election"
 	"github.com/lockkit/lockkit/internal/chaos"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -124,7 +125,7 @@ func runElection(t *testing.T, rep *chaos.Report, seed uint64, dur time.Duration
 		}
 		rdb := redisVia(t, options(), addr)
 		rdb.AddHook(redisHook{h: h, client: targets[j]})
-		locks := newClient(t, rdb)
+		locks := locktest.NewClient(t, rdb)
 		e, err := election.New(locks, rdb, electionName)
 		if err != nil {
 			t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/internal/chaos"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -242,7 +243,7 @@ func look(h *history, admins []*redis.Client, age time.Duration) {
 				if permitHeld(ctx, rdb, f.Name, f.Tok) {
 					seen++
 				}
-			} else if v, err := rdb.Get(ctx, "lockkit:{"+f.Name+"}").Result(); err == nil && ownedBy(v, f.Tok) {
+			} else if v, err := rdb.Get(ctx, locktest.Key(f.Name)).Result(); err == nil && ownedBy(v, f.Tok) {
 				seen++
 			}
 		}

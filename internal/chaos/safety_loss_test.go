@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -216,7 +217,7 @@ func (f *faultRig) lose(t *testing.T, kind string) {
 		if held := f.h.heldNames(f.names); len(held) > 0 && f.rnd.IntN(4) != 0 {
 			s.Name = held[f.rnd.IntN(len(held))]
 		}
-		key := "lockkit:{" + s.Name + "}"
+		key := locktest.Key(s.Name)
 		s.Keys, cmd = "lock", []any{"DEL", key}
 		if f.permits {
 			s.Keys, cmd = "permits", []any{"DEL", key + ":permits", key + ":permits:limits", key + ":permits:fences"}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -129,7 +130,7 @@ func (w *worker) tokenHeld(name, tok string, permit bool) (bool, error) {
 			}
 			continue
 		}
-		v, err := rdb.Get(ctx, "lockkit:{"+name+"}").Result()
+		v, err := rdb.Get(ctx, locktest.Key(name)).Result()
 		if err != nil && !isNil(err) {
 			return false, err
 		}

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lockkit/lockkit/internal/locktest"
 )
 
 // The safety oracle on synthetic histories: it must flag each kind of violation, and must not flag
@@ -125,7 +127,7 @@ func TestSafetyOracle_cases(t *testing.T) {
 			r: run{holds: []hold{lost(holder(1, "a", 0, 10*tms, 0, 1), 2*time.Second)},
 				sched: []span{{From: 1200 * tms, To: 1300 * tms, Target: 300_000}}}},
 		{name: "key without a TTL",
-			r:   run{noTTL: map[string]time.Duration{"lockkit:{n}:fence": time.Second}},
+			r:   run{noTTL: map[string]time.Duration{locktest.Key("n", "fence"): time.Second}},
 			bad: "no-ttl"},
 		{name: "Do lost its completed work to a lost reply",
 			r:   run{holds: []hold{do(holder(1, "a", 0, 10*tms, 300*tms, 1), 310*tms)}, faults: []span{fault("replyloss", 0, 305*tms, 400*tms)}},
@@ -179,7 +181,7 @@ func TestSafetyOracle_excerpt(t *testing.T) {
 	r := run{
 		holds:  []hold{holder(1, "aaaaaaaa", 0, 10*tms, 100*tms, 1), holder(2, "bbbbbbbb", 50*tms, 60*tms, 90*tms, 2)},
 		faults: []span{{Kind: "latency", Target: 0, From: 20 * tms, To: 30 * tms, Detail: "200ms"}},
-		noTTL:  map[string]time.Duration{"lockkit:{n}:fence": 0, "lockkit:{m}:fence": 0},
+		noTTL:  map[string]time.Duration{locktest.Key("n", "fence"): 0, locktest.Key("m", "fence"): 0},
 	}
 	bad, _ := check(r)
 	if len(bad) != 2 {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/lockkit/lockkit/core"
 	"github.com/lockkit/lockkit/internal/chaos"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -164,7 +165,7 @@ func countGranted(ws []writeCall) int {
 func watchRW(h *history, rdb *redis.Client, names []string, stop <-chan struct{}) {
 	keys := make([]string, len(names))
 	for i, n := range names {
-		keys[i] = "lockkit:{" + n + "}:rw"
+		keys[i] = locktest.Key(n, "rw")
 	}
 	script := redis.NewScript(readPermitsSrc)
 	tick := time.NewTicker(25 * time.Millisecond)

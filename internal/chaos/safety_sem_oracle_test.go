@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -64,7 +65,7 @@ func watchPermits(h *history, rdb *redis.Client, limits map[string][]int, stop <
 	})
 	keys := make([]string, len(names))
 	for i, n := range names {
-		keys[i] = "lockkit:{" + n + "}:permits"
+		keys[i] = locktest.Key(n, "permits")
 	}
 	script := redis.NewScript(readPermitsSrc)
 	tick := time.NewTicker(25 * time.Millisecond)
@@ -102,7 +103,7 @@ func watchPermits(h *history, rdb *redis.Client, limits map[string][]int, stop <
 
 // permitHeld reports whether tok holds a live permit of the semaphore name on rdb.
 func permitHeld(ctx context.Context, rdb *redis.Client, name, tok string) bool {
-	exp, err := rdb.ZScore(ctx, "lockkit:{"+name+"}:permits", tok).Result()
+	exp, err := rdb.ZScore(ctx, locktest.Key(name, "permits"), tok).Result()
 	if err != nil {
 		return false
 	}

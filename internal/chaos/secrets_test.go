@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -27,7 +28,7 @@ import (
 // Owner tokens are 128 random bits: 32 hex digits, never repeated, every bit set about half the time.
 func TestSecurity_tokensAre128RandomBits(t *testing.T) {
 	srv := redistest.Start(t)
-	c := newClient(t, srv.Client(t))
+	c := locktest.NewClient(t, srv.Client(t))
 	ctx := context.Background()
 	const n = 4000
 	seen := map[string]bool{}
@@ -275,7 +276,7 @@ var bindingRE = regexp.MustCompile(`^local ((KEYS|ARGV)_ = (KEYS|ARGV)|[ka]_[a-z
 func TestSecurity_errorsCarryNoTokenOrKey(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	c := newClient(t, rdb)
+	c := locktest.NewClient(t, rdb)
 	ctx := context.Background()
 	l, err := c.Acquire(ctx, "secret-name", 5*time.Second)
 	if err != nil {

@@ -212,7 +212,7 @@ func TestSecurity_ACL_readOnlyOperator(t *testing.T) {
 	if d := aclDenials(t, srv); len(d) > 0 {
 		t.Fatalf("denied: %v", d)
 	}
-	c := newClient(t, srv.Client(t))
+	c := locktest.NewClient(t, srv.Client(t))
 	b, err := busyName(ctx, admin, "ro")
 	if err != nil {
 		t.Fatal(err)
@@ -282,7 +282,7 @@ func TestSecurity_ACL_confinesToPrefix(t *testing.T) {
 	srv := redistest.Start(t, redistest.WithACL(readSecurityDoc(t).users[serviceUser]))
 	rdb := srv.Client(t)
 	ctx := context.Background()
-	other := newClient(t, rdb, core.WithPrefix("other:"))
+	other := locktest.NewClient(t, rdb, core.WithPrefix("other:"))
 	if _, err := other.TryAcquire(ctx, "x", time.Second); !errors.Is(err, core.ErrUnavailable) || !strings.Contains(err.Error(), "NOPERM") {
 		t.Fatalf("lock under another prefix: %v, want a NOPERM refusal", err)
 	}
@@ -304,7 +304,7 @@ func TestSecurity_requirepass(t *testing.T) {
 	}
 	o := srv.Options()
 	o.Password = "wrong-pw"
-	c := newClient(t, redisVia(t, o, srv.Addr()))
+	c := locktest.NewClient(t, redisVia(t, o, srv.Addr()))
 	_, err := c.TryAcquire(ctx, "x", time.Second)
 	if !errors.Is(err, core.ErrUnavailable) {
 		t.Fatalf("wrong password: %v", err)
@@ -324,7 +324,7 @@ func TestSecurity_TLS(t *testing.T) {
 	}
 	o := srv.Options()
 	o.TLSConfig = nil // plain text to a TLS port fails
-	c := newClient(t, redisVia(t, o, srv.Addr()))
+	c := locktest.NewClient(t, redisVia(t, o, srv.Addr()))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if _, err := c.TryAcquire(ctx, "x", time.Second); err == nil {

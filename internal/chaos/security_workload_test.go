@@ -12,6 +12,7 @@ import (
 
 	"github.com/lockkit/lockkit/core"
 	"github.com/lockkit/lockkit/election"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/middleware/httpmw"
 	"github.com/redis/go-redis/v9"
 )
@@ -506,7 +507,7 @@ func (b *busy) stop() {
 // place, a minute ago) and of its semaphore's queue, as docs/keys.md describes them: what a
 // process that died while queued leaves behind.
 func deadWaiters(ctx context.Context, admin redis.UniversalClient, name string) error {
-	key := "lockkit:{" + name + "}"
+	key := locktest.Key(name)
 	ago := time.Now().Add(-time.Minute)
 	member := "1000\x00100\x00" + strings.Repeat("d", 32) + "\x00h\x00dead"
 	_, err := admin.TxPipelined(ctx, func(p redis.Pipeliner) error {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 )
 
@@ -21,11 +22,11 @@ func TestLimits_10000Waiters(t *testing.T) {
 	const n = 10_000
 	srv := redistest.Start(t)
 	var parked atomic.Int32
-	c := newClient(t, srv.Client(t), core.WithHook(core.Hook{
+	c := locktest.NewClient(t, srv.Client(t), core.WithHook(core.Hook{
 		WaitStart: func(ctx context.Context, _ core.WaitInfo) context.Context { parked.Add(1); return ctx },
 	}))
 	ctx := context.Background()
-	holder, err := newClient(t, srv.Client(t)).Acquire(ctx, "hot", 30*time.Second)
+	holder, err := locktest.NewClient(t, srv.Client(t)).Acquire(ctx, "hot", 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +59,7 @@ func TestLimits_10000Waiters(t *testing.T) {
 			}
 		}()
 	}
-	eventually(t, 30*time.Second, "10 000 waiters to start", func() bool { return parked.Load() == n })
+	locktest.Eventually(t, 30*time.Second, "10 000 waiters to start", func() bool { return parked.Load() == n })
 	time.Sleep(200 * time.Millisecond) // let the last ones park (subscribe) before measuring
 	var during runtime.MemStats
 	runtime.GC()

@@ -103,7 +103,7 @@ func TestStore_releaseLetsTheWorkRunAgain_andLostStoresNothing(t *testing.T) {
 	if run == nil {
 		t.Fatalf("after a release: %v", err)
 	}
-	rdb.Del(ctx, "lockkit:{"+req.Key.Lock()+"}") // as if the lock expired: another holder may run the work
+	rdb.Del(ctx, locktest.Key(req.Key.Lock())) // as if the lock expired: another holder may run the work
 	<-run.Context().Done()
 	if err := run.Store(ctx, exactlyonce.Encode('x', [32]byte{}, nil), 0); !errors.Is(err, core.ErrLost) || run.Lost() == nil {
 		t.Fatalf("store after loss: %v", err)

@@ -52,3 +52,15 @@ func DocumentedKey(t testing.TB, rdb redis.Cmdable, row, typ string, re *regexp.
 	}
 	t.Fatalf("no key matches %s (row %s) among %q", re, row, keys)
 }
+
+// Key returns the Redis key of the lock name under the default prefix, followed by each of parts
+// after a colon: Key("job") is lockkit:{job}, Key("job", "released") its release channel,
+// Key("job", "permits", "queue") a semaphore's queue. docs/keys.md is the schema; core's
+// TestKeys_locktestKeyMatchesStore holds Key to the keys core computes.
+func Key(name string, parts ...string) string {
+	k := "lockkit:{" + name + "}"
+	for _, p := range parts {
+		k += ":" + p
+	}
+	return k
+}

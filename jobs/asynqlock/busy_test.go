@@ -67,7 +67,7 @@ func TestMiddleware_busyKey_retriedWithoutUsingRetries_thenSucceeds(t *testing.T
 	if n := receive(t, runs, 10*time.Second, "the task to run"); n != 0 {
 		t.Fatalf("handler ran with retry count %d, want 0", n)
 	}
-	eventually(t, 5*time.Second, "the task to complete", func() bool {
+	locktest.Eventually(t, 5*time.Second, "the task to complete", func() bool {
 		ti, err = insp.GetTaskInfo("default", id)
 		return err == nil && ti.State == asynq.TaskStateCompleted
 	})
@@ -88,7 +88,7 @@ func TestMiddleware_busyKey_withoutHelpers_usesRetry_lastAttemptWaits(t *testing
 		t.Fatalf("err = %v, want ErrKeyBusy", err)
 	}
 	// asynq counted the retry; the next attempt is the last one and waits for the key.
-	eventually(t, 5*time.Second, "the last attempt to wait for the key", func() bool {
+	locktest.Eventually(t, 5*time.Second, "the last attempt to wait for the key", func() bool {
 		ti, err := insp.GetTaskInfo("default", id)
 		if err != nil {
 			t.Fatal(err)
@@ -108,7 +108,7 @@ func TestMiddleware_busyKey_withoutHelpers_usesRetry_lastAttemptWaits(t *testing
 	if n := receive(t, runs, 5*time.Second, "the task to run"); n != 1 {
 		t.Fatalf("handler ran with retry count %d, want 1", n)
 	}
-	eventually(t, 5*time.Second, "the task to complete", func() bool {
+	locktest.Eventually(t, 5*time.Second, "the task to complete", func() bool {
 		ti, err := insp.GetTaskInfo("default", id)
 		return err == nil && ti.State == asynq.TaskStateCompleted
 	})
@@ -159,7 +159,7 @@ func TestMiddleware_sameTaskTwice_reentersInsteadOfDeadlocking(t *testing.T) {
 	}
 	receive(t, finished, 5*time.Second, "the first handler to finish")
 	receive(t, finished, 5*time.Second, "the second handler to finish")
-	eventually(t, 5*time.Second, "both holds to be released", func() bool {
+	locktest.Eventually(t, 5*time.Second, "both holds to be released", func() bool {
 		return !locktest.Held(t, lockRDB, a.Key())
 	})
 	if e := errs.all(); len(e) != 0 {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/lockkit/lockkit/jobs/asynqlock"
 )
@@ -63,7 +64,7 @@ func TestMiddleware_withLimit_atMostNAtOnce_noRetriesUsed(t *testing.T) {
 	}
 	insp := newInspector(rdb)
 	defer insp.Close()
-	eventually(t, 20*time.Second, "every task to complete", func() bool { return runs.Load() == n })
+	locktest.Eventually(t, 20*time.Second, "every task to complete", func() bool { return runs.Load() == n })
 	if maxInside.Load() != 3 {
 		t.Fatalf("at most %d tasks of the key ran at once, want 3", maxInside.Load())
 	}
@@ -79,7 +80,7 @@ func TestMiddleware_withLimit_atMostNAtOnce_noRetriesUsed(t *testing.T) {
 	}
 	t.Logf("%d busy retries", busy)
 	for _, id := range ids {
-		eventually(t, 5*time.Second, "task "+id+" completed", func() bool {
+		locktest.Eventually(t, 5*time.Second, "task "+id+" completed", func() bool {
 			ti, err := insp.GetTaskInfo("default", id)
 			return err == nil && ti.State == asynq.TaskStateCompleted && ti.Retried == 0
 		})

@@ -93,11 +93,6 @@ func newInspector(rdb redis.UniversalClient) *asynq.Inspector {
 	return asynq.NewInspectorFromRedisClient(rdb)
 }
 
-// eventually polls cond every few milliseconds until it holds or d passes.
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	locktest.Eventually(t, d, what, cond)
-}
-
 // receive waits up to d for a value from ch.
 func receive[T any](t testing.TB, ch <-chan T, d time.Duration, what string) T {
 	t.Helper()

@@ -3,10 +3,11 @@ package asynqlock_test
 import (
 	"context"
 	"errors"
-	"github.com/lockkit/lockkit/internal/locktest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lockkit/lockkit/internal/locktest"
 
 	"github.com/hibiken/asynq"
 	"github.com/lockkit/lockkit/core"
@@ -144,8 +145,8 @@ func TestMiddleware_withWait(t *testing.T) {
 		return nil
 	}, asynqlock.WithWait(10*time.Second))
 	go func() { done <- h.ProcessTask(ctx, asynq.NewTask("work", nil)) }()
-	eventually(t, 5*time.Second, "the task to wait", func() bool {
-		ch := "lockkit:{@asynq/work}:released"
+	locktest.Eventually(t, 5*time.Second, "the task to wait", func() bool {
+		ch := locktest.Key("@asynq/work", "released")
 		return rdb.PubSubNumSub(ctx, ch).Val()[ch] == 1
 	})
 	if err := held.Release(ctx); err != nil {
@@ -176,7 +177,7 @@ func TestMiddleware_handlerError_andPanic_releaseTheLock(t *testing.T) {
 		}()
 		_ = h.ProcessTask(ctx, asynq.NewTask("work", nil))
 	}()
-	if locktest.Held(t, rdb, "lockkit:{@asynq/work}") {
+	if locktest.Held(t, rdb, locktest.Key("@asynq/work")) {
 		t.Fatal("lock still held after the handler panicked")
 	}
 }
@@ -196,7 +197,7 @@ func TestMiddleware_lockTakenOver_failsSucceededTask(t *testing.T) {
 	if !errors.Is(err, core.ErrLost) {
 		t.Fatalf("err = %v, want core.ErrLost for a handler that returned nil", err)
 	}
-	if !locktest.HeldBy(t, rdb, "lockkit:{@asynq/work}", "someone-else") {
+	if !locktest.HeldBy(t, rdb, locktest.Key("@asynq/work"), "someone-else") {
 		t.Fatal("the release touched the other owner's lock")
 	}
 }

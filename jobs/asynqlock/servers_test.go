@@ -13,6 +13,7 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/lockkit/lockkit/jobs/asynqlock"
 )
@@ -152,7 +153,7 @@ func TestMiddleware_threeServers_keysNeverOverlap(t *testing.T) {
 	// asynq's own records: all completed, none archived, no retry counted.
 	insp := newInspector(rdb)
 	var completed []*asynq.TaskInfo
-	eventually(t, 5*time.Second, "asynq to mark every task completed", func() bool {
+	locktest.Eventually(t, 5*time.Second, "asynq to mark every task completed", func() bool {
 		var err error
 		completed, err = insp.ListCompletedTasks("default", asynq.PageSize(tasks+1))
 		if err != nil {

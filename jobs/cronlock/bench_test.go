@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/lockkit/lockkit/jobs/cronlock"
 )
@@ -15,7 +16,7 @@ import (
 func BenchmarkFire(b *testing.B) {
 	srv := redistest.Start(b)
 	rdb := srv.Client(b)
-	c := newClient(b, rdb)
+	c := locktest.NewClient(b, rdb)
 	noop := cronlock.Func(func(context.Context) error { return nil })
 	s := cronlock.Every(time.Second)
 	base := time.Unix(1_900_000_000, 0)

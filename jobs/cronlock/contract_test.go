@@ -20,7 +20,7 @@ import (
 // lockkit: invalid argument: lockkit: cronlock: nil core.Client: lockkit: invalid argument".)
 func TestErrors_oneShape(t *testing.T) {
 	srv := redistest.Start(t)
-	c := newClient(t, srv.Client(t))
+	c := locktest.NewClient(t, srv.Client(t))
 	l := newLocker(t, c)
 	noop := func(context.Context) error { return nil }
 	errs := map[string]error{}
@@ -55,7 +55,7 @@ func TestErrors_oneShape(t *testing.T) {
 // Debug, below slog.Default()'s level; a discarding logger silences both.
 func TestWithLogger_defaultsToSlogDefault(t *testing.T) {
 	srv := redistest.Start(t)
-	c := newClient(t, srv.Client(t))
+	c := locktest.NewClient(t, srv.Client(t))
 	var logs locktest.SyncBuffer
 	defer slog.SetDefault(slog.Default())
 	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))

@@ -14,7 +14,7 @@ import (
 // module, cannot import this module): lockkit:cron:{@cron/JOB}:TICK, a string with a TTL.
 func TestLocker_keysMatchDocs(t *testing.T) {
 	rdb := redistest.Start(t).Client(t)
-	ev := fire(t, newClient(t, rdb), tick, "report", func(context.Context) error { return nil })
+	ev := fire(t, locktest.NewClient(t, rdb), tick, "report", func(context.Context) error { return nil })
 	if ev.Outcome != cronlock.OutcomeRan {
 		t.Fatalf("cronlock: %+v", ev)
 	}

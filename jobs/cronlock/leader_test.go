@@ -9,6 +9,7 @@ import (
 
 	"github.com/lockkit/lockkit/core"
 	"github.com/lockkit/lockkit/election"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/lockkit/lockkit/jobs/cronlock"
 	"github.com/robfig/cron/v3"
@@ -30,7 +31,7 @@ func TestWithLeader_twoReplicas(t *testing.T) {
 	var operator *core.Client
 	for i := range 2 {
 		rdb := srv.Client(t)
-		c := newClient(t, rdb)
+		c := locktest.NewClient(t, rdb)
 		operator = c
 		e, err := election.New(c, rdb, "billing-cron", election.WithTTL(time.Second))
 		if err != nil {
@@ -54,7 +55,7 @@ func TestWithLeader_twoReplicas(t *testing.T) {
 	}
 	fire := func(i int) cronlock.Event { jobs[i].Run(); return evs[i].last(t) }
 	leader := -1
-	eventually(t, 3*time.Second, "a replica leads", func() bool {
+	locktest.Eventually(t, 3*time.Second, "a replica leads", func() bool {
 		for i := range 2 {
 			if fire(i).Outcome == cronlock.OutcomeRan {
 				leader = i
@@ -82,7 +83,7 @@ func TestWithLeader_twoReplicas(t *testing.T) {
 	// The leader stops: the follower leads within a few round trips, not after the TTL (1s).
 	stopped := time.Now()
 	lockers[leader].Stop()
-	eventually(t, 3*time.Second, "the follower took over", func() bool { return fire(follower).Outcome == cronlock.OutcomeRan })
+	locktest.Eventually(t, 3*time.Second, "the follower took over", func() bool { return fire(follower).Outcome == cronlock.OutcomeRan })
 	t.Logf("follower took over %v after the leader stopped", time.Since(stopped))
 	if d := time.Since(stopped); d > 500*time.Millisecond {
 		t.Fatalf("follower took over %v after the leader stopped, want woken by its resignation", d)
@@ -98,7 +99,7 @@ func TestWithLeader_twoReplicas(t *testing.T) {
 	block.Store(true)
 	done := make(chan cronlock.Event, 1)
 	go func() { done <- fire(follower) }()
-	eventually(t, 2*time.Second, "the job started", func() bool { return runs[follower].Load() == 2 })
+	locktest.Eventually(t, 2*time.Second, "the job started", func() bool { return runs[follower].Load() == 2 })
 	if ok, err := operator.ForceRelease(context.Background(), "@election/billing-cron"); !ok || err != nil {
 		t.Fatalf("ForceRelease = %v, %v", ok, err)
 	}
@@ -116,7 +117,7 @@ func TestWithLeader_twoReplicas(t *testing.T) {
 func TestWithLeader_invalid(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	c := newClient(t, rdb)
+	c := locktest.NewClient(t, rdb)
 	e, err := election.New(c, rdb, "x")
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +134,7 @@ func TestWithLeader_invalid(t *testing.T) {
 func TestWithLeader_maxHoldAndBusy(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	c := newClient(t, rdb)
+	c := locktest.NewClient(t, rdb)
 	e, err := election.New(c, rdb, "solo", election.WithTTL(time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -149,13 +150,13 @@ func TestWithLeader_maxHoldAndBusy(t *testing.T) {
 		cause = context.Cause(ctx)
 		return cause
 	}))
-	eventually(t, 3*time.Second, "leading", func() bool {
+	locktest.Eventually(t, 3*time.Second, "leading", func() bool {
 		ev := cronlock.Event{Outcome: cronlock.OutcomeFollower}
 		done := make(chan struct{})
 		go func() { job.Run(); close(done) }()
 		select {
 		case <-started:
-			eventually(t, time.Second, "busy", func() bool {
+			locktest.Eventually(t, time.Second, "busy", func() bool {
 				job.Run() // fires again while the run goes on
 				return evs.last(t).Outcome == cronlock.OutcomeBusy
 			})

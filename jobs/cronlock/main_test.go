@@ -23,11 +23,6 @@ func TestMain(m *testing.M) {
 	locktest.VerifyTestMain(m)
 }
 
-// newClient returns a core.Client over rdb, closed when the test ends.
-func newClient(t testing.TB, rdb redis.UniversalClient) *core.Client {
-	return locktest.NewClient(t, rdb)
-}
-
 // markerValue returns the value of a tick's completion marker ("ok" or "failed"), "" if absent.
 func markerValue(t testing.TB, rdb redis.UniversalClient, key string) string {
 	t.Helper()
@@ -108,9 +103,4 @@ func stopCron(t testing.TB, c *cron.Cron, l *cronlock.Locker) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("cron jobs did not return within 5s of Stop")
 	}
-}
-
-// eventually polls cond every few milliseconds until it holds or d passes.
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	locktest.Eventually(t, d, what, cond)
 }

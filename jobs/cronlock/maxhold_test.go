@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/lockkit/lockkit/jobs/cronlock"
 )
@@ -18,7 +19,7 @@ import (
 func TestWithMaxHold_endsAHungRun(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	c := newClient(t, rdb)
+	c := locktest.NewClient(t, rdb)
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name string

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/lockkit/lockkit/jobs/cronlock"
 	"github.com/redis/go-redis/v9"
@@ -14,7 +15,7 @@ import (
 // naming the option.
 func TestOptions_nilArgumentsAreRefused(t *testing.T) {
 	srv := redistest.Start(t)
-	c := newClient(t, srv.Client(t))
+	c := locktest.NewClient(t, srv.Client(t))
 	var unset *redis.Client
 	for _, tc := range []struct {
 		want string

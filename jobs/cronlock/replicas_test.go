@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/lockkit/lockkit/internal/locktest"
 	"os"
 	"os/exec"
 	"slices"
@@ -14,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lockkit/lockkit/internal/locktest"
 
 	"github.com/lockkit/lockkit/core"
 	"github.com/lockkit/lockkit/internal/redistest"
@@ -111,7 +112,7 @@ func TestReplicas_everyTickRunsOnce(t *testing.T) {
 				firstRan <- struct{}{}
 			}
 		}
-		lockers[i] = newLocker(t, newClient(t, srv.Client(t)), cronlock.WithTTL(5*time.Second), cronlock.WithHook(hook),
+		lockers[i] = newLocker(t, locktest.NewClient(t, srv.Client(t)), cronlock.WithTTL(5*time.Second), cronlock.WithHook(hook),
 			cronlock.WithClock(func() time.Time { return time.Now().Add(skew) }))
 		job := func(ctx context.Context) error {
 			tick, ok := cronlock.Tick(ctx)
@@ -154,7 +155,7 @@ func TestReplicas_everyTickRunsOnce(t *testing.T) {
 	}
 	stopCron(t, crons[first], lockers[first])
 	stopped[first] = true
-	eventually(t, 10*time.Second, "ten ticks", func() bool { return len(log.snapshot()) >= 10 })
+	locktest.Eventually(t, 10*time.Second, "ten ticks", func() bool { return len(log.snapshot()) >= 10 })
 	for i, c := range crons {
 		if !stopped[i] {
 			stopCron(t, c, lockers[i])
@@ -277,14 +278,14 @@ func TestReplica_killedMidRun(t *testing.T) {
 	killedAt := time.Now()
 	for range lines { // drained: the pipe is closed
 	}
-	lockKey := "lockkit:{@cron/killme}"
+	lockKey := locktest.Key("@cron/killme")
 	if ttl := rdb.PTTL(ctx, lockKey).Val(); ttl <= 0 {
 		t.Fatalf("lock PTTL after the kill = %v, want the dead replica's lock to stay", ttl)
 	}
 
 	// While the dead replica's lock is valid, a replica firing for the same tick does not run it.
 	var late events
-	lateL := newLocker(t, newClient(t, rdb), cronlock.WithHook(late.hook),
+	lateL := newLocker(t, locktest.NewClient(t, rdb), cronlock.WithHook(late.hook),
 		cronlock.WithClock(fixed(time.Unix(killed, int64(200*time.Millisecond)))))
 	lateL.Wrap("killme", mustParse(t, "* * * * * *"))(cronlock.Func(func(context.Context) error {
 		t.Error("the killed tick ran again")
@@ -307,7 +308,7 @@ func TestReplica_killedMidRun(t *testing.T) {
 		}
 	}()
 	for i := range crons {
-		l := newLocker(t, newClient(t, srv.Client(t)), cronlock.WithTTL(childTTL), cronlock.WithHook(evs[i].hook))
+		l := newLocker(t, locktest.NewClient(t, srv.Client(t)), cronlock.WithTTL(childTTL), cronlock.WithHook(evs[i].hook))
 		crons[i], lockers[i] = cron.New(cron.WithSeconds()), l
 		if _, err := l.Add(crons[i], "* * * * * *", "killme", func(ctx context.Context) error {
 			tick, _ := cronlock.Tick(ctx)
@@ -318,14 +319,14 @@ func TestReplica_killedMidRun(t *testing.T) {
 		}
 		crons[i].Start()
 	}
-	eventually(t, 2*childTTL, "the dead replica's lock to expire", func() bool {
+	locktest.Eventually(t, 2*childTTL, "the dead replica's lock to expire", func() bool {
 		return !locktest.Held(t, rdb, lockKey)
 	})
 	expiredAt := time.Now()
 	if d := expiredAt.Sub(killedAt); d > childTTL+250*time.Millisecond {
 		t.Errorf("lock expired %v after the kill, TTL %v", d, childTTL)
 	}
-	eventually(t, 5*time.Second, "three runs after the expiry", func() bool { return len(log.snapshot()) >= 3 })
+	locktest.Eventually(t, 5*time.Second, "three runs after the expiry", func() bool { return len(log.snapshot()) >= 3 })
 	for i, c := range crons {
 		stopCron(t, c, lockers[i])
 	}

@@ -5,12 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/lockkit/lockkit/internal/locktest"
 	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/lockkit/lockkit/internal/locktest"
 
 	"github.com/lockkit/lockkit/core"
 	"github.com/lockkit/lockkit/internal/redistest"
@@ -34,7 +35,7 @@ func fire(t *testing.T, c *core.Client, now time.Time, name string, job cronlock
 func TestWrap_runsOnceThenMarks(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	c := newClient(t, rdb)
+	c := locktest.NewClient(t, rdb)
 	ctx := context.Background()
 	var runs atomic.Int32
 	job := func(ctx context.Context) error {
@@ -60,12 +61,12 @@ func TestWrap_runsOnceThenMarks(t *testing.T) {
 	if ttl := rdb.PTTL(ctx, marker).Val(); ttl <= time.Second || ttl > 1700*time.Millisecond {
 		t.Fatalf("marker TTL %v, want about 1.7s", ttl)
 	}
-	if locktest.Held(t, rdb, "lockkit:{@cron/report}") {
+	if locktest.Held(t, rdb, locktest.Key("@cron/report")) {
 		t.Fatal("lock not released")
 	}
 	// ...and a replica 300 ms behind finds it done, in one round trip.
 	srv.ResetStats(t)
-	ev = fire(t, newClient(t, srv.Client(t)), tick.Add(-300*time.Millisecond), "report", job)
+	ev = fire(t, locktest.NewClient(t, srv.Client(t)), tick.Add(-300*time.Millisecond), "report", job)
 	if ev.Outcome != cronlock.OutcomeDone || !ev.Tick.Equal(tick) || ev.Fence != 0 || ev.Err != nil {
 		t.Fatalf("late replica: %+v", ev)
 	}
@@ -83,7 +84,7 @@ func TestWrap_runsOnceThenMarks(t *testing.T) {
 
 func TestWrap_busyWhileAnotherReplicaRuns(t *testing.T) {
 	srv := redistest.Start(t)
-	c1, c2 := newClient(t, srv.Client(t)), newClient(t, srv.Client(t))
+	c1, c2 := locktest.NewClient(t, srv.Client(t)), locktest.NewClient(t, srv.Client(t))
 	started, release := make(chan struct{}), make(chan struct{})
 	done := make(chan cronlock.Event)
 	go func() {
@@ -110,7 +111,7 @@ func TestWrap_busyWhileAnotherReplicaRuns(t *testing.T) {
 func TestWrap_failedJobKeepsItsTick(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	c := newClient(t, rdb)
+	c := locktest.NewClient(t, rdb)
 	boom := errors.New("boom")
 	ev := fire(t, c, tick, "fails", func(context.Context) error { return boom })
 	if ev.Outcome != cronlock.OutcomeFailed || !errors.Is(ev.Err, boom) {
@@ -127,7 +128,7 @@ func TestWrap_failedJobKeepsItsTick(t *testing.T) {
 func TestRetryOnError_leavesTheTickOpen(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	c := newClient(t, rdb)
+	c := locktest.NewClient(t, rdb)
 	ev := fire(t, c, tick, "flaky", func(context.Context) error { return errors.New("boom") }, cronlock.RetryOnError())
 	if ev.Outcome != cronlock.OutcomeFailed {
 		t.Fatalf("%+v, want failed", ev)
@@ -142,7 +143,7 @@ func TestRetryOnError_leavesTheTickOpen(t *testing.T) {
 
 func TestWrap_panicIsRecoveredAndReported(t *testing.T) {
 	srv := redistest.Start(t)
-	c := newClient(t, srv.Client(t))
+	c := locktest.NewClient(t, srv.Client(t))
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&buf, nil))
 	ev := fire(t, c, tick, "panics", func(context.Context) error { panic("kaboom") }, cronlock.WithLogger(logger))
@@ -173,10 +174,10 @@ func TestWrap_panicIsRecoveredAndReported(t *testing.T) {
 func TestWrap_lostLockCancelsTheJob(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	c := newClient(t, rdb)
+	c := locktest.NewClient(t, rdb)
 	ctx := context.Background()
 	ev := fire(t, c, tick, "stolen", func(jctx context.Context) error {
-		if err := rdb.Del(ctx, "lockkit:{@cron/stolen}").Err(); err != nil { // the lock vanishes
+		if err := rdb.Del(ctx, locktest.Key("@cron/stolen")).Err(); err != nil { // the lock vanishes
 			return err
 		}
 		select {
@@ -198,7 +199,7 @@ func TestWrap_lostLockCancelsTheJob(t *testing.T) {
 func TestStop_cancelsRunningJobs(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	c := newClient(t, rdb)
+	c := locktest.NewClient(t, rdb)
 	var evs events
 	l := newLocker(t, c, cronlock.WithClock(fixed(tick)), cronlock.WithHook(evs.hook))
 	started := make(chan struct{})
@@ -237,7 +238,7 @@ func TestWithRedisTime_ignoresTheLocalClock(t *testing.T) {
 	opt.MaxRetries = -1 // fail fast once the server is stopped
 	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { _ = rdb.Close() })
-	c := newClient(t, rdb)
+	c := locktest.NewClient(t, rdb)
 	srv.ResetStats(t)
 	before := time.Now()
 	ev := fire(t, c, before.Add(time.Hour), "servertime", func(context.Context) error { return nil }, cronlock.WithRedisTime(rdb))
@@ -261,7 +262,7 @@ func TestWithRedisTime_ignoresTheLocalClock(t *testing.T) {
 
 func TestAdd_alignsEveryAndUsesTheCronLocation(t *testing.T) {
 	srv := redistest.Start(t)
-	c := newClient(t, srv.Client(t))
+	c := locktest.NewClient(t, srv.Client(t))
 	loc := time.FixedZone("UTC+5", 5*3600)
 	nineAM := time.Date(2030, 1, 2, 9, 0, 0, 0, loc)
 	var evs events
@@ -288,7 +289,7 @@ func TestAdd_alignsEveryAndUsesTheCronLocation(t *testing.T) {
 
 func TestInvalidArguments(t *testing.T) {
 	srv := redistest.Start(t)
-	c := newClient(t, srv.Client(t))
+	c := locktest.NewClient(t, srv.Client(t))
 	for _, opts := range [][]cronlock.Option{{cronlock.WithTTL(time.Millisecond)}, {cronlock.WithTTL(25 * time.Hour)}, {cronlock.WithClock(nil)}} {
 		if _, err := cronlock.New(c, opts...); !errors.Is(err, cronlock.ErrInvalid) {
 			t.Errorf("New: %v, want ErrInvalid", err)

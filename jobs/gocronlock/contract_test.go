@@ -7,6 +7,7 @@ import (
 
 	"github.com/lockkit/lockkit/core"
 	"github.com/lockkit/lockkit/election"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/lockkit/lockkit/jobs/gocronlock"
 )
@@ -16,7 +17,7 @@ import (
 func TestOptions_errorTexts(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
-	locks := newClient(t, srv.Client(t))
+	locks := locktest.NewClient(t, srv.Client(t))
 	e, err := election.New(locks, srv.Client(t), "gocronlock-contract")
 	if err != nil {
 		t.Fatal(err)

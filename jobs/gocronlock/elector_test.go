@@ -11,6 +11,7 @@ import (
 	"github.com/go-co-op/gocron/v2"
 	"github.com/lockkit/lockkit/core"
 	"github.com/lockkit/lockkit/election"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/lockkit/lockkit/jobs/gocronlock"
 	"github.com/redis/go-redis/v9"
@@ -19,7 +20,7 @@ import (
 // newElector returns an Elector of election "jobs" over rdb (TTL 1s), stopped when the test ends.
 func newElector(t *testing.T, rdb redis.UniversalClient, value string) *gocronlock.Elector {
 	t.Helper()
-	e, err := election.New(newClient(t, rdb), rdb, "jobs", election.WithTTL(time.Second))
+	e, err := election.New(locktest.NewClient(t, rdb), rdb, "jobs", election.WithTTL(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +51,7 @@ func TestElector_lifecycle(t *testing.T) {
 		t.Fatalf("NewElector(nil): %v", err)
 	}
 	rdb := srv.Client(t)
-	e, err := election.New(newClient(t, rdb), rdb, "other")
+	e, err := election.New(locktest.NewClient(t, rdb), rdb, "other")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +68,7 @@ func TestElector_lifecycle(t *testing.T) {
 	if err := a.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "a to lead", func() bool { return leads(a) })
+	locktest.Eventually(t, 5*time.Second, "a to lead", func() bool { return leads(a) })
 	if err := a.Start(ctx); !errors.Is(err, gocronlock.ErrInvalid) {
 		t.Fatalf("second Start: %v", err)
 	}
@@ -84,7 +85,7 @@ func TestElector_lifecycle(t *testing.T) {
 	if err := a.IsLeader(ctx); !errors.Is(err, gocronlock.ErrNotLeader) {
 		t.Fatalf("IsLeader after Stop: %v", err)
 	}
-	eventually(t, 5*time.Second, "b to lead", func() bool { return leads(b) })
+	locktest.Eventually(t, 5*time.Second, "b to lead", func() bool { return leads(b) })
 	if d := time.Since(stopped); d > 900*time.Millisecond { // well before a's lock could expire
 		t.Errorf("b led %v after a stopped: the resignation did not wake it", d)
 	}
@@ -187,7 +188,7 @@ func TestElector_stalledLeaderDeposedAndFenced(t *testing.T) {
 	if err := els[0].Start(ctx); err != nil { // a leads first
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "a to lead", func() bool { return leads(els[0]) })
+	locktest.Eventually(t, 5*time.Second, "a to lead", func() bool { return leads(els[0]) })
 	for i, el := range els {
 		s := newScheduler(t, gocron.WithDistributedElector(el))
 		if _, err := s.NewJob(gocron.DurationJob(100*time.Millisecond), el.Task(job(i))); err != nil {
@@ -200,19 +201,19 @@ func TestElector_stalledLeaderDeposedAndFenced(t *testing.T) {
 			}
 		}
 	}
-	eventually(t, 10*time.Second, "five runs on a", func() bool {
+	locktest.Eventually(t, 10*time.Second, "five runs on a", func() bool {
 		return count(func(r electedRun) bool { return r.replica == 0 }) >= 5
 	})
 
 	hold.Store(true)
 	proxy.Set(3*time.Second, 0)
 	stalled := time.Now()
-	eventually(t, 5*time.Second, "a to be deposed", func() bool { return !leads(els[0]) })
+	locktest.Eventually(t, 5*time.Second, "a to be deposed", func() bool { return !leads(els[0]) })
 	deposed := time.Since(stalled)
 	if err := els[0].IsLeader(ctx); !errors.Is(err, gocronlock.ErrNotLeader) || !errors.Is(err, core.ErrLost) {
 		t.Errorf("the stalled leader's IsLeader: %v, want ErrNotLeader and ErrLost", err)
 	}
-	eventually(t, 10*time.Second, "five runs of a new term", func() bool {
+	locktest.Eventually(t, 10*time.Second, "five runs of a new term", func() bool {
 		return count(func(r electedRun) bool { return r.fence > firstFence.Load() }) >= 5
 	})
 	t.Logf("a deposed %v after its replies stalled; new leader's runs after %v", deposed.Round(time.Millisecond), time.Since(stalled).Round(time.Millisecond))
@@ -220,7 +221,7 @@ func TestElector_stalledLeaderDeposedAndFenced(t *testing.T) {
 	// Once its replies flow again (after the 3s already held), a follows: five more runs of the
 	// new term and none of a's.
 	before := count(func(r electedRun) bool { return r.fence > firstFence.Load() })
-	eventually(t, 15*time.Second, "the stall to pass and five more runs", func() bool {
+	locktest.Eventually(t, 15*time.Second, "the stall to pass and five more runs", func() bool {
 		return time.Since(stalled) > 3500*time.Millisecond && count(func(r electedRun) bool { return r.fence > firstFence.Load() }) >= before+5
 	})
 	if leads(els[0]) {

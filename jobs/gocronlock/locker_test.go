@@ -43,12 +43,12 @@ func TestLocker_eachRunOnce(t *testing.T) {
 	start := t0.Add(-300 * time.Millisecond)
 	var rs []*fakeReplica
 	for range 3 {
-		rs = append(rs, newFakeReplica(t, newClient(t, srv.Client(t)), start, gocron.CronJob(perSecond, true), "report", work))
+		rs = append(rs, newFakeReplica(t, locktest.NewClient(t, srv.Client(t)), start, gocron.CronJob(perSecond, true), "report", work))
 	}
 
 	rs[0].advance(t, t0.Add(2*time.Millisecond)) // fires for t0, 2 ms late: still run t0
-	eventually(t, 5*time.Second, "the first run to hold the job's lock", func() bool {
-		return locktest.Held(t, rdb, "lockkit:{@gocron/report}")
+	locktest.Eventually(t, 5*time.Second, "the first run to hold the job's lock", func() bool {
+		return locktest.Held(t, rdb, locktest.Key("@gocron/report"))
 	})
 	if o := rs[1].fire(t, t0); !errors.Is(o.lockErr, gocronlock.ErrBusy) || !errors.Is(o.lockErr, core.ErrNotAcquired) {
 		t.Fatalf("second replica, while the run is going: %+v, want ErrBusy", o)
@@ -59,11 +59,11 @@ func TestLocker_eachRunOnce(t *testing.T) {
 		t.Fatalf("first replica: %+v, want run t0 with a fence", o)
 	}
 	marker := fmt.Sprintf("lockkit:gocron:{@gocron/report}:%d", t0.UnixMilli())
-	eventually(t, 5*time.Second, "the run's completion marker", func() bool { return markerValue(t, rdb, marker) == "ok" })
+	locktest.Eventually(t, 5*time.Second, "the run's completion marker", func() bool { return markerValue(t, rdb, marker) == "ok" })
 	if ttl := rdb.PTTL(context.Background(), marker).Val(); ttl <= 0 || ttl > gocronlock.DefaultMaxSkew+time.Second {
 		t.Errorf("marker PTTL %v, want about %v", ttl, gocronlock.DefaultMaxSkew)
 	}
-	if locktest.Held(t, rdb, "lockkit:{@gocron/report}") {
+	if locktest.Held(t, rdb, locktest.Key("@gocron/report")) {
 		t.Error("the job's lock is still held after the run")
 	}
 	// Its clock reads t0 only now, long after the run: the marker answers.
@@ -85,15 +85,15 @@ func TestLocker_failedAndSkippedRuns(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	boom := errors.New("boom")
-	a := newFakeReplica(t, newClient(t, rdb), t0.Add(-time.Second/2), gocron.CronJob(perSecond, true), "failing",
+	a := newFakeReplica(t, locktest.NewClient(t, rdb), t0.Add(-time.Second/2), gocron.CronJob(perSecond, true), "failing",
 		func(context.Context) error { return boom })
 	if o := a.fire(t, t0); !o.ran || !errors.Is(o.err, boom) {
 		t.Fatalf("run: %+v", o)
 	}
-	eventually(t, 5*time.Second, "the failed run's marker", func() bool {
+	locktest.Eventually(t, 5*time.Second, "the failed run's marker", func() bool {
 		return markerValue(t, rdb, fmt.Sprintf("lockkit:gocron:{@gocron/failing}:%d", t0.UnixMilli())) == "failed"
 	})
-	b := newFakeReplica(t, newClient(t, rdb), t0.Add(-time.Second/2), gocron.CronJob(perSecond, true), "failing", nil)
+	b := newFakeReplica(t, locktest.NewClient(t, rdb), t0.Add(-time.Second/2), gocron.CronJob(perSecond, true), "failing", nil)
 	if o := b.fire(t, t0); !errors.Is(o.lockErr, gocronlock.ErrDone) {
 		t.Fatalf("the failed run fired on another replica: %+v, want ErrDone", o)
 	}
@@ -101,7 +101,7 @@ func TestLocker_failedAndSkippedRuns(t *testing.T) {
 	// gocron skips the job after Lock: the lock is given back without a marker.
 	clock := clockwork.NewFakeClockAt(t0.Add(-time.Second / 2))
 	s := newScheduler(t, gocron.WithClock(clock), gocron.WithLocation(time.UTC))
-	l := newLocker(t, newClient(t, rdb), gocronlock.WithClock(clock.Now), gocronlock.WithLocation(time.UTC))
+	l := newLocker(t, locktest.NewClient(t, rdb), gocronlock.WithClock(clock.Now), gocronlock.WithLocation(time.UTC))
 	skipped := make(chan struct{}, 1)
 	if _, err := l.NewJob(s, gocron.CronJob(perSecond, true), "skipped", func(context.Context) error {
 		t.Error("a skipped job ran")
@@ -124,13 +124,13 @@ func TestLocker_failedAndSkippedRuns(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("gocron did not call the listener")
 	}
-	eventually(t, 5*time.Second, "the skipped run's lock to be freed", func() bool {
-		return !locktest.Held(t, rdb, "lockkit:{@gocron/skipped}")
+	locktest.Eventually(t, 5*time.Second, "the skipped run's lock to be freed", func() bool {
+		return !locktest.Held(t, rdb, locktest.Key("@gocron/skipped"))
 	})
 	if v := markerValue(t, rdb, fmt.Sprintf("lockkit:gocron:{@gocron/skipped}:%d", t0.UnixMilli())); v != "" {
 		t.Errorf("skipped run has a marker %q", v)
 	}
-	c := newFakeReplica(t, newClient(t, rdb), t0.Add(-time.Second/2), gocron.CronJob(perSecond, true), "skipped", nil)
+	c := newFakeReplica(t, locktest.NewClient(t, rdb), t0.Add(-time.Second/2), gocron.CronJob(perSecond, true), "skipped", nil)
 	if o := c.fire(t, t0.Add(10*time.Millisecond)); !o.ran || !o.tick.Equal(t0) {
 		t.Fatalf("another replica after the skip: %+v, want it to run t0", o)
 	}
@@ -144,7 +144,7 @@ func TestLocker_lostLockCancelsJob(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	started := make(chan struct{})
-	a := newFakeReplica(t, newClient(t, rdb), t0.Add(-time.Second/2), gocron.CronJob(perSecond, true), "lost",
+	a := newFakeReplica(t, locktest.NewClient(t, rdb), t0.Add(-time.Second/2), gocron.CronJob(perSecond, true), "lost",
 		func(ctx context.Context) error {
 			close(started)
 			<-ctx.Done()
@@ -152,7 +152,7 @@ func TestLocker_lostLockCancelsJob(t *testing.T) {
 		}, gocronlock.WithTTL(300*time.Millisecond))
 	a.advance(t, t0)
 	<-started
-	if err := rdb.Del(context.Background(), "lockkit:{@gocron/lost}").Err(); err != nil {
+	if err := rdb.Del(context.Background(), locktest.Key("@gocron/lost")).Err(); err != nil {
 		t.Fatal(err)
 	}
 	o := a.next(t)
@@ -162,7 +162,7 @@ func TestLocker_lostLockCancelsJob(t *testing.T) {
 	if v := markerValue(t, rdb, fmt.Sprintf("lockkit:gocron:{@gocron/lost}:%d", t0.UnixMilli())); v != "" {
 		t.Fatalf("a run whose lock was lost left marker %q", v)
 	}
-	b := newFakeReplica(t, newClient(t, rdb), t0.Add(-time.Second/2), gocron.CronJob(perSecond, true), "lost", nil)
+	b := newFakeReplica(t, locktest.NewClient(t, rdb), t0.Add(-time.Second/2), gocron.CronJob(perSecond, true), "lost", nil)
 	if o := b.fire(t, t0.Add(100*time.Millisecond)); !o.ran || !o.tick.Equal(t0) {
 		t.Fatalf("another replica after the loss: %+v, want it to run t0", o)
 	}
@@ -174,7 +174,7 @@ func TestLocker_maxHold(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	a := newFakeReplica(t, newClient(t, rdb), t0.Add(-time.Second/2), gocron.CronJob(perSecond, true), "hang",
+	a := newFakeReplica(t, locktest.NewClient(t, rdb), t0.Add(-time.Second/2), gocron.CronJob(perSecond, true), "hang",
 		func(ctx context.Context) error {
 			<-ctx.Done()
 			return context.Cause(ctx)
@@ -190,7 +190,7 @@ func TestLocker_maxHold(t *testing.T) {
 	if v := markerValue(t, rdb, fmt.Sprintf("lockkit:gocron:{@gocron/hang}:%d", t0.UnixMilli())); v != "" {
 		t.Fatalf("a run cut by its maximum hold left marker %q", v)
 	}
-	eventually(t, 5*time.Second, "the lock to be released", func() bool { return !locktest.Held(t, rdb, "lockkit:{@gocron/hang}") })
+	locktest.Eventually(t, 5*time.Second, "the lock to be released", func() bool { return !locktest.Held(t, rdb, locktest.Key("@gocron/hang")) })
 }
 
 // A run that is no scheduled run (Job.RunNow) is refused with ErrOffSchedule: no replica could
@@ -199,7 +199,7 @@ func TestLocker_runNowIsOffSchedule(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	s := newScheduler(t)
-	l := newLocker(t, newClient(t, srv.Client(t)))
+	l := newLocker(t, locktest.NewClient(t, srv.Client(t)))
 	lockErr := make(chan error, 1)
 	j, err := l.NewJob(s, gocron.CronJob("0 0 1 1 *", false), "yearly", func(context.Context) error {
 		t.Error("the job ran")
@@ -228,7 +228,7 @@ func TestLocker_jobWithoutLockIsNotRun(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	s := newScheduler(t, gocron.WithDistributedElector(leader{}))
-	l := newLocker(t, newClient(t, srv.Client(t)))
+	l := newLocker(t, locktest.NewClient(t, srv.Client(t)))
 	jobErr := make(chan error, 1)
 	j, err := l.NewJob(s, gocron.CronJob("0 0 1 1 *", false), "unlocked", func(context.Context) error {
 		t.Error("the job ran")
@@ -262,18 +262,18 @@ func TestLocker_keysExpire(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	a := newFakeReplica(t, newClient(t, rdb), t0.Add(-time.Second/2), gocron.CronJob(perSecond, true), "keys", nil,
+	a := newFakeReplica(t, locktest.NewClient(t, rdb), t0.Add(-time.Second/2), gocron.CronJob(perSecond, true), "keys", nil,
 		gocronlock.WithMaxSkew(10*time.Second))
 	if o := a.fire(t, t0); !o.ran {
 		t.Fatalf("%+v", o)
 	}
 	marker := fmt.Sprintf("lockkit:gocron:{@gocron/keys}:%d", t0.UnixMilli())
-	eventually(t, 5*time.Second, "the marker", func() bool { return markerValue(t, rdb, marker) == "ok" })
+	locktest.Eventually(t, 5*time.Second, "the marker", func() bool { return markerValue(t, rdb, marker) == "ok" })
 	keys, err := rdb.Keys(context.Background(), "*").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]bool{"lockkit:{@gocron/keys}": true, marker: true}
+	want := map[string]bool{locktest.Key("@gocron/keys"): true, marker: true}
 	for _, k := range keys {
 		ttl := rdb.PTTL(context.Background(), k).Val()
 		if ttl <= 0 {
@@ -297,7 +297,7 @@ func TestLocker_keysExpire(t *testing.T) {
 func TestLocker_rejects(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
-	locks := newClient(t, srv.Client(t))
+	locks := locktest.NewClient(t, srv.Client(t))
 	for name, opts := range map[string][]gocronlock.Option{
 		"ttl":      {gocronlock.WithTTL(time.Microsecond)},
 		"max hold": {gocronlock.WithMaxHold(-2 * time.Second)},
@@ -359,7 +359,7 @@ func TestLocker_rejects(t *testing.T) {
 	if err := s.RemoveJob(j.ID()); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "the name to be free again", func() bool {
+	locktest.Eventually(t, 5*time.Second, "the name to be free again", func() bool {
 		_, err := l.NewJob(s, daily, "daily", nop)
 		return err == nil
 	})
@@ -370,9 +370,9 @@ func TestLocker_durationJobAligned(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	start := time.Unix(1_900_000_000, 123_456_789).UTC()
-	r := newFakeReplica(t, newClient(t, srv.Client(t)), start, gocron.DurationJob(150*time.Millisecond), "aligned", nil)
+	r := newFakeReplica(t, locktest.NewClient(t, srv.Client(t)), start, gocron.DurationJob(150*time.Millisecond), "aligned", nil)
 	var runs []time.Time
-	eventually(t, 5*time.Second, "the job's next runs", func() bool {
+	locktest.Eventually(t, 5*time.Second, "the job's next runs", func() bool {
 		j := r.s.Jobs()
 		if len(j) == 1 {
 			runs, _ = j[0].NextRuns(3)
@@ -404,7 +404,7 @@ func TestLocker_keysMatchDocs(t *testing.T) {
 	}
 	for key, pattern := range map[string]*regexp.Regexp{
 		"lockkit:gocron:{@gocron/JOB}:MS": regexp.MustCompile(`^lockkit:gocron:\{@gocron/keys\}:[0-9]+$`),
-		"lockkit:{NAME}":                  regexp.MustCompile(`^lockkit:\{@gocron/keys\}$`),
+		locktest.Key("NAME"):              regexp.MustCompile(`^lockkit:\{@gocron/keys\}$`),
 	} {
 		typ, ok := rows[key]
 		if !ok || !strings.HasPrefix(typ, "string") {
@@ -412,12 +412,12 @@ func TestLocker_keysMatchDocs(t *testing.T) {
 		}
 		srv := redistest.Start(t)
 		rdb := srv.Client(t)
-		a := newFakeReplica(t, newClient(t, rdb), t0.Add(-time.Second/2), gocron.CronJob(perSecond, true), "keys", nil)
+		a := newFakeReplica(t, locktest.NewClient(t, rdb), t0.Add(-time.Second/2), gocron.CronJob(perSecond, true), "keys", nil)
 		if o := a.fire(t, t0); !o.ran {
 			t.Fatalf("%+v", o)
 		}
 		marker := fmt.Sprintf("lockkit:gocron:{@gocron/keys}:%d", t0.UnixMilli())
-		eventually(t, 5*time.Second, "the marker", func() bool { return markerValue(t, rdb, marker) == "ok" })
+		locktest.Eventually(t, 5*time.Second, "the marker", func() bool { return markerValue(t, rdb, marker) == "ok" })
 		found := false
 		for _, k := range rdb.Keys(context.Background(), "*").Val() {
 			if pattern.MatchString(k) {

@@ -18,11 +18,6 @@ import (
 
 func TestMain(m *testing.M) { locktest.VerifyTestMain(m) }
 
-// newClient returns a core.Client over rdb, closed when the test ends.
-func newClient(t testing.TB, rdb redis.UniversalClient) *core.Client {
-	return locktest.NewClient(t, rdb)
-}
-
 // newLocker returns a Locker over c.
 func newLocker(t testing.TB, c *core.Client, opts ...gocronlock.Option) *gocronlock.Locker {
 	t.Helper()
@@ -69,12 +64,6 @@ func markerValue(t testing.TB, rdb redis.UniversalClient, key string) string {
 		t.Fatalf("marker %q: %v", v, err)
 	}
 	return rec.Payload
-}
-
-// eventually polls cond until it holds or d passes.
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	locktest.Eventually(t, d, what, cond)
 }
 
 // outcome is what one firing of a job on one replica came to: the job ran (ctx is its context,

@@ -26,7 +26,7 @@ import (
 func TestLocker_isNoGocronLocker(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
-	var l any = newLocker(t, newClient(t, srv.Client(t)))
+	var l any = newLocker(t, locktest.NewClient(t, srv.Client(t)))
 	if _, ok := l.(gocron.Locker); ok {
 		t.Fatal("*Locker is a gocron.Locker: gocron's own locker options accept it, and its jobs never run")
 	}
@@ -41,7 +41,7 @@ func TestLocker_NewJob_refusesStartImmediately(t *testing.T) {
 	clock := clockwork.NewFakeClockAt(t0.Add(-300 * time.Millisecond))
 	s := newScheduler(t, gocron.WithClock(clock), gocron.WithLocation(time.UTC))
 	s.Start() // a started scheduler runs an immediate job the moment it is added
-	l := newLocker(t, newClient(t, srv.Client(t)), gocronlock.WithClock(clock.Now), gocronlock.WithLocation(time.UTC))
+	l := newLocker(t, locktest.NewClient(t, srv.Client(t)), gocronlock.WithClock(clock.Now), gocronlock.WithLocation(time.UTC))
 	ran := make(chan string, 10)
 	job := func(name string) func(context.Context) error {
 		return func(context.Context) error { ran <- name; return nil }
@@ -94,7 +94,7 @@ func TestLocker_NewJob_runDueAtOnceRuns(t *testing.T) {
 	clock := clockwork.NewFakeClockAt(t0)
 	s := newScheduler(t, gocron.WithClock(clock), gocron.WithLocation(time.UTC))
 	s.Start()
-	l := newLocker(t, newClient(t, srv.Client(t)), gocronlock.WithClock(clock.Now), gocronlock.WithLocation(time.UTC))
+	l := newLocker(t, locktest.NewClient(t, srv.Client(t)), gocronlock.WithClock(clock.Now), gocronlock.WithLocation(time.UTC))
 	const jobs = 5 // the refusal was a race: several jobs make it show
 	ran := make(chan time.Time, jobs)
 	for i := range jobs {
@@ -129,7 +129,7 @@ func TestLocker_refusedRunsAreLogged(t *testing.T) { // not parallel: it sets sl
 	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 
 	s := newScheduler(t)
-	l := newLocker(t, newClient(t, srv.Client(t)))
+	l := newLocker(t, locktest.NewClient(t, srv.Client(t)))
 	lockErr := make(chan error, 1)
 	j, err := l.NewJob(s, gocron.CronJob("0 0 1 1 *", false), "yearly", func(context.Context) error { return nil },
 		gocron.WithEventListeners(gocron.AfterLockError(func(_ uuid.UUID, _ string, err error) { lockErr <- err })))
@@ -150,7 +150,7 @@ func TestLocker_refusedRunsAreLogged(t *testing.T) { // not parallel: it sets sl
 	// A job run without its lock: the scheduler's elector takes precedence over the job's locker.
 	es := newScheduler(t, gocron.WithDistributedElector(leader{}))
 	jobErr := make(chan error, 1)
-	ej, err := newLocker(t, newClient(t, srv.Client(t))).NewJob(es, gocron.CronJob("0 0 1 1 *", false), "elected",
+	ej, err := newLocker(t, locktest.NewClient(t, srv.Client(t))).NewJob(es, gocron.CronJob("0 0 1 1 *", false), "elected",
 		func(context.Context) error { return nil },
 		gocron.WithEventListeners(gocron.AfterJobRunsWithError(func(_ uuid.UUID, _ string, err error) { jobErr <- err })))
 	if err != nil {
@@ -168,16 +168,16 @@ func TestLocker_refusedRunsAreLogged(t *testing.T) { // not parallel: it sets sl
 	}
 
 	// Two replicas fire for one run: the second finds it done.
-	a := newFakeReplica(t, newClient(t, srv.Client(t)), t0.Add(-time.Second/2), gocron.CronJob(perSecond, true), "shared", nil)
+	a := newFakeReplica(t, locktest.NewClient(t, srv.Client(t)), t0.Add(-time.Second/2), gocron.CronJob(perSecond, true), "shared", nil)
 	if o := a.fire(t, t0); !o.ran {
 		t.Fatalf("first replica: %+v", o)
 	}
 	// (The job reports its outcome before gocron unlocks the run: wait for the completion marker.)
 	rdb := srv.Client(t)
-	eventually(t, 5*time.Second, "the run's completion marker", func() bool {
+	locktest.Eventually(t, 5*time.Second, "the run's completion marker", func() bool {
 		return markerValue(t, rdb, fmt.Sprintf("lockkit:gocron:{@gocron/shared}:%d", t0.UnixMilli())) == "ok"
 	})
-	b := newFakeReplica(t, newClient(t, srv.Client(t)), t0.Add(-time.Second/2), gocron.CronJob(perSecond, true), "shared", nil)
+	b := newFakeReplica(t, locktest.NewClient(t, srv.Client(t)), t0.Add(-time.Second/2), gocron.CronJob(perSecond, true), "shared", nil)
 	if o := b.fire(t, t0.Add(10*time.Millisecond)); !errors.Is(o.lockErr, gocronlock.ErrDone) {
 		t.Fatalf("second replica: %+v, want ErrDone", o)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/go-co-op/gocron/v2"
 	"github.com/google/uuid"
 	"github.com/jonboulle/clockwork"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/lockkit/lockkit/jobs/gocronlock"
 )
@@ -135,7 +136,7 @@ func runReplicas(t *testing.T, skews []time.Duration, stopAfter, total int, opts
 	for i, by := range skews {
 		clock := skewed{clockwork.NewRealClock(), by}
 		scheds[i] = newScheduler(t, gocron.WithClock(clock))
-		l := newLocker(t, newClient(t, srv.Client(t)), append([]gocronlock.Option{gocronlock.WithClock(clock.Now)}, opts...)...)
+		l := newLocker(t, locktest.NewClient(t, srv.Client(t)), append([]gocronlock.Option{gocronlock.WithClock(clock.Now)}, opts...)...)
 		if _, err := l.NewJob(scheds[i], gocron.DurationJob(period), "sweep", func(ctx context.Context) error {
 			tick, ok := gocronlock.Tick(ctx)
 			if !ok {
@@ -153,17 +154,17 @@ func runReplicas(t *testing.T, skews []time.Duration, stopAfter, total int, opts
 		}
 	}
 	scheds[0].Start()
-	eventually(t, 10*time.Second, "replica 0's first run", func() bool { return !g.firstRun().IsZero() })
+	locktest.Eventually(t, 10*time.Second, "replica 0's first run", func() bool { return !g.firstRun().IsZero() })
 	for i, s := range scheds[1:] {
 		by := skews[i+1]
-		eventually(t, 10*time.Second, "the replica's clock to reach the first run", func() bool {
+		locktest.Eventually(t, 10*time.Second, "the replica's clock to reach the first run", func() bool {
 			return !time.Now().Add(by).Before(g.firstRun())
 		})
 		s.Start()
 	}
-	eventually(t, time.Duration(stopAfter+10)*period+10*time.Second, "replica 0's runs", func() bool { return g.count(0) >= stopAfter })
+	locktest.Eventually(t, time.Duration(stopAfter+10)*period+10*time.Second, "replica 0's runs", func() bool { return g.count(0) >= stopAfter })
 	shutdown(t, scheds[0])
-	eventually(t, time.Duration(total+10)*period+10*time.Second, "all runs", func() bool { return g.distinct() >= total })
+	locktest.Eventually(t, time.Duration(total+10)*period+10*time.Second, "all runs", func() bool { return g.distinct() >= total })
 	for _, s := range scheds[1:] {
 		shutdown(t, s)
 	}

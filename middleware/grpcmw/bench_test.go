@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/lockkit/lockkit/middleware/grpcmw"
 	"google.golang.org/grpc"
@@ -24,7 +25,7 @@ import (
 //     median) and the difference in allocations (overhead-allocs).
 func BenchmarkUnaryOverhead(b *testing.B) {
 	srv := redistest.Start(b)
-	locks := newClient(b, srv.Client(b))
+	locks := locktest.NewClient(b, srv.Client(b))
 	const ttl = 10 * time.Second // the interceptor's default
 	ctx := context.Background()
 	ic := grpcmw.UnaryServerInterceptor(locks, grpcmw.WithTTL(ttl))
@@ -93,7 +94,7 @@ func BenchmarkUnaryOverhead(b *testing.B) {
 // take no lock (no Redis involved).
 func BenchmarkUnaryPassThrough(b *testing.B) {
 	srv := redistest.Start(b)
-	locks := newClient(b, srv.Client(b))
+	locks := locktest.NewClient(b, srv.Client(b))
 	ic := grpcmw.UnaryServerInterceptor(locks, grpcmw.WithKey(grpcmw.ByMetadata("x-account")))
 	info := &grpc.UnaryServerInfo{FullMethod: plainMethod}
 	req := wrapperspb.String("x")

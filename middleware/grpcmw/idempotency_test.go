@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/middleware/grpcmw"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -315,7 +316,7 @@ func TestIdempotency_lostLock_storesNothing(t *testing.T) {
 		done <- err
 	}()
 	<-started
-	held := e.rdb.Keys(context.Background(), "lockkit:{@grpc-idem/*}").Val()
+	held := e.rdb.Keys(context.Background(), locktest.Key("@grpc-idem/*")).Val()
 	if len(held) != 1 {
 		t.Fatalf("idempotency locks %q, want 1", held)
 	}
@@ -332,7 +333,7 @@ func TestIdempotency_lostLock_storesNothing(t *testing.T) {
 // equal fingerprints. The interceptor is called directly, with a Struct request of many fields.
 func TestIdempotency_fingerprintIsDeterministic(t *testing.T) {
 	e := setup(t, &service{}, 0)
-	ic := grpcmw.UnaryServerInterceptor(newClient(t, e.redis.Client(t)), grpcmw.WithIdempotency(time.Minute))
+	ic := grpcmw.UnaryServerInterceptor(locktest.NewClient(t, e.redis.Client(t)), grpcmw.WithIdempotency(time.Minute))
 	fields := map[string]any{}
 	for i := range 32 {
 		fields[fmt.Sprint("field-", i)] = float64(i)

@@ -123,7 +123,7 @@ func setup(t *testing.T, svc *service, n int, opts ...grpcmw.Option) *env {
 // the test ends. The stream interceptor gets the options that apply to it.
 func startReplica(t *testing.T, srv *redistest.Server, svc *service, coreOpts []core.Option, opts ...grpcmw.Option) *replica {
 	t.Helper()
-	locks := newClient(t, srv.Client(t), coreOpts...)
+	locks := locktest.NewClient(t, srv.Client(t), coreOpts...)
 	serverOpts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(recovery, grpcmw.UnaryServerInterceptor(locks, opts...))}
 	if si := streamInterceptor(locks, opts); si != nil {
 		serverOpts = append(serverOpts, grpc.ChainStreamInterceptor(si))
@@ -175,11 +175,6 @@ func recovery(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grp
 		}
 	}()
 	return handler(ctx, req)
-}
-
-// newClient returns a core.Client over rdb, closed when the test ends.
-func newClient(t testing.TB, rdb redis.UniversalClient, opts ...core.Option) *core.Client {
-	return locktest.NewClient(t, rdb, opts...)
 }
 
 // call invokes a unary method with value and returns the response value.
@@ -236,11 +231,6 @@ func retryDelay(t *testing.T, st *status.Status) time.Duration {
 	return 0
 }
 
-// eventually polls cond every few milliseconds until it holds or d passes.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	locktest.Eventually(t, d, what, cond)
-}
-
 // subscribers returns the number of connections subscribed to the release channel of the lock name
 // (in grpcmw's namespace),
 // i.e. clients with a waiter on it.
@@ -257,7 +247,7 @@ func subscribers(t *testing.T, rdb *redis.Client, name string) int64 {
 // for the length of the test.
 func holdLock(t *testing.T, e *env, name string, ttl time.Duration) *core.Lock {
 	t.Helper()
-	c := newClient(t, e.redis.Client(t))
+	c := locktest.NewClient(t, e.redis.Client(t))
 	l, err := c.Acquire(context.Background(), name, ttl, core.InNamespace("grpc"))
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/middleware/grpcmw"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
@@ -62,12 +63,12 @@ func TestUnary_withReadWrite(t *testing.T) {
 		}
 	}
 	queued := func(n int64) func() bool {
-		return func() bool { return e.redis.Do(t, "ZCARD", "lockkit:{@grpc/acct-1}:rw:queue") == n }
+		return func() bool { return e.redis.Do(t, "ZCARD", locktest.Key("@grpc/acct-1", "rw", "queue")) == n }
 	}
 	call(e.replicas[0], keyedMethod, "acct-1") // (its request names the key)
-	eventually(t, 5*time.Second, "the write to queue", queued(1))
+	locktest.Eventually(t, 5*time.Second, "the write to queue", queued(1))
 	call(e.replicas[1], plainMethod, "y")
-	eventually(t, 5*time.Second, "the later read to queue behind it", queued(2))
+	locktest.Eventually(t, 5*time.Second, "the later read to queue behind it", queued(2))
 	impatient := startReplica(t, e.redis, svc, nil, append(opts, grpcmw.WithWait(0))...)
 	_, err := impatient.call(ctx, keyedMethod, "acct-1")
 	wantCode(t, err, codes.Aborted)

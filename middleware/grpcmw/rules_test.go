@@ -63,7 +63,7 @@ func TestIdempotency_scopeAddsToTheMethod(t *testing.T) {
 // Codes that ask for a retry cannot be stored; asking for it is an invalid option.
 func TestWithStoredErrors_retryCodesRefused(t *testing.T) {
 	e := setup(t, &service{}, 0)
-	locks := newClient(t, e.redis.Client(t))
+	locks := locktest.NewClient(t, e.redis.Client(t))
 	for _, c := range []codes.Code{codes.Unavailable, codes.ResourceExhausted, codes.Aborted, codes.DeadlineExceeded,
 		codes.Internal, codes.Unknown, codes.Canceled, codes.OK} {
 		func() {

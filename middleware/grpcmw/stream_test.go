@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/middleware/grpcmw"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -140,7 +141,7 @@ func TestStream_lostLock_cancelsStreamContext(t *testing.T) {
 		done <- err
 	}()
 	<-started
-	if n := e.rdb.Del(context.Background(), "lockkit:{@grpc/acct-sl}").Val(); n != 1 {
+	if n := e.rdb.Del(context.Background(), locktest.Key("@grpc/acct-sl")).Val(); n != 1 {
 		t.Fatalf("deleted %d lock keys, want 1", n)
 	}
 	if cause := <-causes; !errors.Is(cause, core.ErrLost) {

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/lockkit/lockkit/internal/locktest"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/lockkit/lockkit/internal/locktest"
 
 	"github.com/lockkit/lockkit/core"
 	"github.com/lockkit/lockkit/middleware/grpcmw"
@@ -155,7 +156,7 @@ func TestUnary_wait_getsLockOnRelease(t *testing.T) {
 		_, err := e.replicas[0].call(context.Background(), keyedMethod, "acct-w")
 		done <- err
 	}()
-	eventually(t, 5*time.Second, "the call to wait on the release channel",
+	locktest.Eventually(t, 5*time.Second, "the call to wait on the release channel",
 		func() bool { return subscribers(t, e.rdb, "acct-w") > 0 })
 	select {
 	case err := <-done:
@@ -207,7 +208,7 @@ func TestUnary_lostLock_cancelsHandler_andFailsTheCall(t *testing.T) {
 		done <- err
 	}()
 	<-started
-	if n := e.rdb.Del(context.Background(), "lockkit:{@grpc/acct-lost}").Val(); n != 1 {
+	if n := e.rdb.Del(context.Background(), locktest.Key("@grpc/acct-lost")).Val(); n != 1 {
 		t.Fatalf("deleted %d lock keys, want 1", n)
 	}
 	if cause := <-causes; !errors.Is(cause, core.ErrLost) {
@@ -284,7 +285,7 @@ func TestUnary_errorCodes(t *testing.T) {
 // server answers), so the interceptor is called directly here.
 func TestUnary_contextErrors_andClosedClient(t *testing.T) {
 	e := setup(t, &service{unary: echo}, 0)
-	locks := newClient(t, e.redis.Client(t))
+	locks := locktest.NewClient(t, e.redis.Client(t))
 	ic := grpcmw.UnaryServerInterceptor(locks, grpcmw.WithWait(10*time.Second))
 	holdLock(t, e, "acct-c", 30*time.Second)
 	info := &grpc.UnaryServerInfo{FullMethod: keyedMethod}
@@ -315,7 +316,7 @@ func TestUnary_panicReleasesTheLock(t *testing.T) {
 	e := setup(t, svc, 1)
 	_, err := e.replicas[0].call(context.Background(), keyedMethod, "acct-p")
 	wantCode(t, err, codes.Internal)
-	if locktest.Held(t, e.rdb, "lockkit:{@grpc/acct-p}") {
+	if locktest.Held(t, e.rdb, locktest.Key("@grpc/acct-p")) {
 		t.Fatal("the lock is still held after the handler panicked")
 	}
 }

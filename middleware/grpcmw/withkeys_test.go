@@ -133,7 +133,7 @@ func TestUnary_withKeys_partlyHeld(t *testing.T) {
 	if n := e.redis.CommandStats(t)["evalsha"]; n != 1 {
 		t.Fatalf("refusing a partly held set took %d scripts, want 1", n)
 	}
-	if locktest.Held(t, e.rdb, "lockkit:{@grpc/A}") {
+	if locktest.Held(t, e.rdb, locktest.Key("@grpc/A")) {
 		t.Fatal("the refused transfer left account A locked")
 	}
 	done := make(chan error, 1)
@@ -141,10 +141,10 @@ func TestUnary_withKeys_partlyHeld(t *testing.T) {
 		_, err := patient.call(ctx, plainMethod, "A,B")
 		done <- err
 	}()
-	eventually(t, 5*time.Second, "the transfer to wait for account B", func() bool {
+	locktest.Eventually(t, 5*time.Second, "the transfer to wait for account B", func() bool {
 		return subscribers(t, e.rdb, "B") > 0
 	})
-	if locktest.Held(t, e.rdb, "lockkit:{@grpc/A}") {
+	if locktest.Held(t, e.rdb, locktest.Key("@grpc/A")) {
 		t.Fatal("a waiting transfer holds account A")
 	}
 	if err := held.Release(ctx); err != nil {
@@ -167,7 +167,7 @@ func TestUnary_withKeys_lostLockAbortsTheCall(t *testing.T) {
 	e := setup(t, svc, 1, transferKeys(), grpcmw.WithTTL(300*time.Millisecond))
 	go func() {
 		<-inside
-		e.redis.Do(t, "DEL", "lockkit:{@grpc/B}")
+		e.redis.Do(t, "DEL", locktest.Key("@grpc/B"))
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -188,7 +188,7 @@ func TestWithKeys_streamsAndIdempotency(t *testing.T) {
 	keys := grpcmw.WithKeys(grpcmw.Keys(grpcmw.ByMetadata("x-from"), grpcmw.ByMetadata("x-to")))
 	e := setup(t, svc, 1, keys, grpcmw.WithIdempotency(time.Minute))
 	svc.unary = func(ctx context.Context, _ string, in *wrapperspb.StringValue) (proto.Message, error) {
-		got.Store(locktest.Held(t, e.rdb, "lockkit:{@grpc/F}") && locktest.Held(t, e.rdb, "lockkit:{@grpc/T}"))
+		got.Store(locktest.Held(t, e.rdb, locktest.Key("@grpc/F")) && locktest.Held(t, e.rdb, locktest.Key("@grpc/T")))
 		return wrapperspb.String("ok"), nil
 	}
 	stream := startReplica(t, e.redis, svc, nil, keys)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/lockkit/lockkit/middleware/httpmw"
 )
@@ -41,7 +42,7 @@ func keyed() (*http.Request, *string) {
 // first request, 1 for a replay, 1 for a duplicate in flight, and 2 for an uncontended KeyLock.
 func BenchmarkRoundTrips(b *testing.B) {
 	srv := redistest.Start(b)
-	locks := newClient(b, srv.Client(b))
+	locks := locktest.NewClient(b, srv.Client(b))
 	mw := httpmw.Idempotency(locks)(noop)
 	w := &sink{h: http.Header{}}
 	r, key := keyed()
@@ -146,7 +147,7 @@ func measure(b *testing.B, mw, direct func(i int)) {
 // overhead-allocs/op (their difference). ns/op and allocs/op cover both halves and mean nothing.
 func BenchmarkOverhead(b *testing.B) {
 	srv := redistest.Start(b)
-	locks := newClient(b, srv.Client(b))
+	locks := locktest.NewClient(b, srv.Client(b))
 	ctx := context.Background()
 	w := &sink{h: http.Header{}}
 	must := func(err error) {
@@ -215,7 +216,7 @@ func BenchmarkOverhead(b *testing.B) {
 // receipt), and B/record once those expired (the record alone, kept for the retention).
 func BenchmarkMemory_storedRecord(b *testing.B) {
 	srv := redistest.Start(b)
-	locks := newClient(b, srv.Client(b))
+	locks := locktest.NewClient(b, srv.Client(b))
 	body := []byte(`{"id":"ord_0000000000000042","status":"created","amount":1999}   `)
 	mw := httpmw.Idempotency(locks)(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/lockkit/lockkit/middleware/httpmw"
 )
@@ -115,7 +116,7 @@ func TestOptions_defaultWaitIsZero(t *testing.T) {
 // later slog.SetDefault counts); a discarding logger silences it.
 func TestOptions_loggerDefaultsToSlogDefault(t *testing.T) {
 	srv := redistest.Start(t)
-	locks := newClient(t, downClient(t, srv))
+	locks := locktest.NewClient(t, downClient(t, srv))
 	h := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
 	quiet := lockedAPI(t, locks, h, httpmw.WithLogger(slog.New(slog.DiscardHandler)))
 	loud := lockedAPI(t, locks, h)

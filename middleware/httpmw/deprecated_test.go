@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/middleware/httpmw"
 )
 
@@ -51,7 +52,7 @@ func TestDeprecated_namesStillWork(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); _, _ = request("PUT", url+"/slow/s", "", "") }()
 	<-held
-	if ttl := srv.Do(t, "PTTL", "lockkit:{@orders/s}").(int64); ttl <= 0 || ttl > 1000 {
+	if ttl := srv.Do(t, "PTTL", locktest.Key("@orders/s")).(int64); ttl <= 0 || ttl > 1000 {
 		t.Errorf("WithLockTTL(1s): PTTL %d", ttl)
 	}
 	close(release)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/lockkit/lockkit/middleware/httpmw"
 )
@@ -132,7 +133,7 @@ func TestIdempotency_bodyLimit(t *testing.T) {
 
 func TestIdempotency_redisDown(t *testing.T) {
 	srv := redistest.Start(t)
-	locks := newClient(t, downClient(t, srv))
+	locks := locktest.NewClient(t, downClient(t, srv))
 	closedURL, closedCalls := ordersAPI(t, locks)
 	openURL, openCalls := ordersAPI(t, locks, httpmw.FailOpen())
 	srv.Stop(t)
@@ -182,7 +183,7 @@ func TestIdempotency_handlerHoldsTheLock(t *testing.T) {
 func TestIdempotency_lockLostStoresNothing(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	locks := newClient(t, rdb, core.WithRenewRatio(0.05))
+	locks := locktest.NewClient(t, rdb, core.WithRenewRatio(0.05))
 	var calls atomic.Int64
 	var logs logBuffer
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/lockkit/lockkit/middleware/httpmw"
 )
@@ -231,7 +232,7 @@ func TestIdempotency_duplicateInFlight(t *testing.T) {
 				second := make(chan response, 1)
 				go func() { r, _ := request("POST", url, "dup", ""); second <- r }()
 				// The second request waits on the lock (its release channel is subscribed).
-				eventually(t, 5*time.Second, "the duplicate to wait", func() bool {
+				locktest.Eventually(t, 5*time.Second, "the duplicate to wait", func() bool {
 					return strings.Contains(fmt.Sprint(srv.Do(t, "PUBSUB", "CHANNELS")), "@http-idem/")
 				})
 				close(release)
@@ -289,7 +290,7 @@ func TestIdempotency_scopeIsolation(t *testing.T) {
 
 func TestIdempotency_recordPrefix(t *testing.T) {
 	srv := redistest.Start(t)
-	locks := newClient(t, srv.Client(t), core.WithPrefix("app:"))
+	locks := locktest.NewClient(t, srv.Client(t), core.WithPrefix("app:"))
 	url, _ := ordersAPI(t, locks)
 	send(t, "POST", url+"/orders", "k", "")
 	url, _ = ordersAPI(t, locks, httpmw.WithRecordPrefix("records:"))
@@ -322,7 +323,7 @@ func TestIdempotency_waitingDuplicateRunsAfterAFailure(t *testing.T) {
 	<-entered
 	second := make(chan response, 1)
 	go func() { r, _ := request("POST", url, "k", ""); second <- r }()
-	eventually(t, 5*time.Second, "the duplicate to wait", func() bool {
+	locktest.Eventually(t, 5*time.Second, "the duplicate to wait", func() bool {
 		return strings.Contains(fmt.Sprint(srv.Do(t, "PUBSUB", "CHANNELS")), "@http-idem/")
 	})
 	close(release)

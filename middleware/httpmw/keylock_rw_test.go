@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/middleware/httpmw"
 	"github.com/redis/go-redis/v9"
 )
@@ -34,7 +35,7 @@ func TestKeyLock_readWrite(t *testing.T) {
 	var urls []string
 	for range 2 {
 		mux := http.NewServeMux()
-		mux.Handle("/docs/{id}", httpmw.KeyLock(newClient(t, srv.Client(t)), key, httpmw.WithReadWrite(),
+		mux.Handle("/docs/{id}", httpmw.KeyLock(locktest.NewClient(t, srv.Client(t)), key, httpmw.WithReadWrite(),
 			httpmw.WithWait(10*time.Second))(h))
 		urls = append(urls, serve(t, mux).URL)
 	}
@@ -69,12 +70,12 @@ func TestKeyLock_readWrite(t *testing.T) {
 		t.Fatalf("inside: %q and %q, want both reads at once", a, b)
 	}
 	queued := func(n int64) func() bool {
-		return func() bool { return srv.Do(t, "ZCARD", "lockkit:{@http/doc/7}:rw:queue") == n }
+		return func() bool { return srv.Do(t, "ZCARD", locktest.Key("@http/doc/7", "rw", "queue")) == n }
 	}
 	send("PUT", urls[0], false)
-	eventually(t, 5*time.Second, "the PUT to queue", queued(1))
+	locktest.Eventually(t, 5*time.Second, "the PUT to queue", queued(1))
 	send("GET", urls[1], false)
-	eventually(t, 5*time.Second, "the later GET to queue behind it", queued(2))
+	locktest.Eventually(t, 5*time.Second, "the later GET to queue behind it", queued(2))
 	// A PUT that cannot wait is answered at once.
 	wantProblem(t, sendNoWait(t, srv.Client(t), "DELETE"), 409, "resource-locked")
 	close(unblock)
@@ -95,7 +96,7 @@ func sendNoWait(t *testing.T, rdb *redis.Client, method string) response {
 	t.Helper()
 	key := func(r *http.Request) (string, error) { return "doc/" + r.PathValue("id"), nil }
 	mux := http.NewServeMux()
-	mux.Handle("/docs/{id}", httpmw.KeyLock(newClient(t, rdb), key, httpmw.WithReadWrite(), httpmw.WithWait(0))(
+	mux.Handle("/docs/{id}", httpmw.KeyLock(locktest.NewClient(t, rdb), key, httpmw.WithReadWrite(), httpmw.WithWait(0))(
 		http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
 	r, err := request(method, serve(t, mux).URL+"/docs/7", "", "")
 	if err != nil {
@@ -127,13 +128,13 @@ func TestKeyLock_kindsOnOneKeyExcludeEachOther(t *testing.T) {
 	key := func(r *http.Request) (string, error) { return "doc/" + r.PathValue("id"), nil }
 	inside, unblock := make(chan struct{}, 1), make(chan struct{})
 	rw := http.NewServeMux()
-	rw.Handle("/docs/{id}", httpmw.KeyLock(newClient(t, srv.Client(t)), key, httpmw.WithReadWrite())(
+	rw.Handle("/docs/{id}", httpmw.KeyLock(locktest.NewClient(t, srv.Client(t)), key, httpmw.WithReadWrite())(
 		http.HandlerFunc(func(http.ResponseWriter, *http.Request) { inside <- struct{}{}; <-unblock })))
 	plain := http.NewServeMux()
-	plain.Handle("/docs/{id}", httpmw.KeyLock(newClient(t, srv.Client(t)), key, httpmw.WithWait(0))(
+	plain.Handle("/docs/{id}", httpmw.KeyLock(locktest.NewClient(t, srv.Client(t)), key, httpmw.WithWait(0))(
 		http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
 	limited := http.NewServeMux()
-	limited.Handle("/docs/{id}", httpmw.KeyLock(newClient(t, srv.Client(t)), key, httpmw.WithLimit(5), httpmw.WithWait(0))(
+	limited.Handle("/docs/{id}", httpmw.KeyLock(locktest.NewClient(t, srv.Client(t)), key, httpmw.WithLimit(5), httpmw.WithWait(0))(
 		http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
 	rwURL, plainURL, limitedURL := serve(t, rw).URL, serve(t, plain).URL, serve(t, limited).URL
 	done := make(chan error, 1)

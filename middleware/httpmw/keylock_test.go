@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/lockkit/lockkit/middleware/httpmw"
 )
@@ -56,7 +57,7 @@ func TestKeyLock_serialises(t *testing.T) {
 	})
 	var urls []string
 	for range 2 {
-		urls = append(urls, lockedAPI(t, newClient(t, srv.Client(t)), h, httpmw.WithWait(30*time.Second)))
+		urls = append(urls, lockedAPI(t, locktest.NewClient(t, srv.Client(t)), h, httpmw.WithWait(30*time.Second)))
 	}
 	const n = 50
 	start := make(chan struct{})
@@ -146,7 +147,7 @@ func TestKeyLock_contended(t *testing.T) {
 	done := make(chan response, 1)
 	patient := lockedAPI(t, locks, h, httpmw.WithWait(10*time.Second))
 	go func() { r, _ := request("PUT", patient+"/orders/1", "", ""); done <- r }()
-	eventually(t, 5*time.Second, "the request to wait", func() bool {
+	locktest.Eventually(t, 5*time.Second, "the request to wait", func() bool {
 		return fmt.Sprint(srv.Do(t, "PUBSUB", "CHANNELS")) != "[]"
 	})
 	if err := held.Release(context.Background()); err != nil {
@@ -263,7 +264,7 @@ func TestKeyLock_inputCannotReachAnotherNamespace(t *testing.T) {
 
 func TestKeyLock_redisDown(t *testing.T) {
 	srv := redistest.Start(t)
-	locks := newClient(t, downClient(t, srv))
+	locks := locktest.NewClient(t, downClient(t, srv))
 	var calls atomic.Int64
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { calls.Add(1) })
 	closed, open := lockedAPI(t, locks, h), lockedAPI(t, locks, h, httpmw.FailOpen())

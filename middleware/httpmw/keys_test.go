@@ -108,7 +108,7 @@ func TestKeyLock_withKeys_transfersInOppositeDirectionsNeverDeadlock(t *testing.
 	b := newBank(t, srv)
 	var urls []string
 	for range 2 {
-		urls = append(urls, transferAPI(t, newClient(t, srv.Client(t)), b, httpmw.WithWait(time.Minute)))
+		urls = append(urls, transferAPI(t, locktest.NewClient(t, srv.Client(t)), b, httpmw.WithWait(time.Minute)))
 	}
 	paths := []string{"/transfers/A/B", "/transfers/B/A", "/transfers/B/C", "/transfers/C/A", "/transfers/A/C"}
 	const n = 40
@@ -168,17 +168,17 @@ func TestKeyLock_withKeys_partlyHeld(t *testing.T) {
 	if n := roundTrips(t, srv); n != 1 {
 		t.Fatalf("refusing a partly held set took %d round trips, want 1", n)
 	}
-	if locktest.Held(t, rdb, "lockkit:{@http/A}") {
+	if locktest.Held(t, rdb, locktest.Key("@http/A")) {
 		t.Fatal("the refused transfer left account A locked")
 	}
 
 	waiting := transferAPI(t, locks, b, httpmw.WithWait(30*time.Second))
 	done := make(chan response, 1)
 	go func() { r, _ := request("POST", waiting+"/transfers/A/B", "", ""); done <- r }()
-	eventually(t, 5*time.Second, "the transfer to wait for account B", func() bool {
+	locktest.Eventually(t, 5*time.Second, "the transfer to wait for account B", func() bool {
 		return fmt.Sprint(srv.Do(t, "PUBSUB", "CHANNELS", "*{@http/B}*")) != "[]"
 	})
-	if locktest.Held(t, rdb, "lockkit:{@http/A}") {
+	if locktest.Held(t, rdb, locktest.Key("@http/A")) {
 		t.Fatal("a waiting transfer holds account A")
 	}
 	if err := held.Release(context.Background()); err != nil {
@@ -205,7 +205,7 @@ func TestKeyLock_withKeys_keys(t *testing.T) {
 		var held []string
 		for _, k := range r.URL.Query()["k"] {
 			for _, name := range []string{"@http/" + k, "@http/" + strings.TrimPrefix(k, "@")} {
-				if locktest.Held(t, rdb, "lockkit:{"+name+"}") && !slices.Contains(held, name) {
+				if locktest.Held(t, rdb, locktest.Key(name)) && !slices.Contains(held, name) {
 					held = append(held, name)
 				}
 			}
@@ -274,7 +274,7 @@ func TestKeyLock_withKeys_lostCancelsTheHandler(t *testing.T) {
 	}()
 	defer func() { <-finished }()
 	<-inside
-	srv.Do(t, "DEL", "lockkit:{@http/B}")
+	srv.Do(t, "DEL", locktest.Key("@http/B"))
 	select {
 	case err := <-cause:
 		if !errors.Is(err, core.ErrLost) {

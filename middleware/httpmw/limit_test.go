@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/lockkit/lockkit/middleware/httpmw"
 )
@@ -35,7 +36,7 @@ func TestWithLimit_perKeyConcurrency(t *testing.T) {
 	for range 2 {
 		mux := http.NewServeMux()
 		key := func(r *http.Request) (string, error) { return "tenant/" + r.PathValue("t"), nil }
-		mux.Handle("GET /t/{t}", httpmw.KeyLock(newClient(t, srv.Client(t)), key, httpmw.WithLimit(2), httpmw.WithTTL(5*time.Second))(h))
+		mux.Handle("GET /t/{t}", httpmw.KeyLock(locktest.NewClient(t, srv.Client(t)), key, httpmw.WithLimit(2), httpmw.WithTTL(5*time.Second))(h))
 		urls = append(urls, serve(t, mux).URL)
 	}
 	done := make(chan error, 2)
@@ -93,8 +94,8 @@ func TestWithLimit_waits(t *testing.T) {
 		r, _ := request("GET", url+"/", "", "")
 		got <- r.status
 	}()
-	eventually(t, 5*time.Second, "the second request to queue for the permit", func() bool {
-		return srv.Do(t, "ZCARD", "lockkit:{@http/k}:permits:queue") == int64(1)
+	locktest.Eventually(t, 5*time.Second, "the second request to queue for the permit", func() bool {
+		return srv.Do(t, "ZCARD", locktest.Key("@http/k", "permits", "queue")) == int64(1)
 	})
 	select {
 	case s := <-got:

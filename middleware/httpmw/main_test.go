@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/lockkit/lockkit/internal/locktest"
 
@@ -21,16 +20,11 @@ import (
 
 func TestMain(m *testing.M) { locktest.VerifyTestMain(m) }
 
-// newClient returns a core.Client over rdb, closed when the test ends.
-func newClient(t testing.TB, rdb redis.UniversalClient, opts ...core.Option) *core.Client {
-	return locktest.NewClient(t, rdb, opts...)
-}
-
 // setup starts a fresh redis-server and returns it with a lockkit client.
 func setup(t testing.TB) (*redistest.Server, *core.Client) {
 	t.Helper()
 	srv := redistest.Start(t)
-	return srv, newClient(t, srv.Client(t))
+	return srv, locktest.NewClient(t, srv.Client(t))
 }
 
 // downClient returns a client for srv that gives up at once when srv is down.
@@ -136,8 +130,3 @@ func (b *logBuffer) String() string {
 }
 
 func (b *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(b, nil)) }
-
-// eventually polls cond every few milliseconds until it holds or d passes.
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	locktest.Eventually(t, d, what, cond)
-}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/lockkit/lockkit/middleware/httpmw"
 )
@@ -34,7 +35,7 @@ func TestIdempotency_twoReplicas_exactlyOnce(t *testing.T) {
 			}
 			var urls []string
 			for range 2 {
-				locks := newClient(t, srv.Client(t))
+				locks := locktest.NewClient(t, srv.Client(t))
 				urls = append(urls, serve(t, httpmw.Idempotency(locks, opts...)(h)).URL)
 			}
 			const n = 100

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/middleware/httpmw"
 )
 
@@ -81,7 +82,7 @@ func TestIdempotency_hijackedNotStored(t *testing.T) {
 	}
 	// The client may read the hijacked response before the handler returns and the key is
 	// released: until then a retry is a duplicate in flight.
-	eventually(t, 5*time.Second, "the key to be released", func() bool {
+	locktest.Eventually(t, 5*time.Second, "the key to be released", func() bool {
 		return send(t, "POST", url, "k", "").status != http.StatusConflict
 	})
 	if calls.Load() != 2 {

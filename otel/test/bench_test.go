@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/metric"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
@@ -182,7 +183,7 @@ func BenchmarkHookOnly(b *testing.B) {
 		b.Run("hook="+hook, func(b *testing.B) {
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
-				info := core.WaitInfo{Name: "bench", Key: "lockkit:{bench}", TTL: time.Second}
+				info := core.WaitInfo{Name: "bench", Key: locktest.Key("bench"), TTL: time.Second}
 				for pb.Next() {
 					ctx := context.Background()
 					wctx := h.WaitStart(ctx, info)

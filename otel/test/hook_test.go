@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/otel/lockotel"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -125,7 +126,7 @@ func TestHook_contention(t *testing.T) {
 		done <- result{l, err}
 	}()
 	// The waiter tries, subscribes, tries again, then sleeps until woken.
-	eventually(t, 5*time.Second, "two failed attempts", func() bool {
+	locktest.Eventually(t, 5*time.Second, "two failed attempts", func() bool {
 		for _, s := range e.sr.Started() {
 			if s.Name() == "lock.wait" && s.Parent().SpanID() == req.SpanContext().SpanID() {
 				return len(s.Events()) >= 2
@@ -278,7 +279,7 @@ func TestHook_reentrant(t *testing.T) {
 	if got := e.sum(t, "lockkit.lock.held", set()); got != 2 {
 		t.Errorf("held = %d, want 2 (r once, other once)", got)
 	}
-	eventually(t, 5*time.Second, "two renewals", func() bool { return len(renewsOf(e, "r")) >= 2 })
+	locktest.Eventually(t, 5*time.Second, "two renewals", func() bool { return len(renewsOf(e, "r")) >= 2 })
 	for i, l := range []*core.Lock{other, inner, outer} {
 		if err := l.Release(ctx); err != nil {
 			t.Fatal(err)
@@ -312,7 +313,7 @@ func TestHook_reentrant(t *testing.T) {
 	for _, r := range renewsOf(e, "r") {
 		wantChild(t, r, oh)
 	}
-	eventually(t, time.Second, "renewals counted as spans", func() bool {
+	locktest.Eventually(t, time.Second, "renewals counted as spans", func() bool {
 		return e.sum(t, "lockkit.lock.renewals", set("lockkit.lock.renew.outcome", "renewed")) == int64(len(e.spans("lock.renew")))
 	})
 	if got := e.sum(t, "lockkit.lock.held", set()); got != 0 {

@@ -126,7 +126,7 @@ func (e *env) spans(name string) []sdktrace.ReadOnlySpan {
 // await waits until at least n spans called name have ended.
 func (e *env) await(t *testing.T, name string, n int) {
 	t.Helper()
-	eventually(t, 5*time.Second, fmt.Sprintf("%d %s span(s) ended", n, name), func() bool { return len(e.spans(name)) >= n })
+	locktest.Eventually(t, 5*time.Second, fmt.Sprintf("%d %s span(s) ended", n, name), func() bool { return len(e.spans(name)) >= n })
 }
 
 // only returns the one ended span called name.
@@ -263,11 +263,6 @@ func (e *env) hist(t *testing.T, name string, s attribute.Set) metricdata.Histog
 		}
 	}
 	return metricdata.HistogramDataPoint[float64]{}
-}
-
-// eventually polls cond every few milliseconds until it holds or d passes.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	locktest.Eventually(t, d, what, cond)
 }
 
 // redisClient returns a go-redis client, closed when the test ends.

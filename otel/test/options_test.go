@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/otel/lockotel"
 )
 
@@ -26,7 +27,7 @@ func TestWithKeyAttribute(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range []string{"lock.wait", "lock.hold"} {
-		wantAttrs(t, s, e.only(t, s).Attributes(), map[string]string{"lockkit.lock.key": "lockkit:{user:42}"})
+		wantAttrs(t, s, e.only(t, s).Attributes(), map[string]string{"lockkit.lock.key": locktest.Key("user:42")})
 	}
 	// Never on metrics.
 	for name, m := range e.metrics(t) {

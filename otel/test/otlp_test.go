@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/lockkit/lockkit/otel/lockotel"
 )
@@ -112,7 +113,7 @@ func TestOTLP_end_to_end(t *testing.T) {
 		defer work.End()
 		// Hold until renewed (every 50ms) and the renewal's span has ended: the hook records it on
 		// the watchdog's goroutine, after Redis already shows the new TTL.
-		eventually(t, 5*time.Second, "a renewal span", func() bool {
+		locktest.Eventually(t, 5*time.Second, "a renewal span", func() bool {
 			for _, s := range seen.Ended() {
 				if s.Name() == "lock.renew" {
 					return true

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 )
 
 // A permit is traced as a lock, with the semaphore's limit on lock.wait, lock.hold and lock.renew.
@@ -24,7 +25,7 @@ func TestHook_permit(t *testing.T) {
 		t.Errorf("held with two permits = %d, want 2", got)
 	}
 	_ = q.Release(ctx)
-	eventually(t, 5*time.Second, "a renewal", func() bool {
+	locktest.Eventually(t, 5*time.Second, "a renewal", func() bool {
 		for _, sp := range e.sr.Ended() {
 			if sp.Name() == "lock.renew" {
 				return true

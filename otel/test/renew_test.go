@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/otel/lockotel"
 )
 
@@ -19,7 +20,7 @@ func TestHook_renewals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "three renewals", func() bool { return len(e.spans("lock.renew")) >= 3 })
+	locktest.Eventually(t, 5*time.Second, "three renewals", func() bool { return len(e.spans("lock.renew")) >= 3 })
 	if err := l.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +36,7 @@ func TestHook_renewals(t *testing.T) {
 		}
 		last = r.StartTime()
 	}
-	eventually(t, time.Second, "renewals counted as spans", func() bool {
+	locktest.Eventually(t, time.Second, "renewals counted as spans", func() bool {
 		return e.sum(t, "lockkit.lock.renewals", set("lockkit.lock.renew.outcome", "renewed")) == int64(len(e.spans("lock.renew")))
 	})
 	e.noToken(t, l.Token())
@@ -48,7 +49,7 @@ func TestHook_renewal_events(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "two renewals", func() bool {
+	locktest.Eventually(t, 5*time.Second, "two renewals", func() bool {
 		return e.sum(t, "lockkit.lock.renewals", set("lockkit.lock.renew.outcome", "renewed")) >= 2
 	})
 	if err := l.Release(context.Background()); err != nil {
@@ -197,7 +198,7 @@ func TestHook_lost_reentrant(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The outer hold's context is cancelled first, and the inner's with it: wait for both spans.
-	eventually(t, 5*time.Second, "both holds lost", func() bool { return len(e.spans("lock.hold")) == 2 })
+	locktest.Eventually(t, 5*time.Second, "both holds lost", func() bool { return len(e.spans("lock.hold")) == 2 })
 	holds := e.spans("lock.hold")
 	for _, h := range holds {
 		if h.Status().Code != codes.Error {

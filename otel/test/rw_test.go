@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 )
 
 // A read-write hold is traced as a lock, with its mode on lock.wait, lock.hold and lock.renew; a
@@ -26,7 +27,7 @@ func TestHook_readWrite(t *testing.T) {
 	if got := e.sum(t, "lockkit.lock.held", set()); got != 1 {
 		t.Errorf("held with a write and a nested read = %d, want 1", got)
 	}
-	eventually(t, 5*time.Second, "a renewal", func() bool {
+	locktest.Eventually(t, 5*time.Second, "a renewal", func() bool {
 		for _, sp := range e.sr.Ended() {
 			if sp.Name() == "lock.renew" {
 				return true

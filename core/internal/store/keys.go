@@ -8,7 +8,7 @@ import (
 	"github.com/lockkit/lockkit/core/internal/script"
 )
 
-// Keys holds the Redis names of one lock or one semaphore (docs/Keys.md is the schema). Every key
+// Keys holds the Redis names of one lock or one semaphore (docs/keys.md is the schema). Every key
 // carries the {name} hash tag, so on a cluster they share a slot. A lock's names are substrings of
 // one string, so computing them costs a single allocation.
 type Keys struct {

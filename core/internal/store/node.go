@@ -137,8 +137,9 @@ func releaseReply(v int64, sent *script.Sends) int64 {
 }
 
 // releaseWith releases with payload as the release message (Redlock names the token in it), and
-// with sent, when not nil, as a lock's fence argument (Vanished). With set under WithReplicaAck, it returns an *ackError with the holds left when the value was written
-// and the release done, but too few replicas acknowledged them.
+// with sent, when not nil, as a lock's fence argument (Vanished). With set under WithReplicaAck,
+// it returns an *AckError with the holds left when the value was written and the release done,
+// but too few replicas acknowledged them.
 func (n *Node) releaseWith(ctx context.Context, k *Keys, token, hold any, fair bool, set *ReleaseSet, payload any, sent *script.Sends) (int64, error) {
 	var call script.Call
 	fence := k.fenceArg()

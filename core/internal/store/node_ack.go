@@ -125,7 +125,7 @@ func (n *Node) ackedPipeline(ctx context.Context, call script.Call, need func(re
 
 // renewAcked is a renewal round under WithReplicaAck: the scripts in one pipeline per master, then
 // WAIT on the same connection when any renewed. A renewal the replicas did not acknowledge in time
-// fails with an *ackError: the watchdog does not count it toward the lock's validity and tries
+// fails with an *AckError: the watchdog does not count it toward the lock's validity and tries
 // again, so a holder whose replicas stall loses its lock at its validity deadline, before a
 // replica promoted with an older copy can let anyone else take it.
 func (n *Node) renewAcked(ctx context.Context, items []RenewItem) error {

@@ -11,27 +11,10 @@ import (
 	"github.com/lockkit/lockkit/core/internal/wait"
 )
 
-// LockSet is a set of locks held together by one owner, taken all or nothing (AcquireAll). Each lock
-// is a *Lock of its own (key, fence, renewals), and the set has one context. Its methods are safe
-// for concurrent use; those of a nil *LockSet (what a failed AcquireAll returns) do not panic.
-type LockSet struct {
-	locks  []*Lock   // in the order the names were given
-	groups [][]*Lock // the locks of each slot, in the order they were taken
-	last   *Lock     // the lock taken last: the set's context derives from its
-	ctx    *setCtx   // the set's context: last's, carrying the set (SetFromContext)
-}
-
-// setCtx carries the LockSet in its context (its parent is the context of the set's last lock).
-type setCtx struct {
-	context.Context
-	s *LockSet
-}
-
-// setCall is one AcquireAll or TryAcquireAll call: its locks, grouped by slot, and its attempts.
 type setCall struct {
 	c     *Client
 	ao    acquireOptions
-	wait  bool
+	waits bool
 	ttl   time.Duration
 	start time.Time
 	wait.Call
@@ -46,15 +29,15 @@ type setCall struct {
 // prepare makes the set's locks (one fresh token for all) and groups them by slot: on a cluster
 // by the slot of each name's hash tag, elsewhere all in one group.
 func (sc *setCall) prepare(full []string) {
-	c, tok := sc.c, store.NewToken()
+	c, token := sc.c, store.NewToken()
 	limit := c.opt.maxHold
 	if sc.ao.limited {
 		limit = sc.ao.maxHold
 	}
-	sc.req = store.AcquireReq{Token: tok, Hold: any("0"), TTL: sc.ttl}
+	sc.req = store.AcquireReq{Token: token, Hold: any("0"), TTL: sc.ttl}
 	bySlot := map[int][]*Lock{}
 	for _, name := range full {
-		l := &Lock{c: c, ttl: sc.ttl, limit: limit, token: tok, tok: tok, hold: sc.req.Hold}
+		l := &Lock{c: c, ttl: sc.ttl, limit: limit, token: token, holdID: sc.req.Hold}
 		l.k.Init(c.opt.prefix, name)
 		sc.locks = append(sc.locks, l)
 		slot := 0
@@ -105,7 +88,7 @@ func (sc *setCall) run(ctx context.Context) (*LockSet, error) {
 // attempts makes the call's attempts; it returns the set, or the error that ended the call.
 func (sc *setCall) attempts(ctx context.Context) (*LockSet, int, error) {
 	c := sc.c
-	if sc.wait && sc.ao.maxWait > 0 {
+	if sc.waits && sc.ao.maxWait > 0 {
 		t := time.NewTimer(sc.ao.maxWait)
 		defer t.Stop()
 		sc.Deadline = t.C
@@ -131,7 +114,7 @@ func (sc *setCall) attempts(ctx context.Context) (*LockSet, int, error) {
 			set, err := sc.handOut(ctx)
 			acquired = err == nil
 			return set, n, err
-		case !sc.wait:
+		case !sc.waits:
 			return nil, n, sc.notAcquired(busy, retry, n, nil)
 		}
 		// Wait for the release of the lock found taken (or its expiry), then try again.
@@ -161,7 +144,7 @@ func (sc *setCall) attempts(ctx context.Context) (*LockSet, int, error) {
 // stay taken, if any, or the error that ended it; nothing stays held by a failed attempt.
 func (sc *setCall) attempt(ctx context.Context, n int) (busy *store.Keys, retry time.Duration, err error) {
 	sc.req.Waiting = store.MarkNone
-	if sc.wait {
+	if sc.waits {
 		sc.req.Waiting = store.MarkWaiting
 		if n > 1 {
 			sc.req.Waiting = store.MarkWaited
@@ -210,7 +193,7 @@ func (sc *setCall) notAcquired(busy *store.Keys, retry time.Duration, attempts i
 		name = busy.Name
 	}
 	e := &NotAcquiredError{Name: name, RetryAfter: retry, Attempts: attempts}
-	if sc.wait {
+	if sc.waits {
 		e.Waited = max(time.Since(sc.start), 1)
 	}
 	if cause != nil {
