@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/core"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -65,8 +66,8 @@ func TestLost_reportedBeforeTheGiveBack(t *testing.T) {
 			mu.Unlock()
 		}
 	}})
-	holder := newClient(t, rdb, core.WithHook(hook), core.WithLogger(logger))
-	other := newClient(t, srv.Client(t))
+	holder := locktest.NewClient(t, rdb, core.WithHook(hook), core.WithLogger(logger))
+	other := locktest.NewClient(t, srv.Client(t))
 	ctx := context.Background()
 	const ttl = 600 * time.Millisecond
 	l, err := holder.Acquire(ctx, "lo", ttl)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/lockkit/lockkit/core"
 	"github.com/lockkit/lockkit/internal/chaos"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -68,8 +69,8 @@ func TestNetwork_lossReportedBeforeTheGiveBack(t *testing.T) {
 	rdb := srv.Client(t)
 	stall := &stallRenewals{}
 	rdb.AddHook(stall)
-	holder := newClient(t, rdb, core.WithHook(slow), core.WithHook(losses.hook()))
-	other := newClient(t, srv.Client(t))
+	holder := locktest.NewClient(t, rdb, core.WithHook(slow), core.WithHook(losses.hook()))
+	other := locktest.NewClient(t, srv.Client(t))
 	watch := srv.Client(t)
 	ctx := context.Background()
 	l, err := holder.Acquire(ctx, "acct", netTTL)
