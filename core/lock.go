@@ -29,6 +29,7 @@ type Client struct {
 	wd      *watchdog
 	room    *wait.Queues
 	closed  atomic.Bool
+	down    atomic.Bool      // the last request found Redis unreachable (reach.go)
 	backs   *store.GiveBacks // give-backs of acquisitions whose reply was lost
 	scratch *store.Scratches // what an acquisition or a release needs only while it runs
 }
