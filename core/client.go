@@ -30,6 +30,7 @@ type Client struct {
 	wd      *watchdog
 	room    *wait.Queues
 	closed  atomic.Bool
+	down    atomic.Bool      // the last request found Redis unreachable (reach.go)
 	backs   *store.GiveBacks // give-backs of acquisitions whose reply was lost
 	scratch *store.Scratches // what an acquisition or a release needs only while it runs
 }
@@ -145,8 +146,9 @@ func (c *Client) Prefix() string { return c.opt.prefix }
 // With Permits(n), Acquire takes one of the n permits of the semaphore name instead, waiting while
 // all are taken (see Permits).
 //
-// Errors match ErrNotAcquired (joined with ctx.Err() when ctx ended the wait), ErrInvalid, ErrClosed
-// or ErrUnavailable.
+// Errors match ErrNotAcquired (joined with ctx.Err() when ctx ended the wait), ErrInvalid, ErrClosed,
+// ErrUnavailable (an outage) or ErrMisconfigured (Redis refused the credentials, a grant or a
+// command: the call fails at once, whatever its wait).
 func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
 	return c.acquire(ctx, name, ttl, true, opts)
 }

@@ -101,6 +101,7 @@ func (l *Lock) begin(why holdState, cause error) bool {
 // it returns the release's error.
 func (l *Lock) finish(why holdState, sent bool, n int64, err error) error {
 	if sent {
+		l.c.reach(err)
 		switch {
 		case err != nil && why == stateReleased && !isAckError(err):
 			l.setState(stateHeld, nil) // not released: Release may be called again

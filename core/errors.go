@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/lockkit/lockkit/core/internal/store"
 )
 
 // sentinelError is the type of the package's sentinel errors. Match them with errors.Is; the
@@ -47,6 +49,12 @@ var (
 	// ErrUnavailable means Redis could not be reached or answered with an error. The underlying
 	// error is wrapped too.
 	ErrUnavailable error = &sentinelError{"lockkit: redis unavailable", "unavailable"}
+	// ErrMisconfigured means Redis refused a command for a reason no retry can change: the
+	// credentials (WRONGPASS, NOAUTH), a grant the ACL user lacks (NOPERM, also for a command a
+	// script runs), or a command unknown to the server or renamed away. It does not match
+	// ErrUnavailable: fix the configuration rather than retry. The error is a *MisconfiguredError
+	// carrying the server's message, or a *QuorumError when such refusals alone leave no quorum.
+	ErrMisconfigured error = &sentinelError{"lockkit: redis misconfigured", "misconfigured"}
 	// ErrMaxHold means a hold reached its WithMaxHold limit and was ended by lockkit: its context
 	// is cancelled with a *MaxHoldError cause and the hold released, while renewals still worked.
 	// It is not a loss: nobody else held the lock while this hold's context was live.
@@ -135,16 +143,52 @@ func (e *MaxHoldError) Error() string {
 // Unwrap returns ErrMaxHold, which gives the error its ErrorType.
 func (e *MaxHoldError) Unwrap() error { return ErrMaxHold }
 
+// MisconfiguredError is returned when Redis refused a command for a configuration reason (see
+// ErrMisconfigured, which it matches, besides the server's error).
+type MisconfiguredError struct {
+	// Op is lockkit's operation ("acquire", "release", ...).
+	Op string
+	// Reason is "credentials" (WRONGPASS, NOAUTH), "permission" (NOPERM: the ACL user lacks a
+	// grant) or "command" (the server does not know the command, or it was renamed away).
+	Reason string
+	// Err is the server's error; its message names the refused command or grant.
+	Err error
+}
+
+// Error says what Redis refused and why, with the server's message (without the arguments an
+// unknown command's message repeats: they hold the owner token).
+func (e *MisconfiguredError) Error() string {
+	msg := e.Err.Error()
+	if i := strings.Index(msg, ", with args beginning with"); i >= 0 {
+		msg = msg[:i]
+	}
+	return "lockkit: redis refused " + e.Op + " (" + e.Reason + "): " + msg
+}
+
+// Unwrap returns ErrMisconfigured, which gives the error its ErrorType, and the server's error.
+func (e *MisconfiguredError) Unwrap() []error { return []error{ErrMisconfigured, e.Err} }
+
 // redisError wraps an error from Redis; it matches ErrUnavailable and the wrapped error.
 type redisError struct {
 	op  string
 	err error
 }
 
-func (e *redisError) Error() string          { return "lockkit: redis " + e.op + ": " + e.err.Error() }
-func (e *redisError) Unwrap() error          { return e.err }
-func (e *redisError) Is(target error) bool   { return target == ErrUnavailable }
-func unavailable(op string, err error) error { return &redisError{op: op, err: err} }
+func (e *redisError) Error() string        { return "lockkit: redis " + e.op + ": " + e.err.Error() }
+func (e *redisError) Unwrap() error        { return e.err }
+func (e *redisError) Is(target error) bool { return target == ErrUnavailable }
+
+// unavailable wraps err, an error of the store: a *MisconfiguredError when Redis refused the
+// command for a configuration reason, else a *redisError (ErrUnavailable).
+func unavailable(op string, err error) error {
+	if errors.Is(err, ErrMisconfigured) {
+		return err // a *QuorumError of refusals, which names the operation
+	}
+	if why := store.Refused(err); why != "" {
+		return &MisconfiguredError{Op: op, Reason: why, Err: err}
+	}
+	return &redisError{op: op, err: err}
+}
 
 // ErrorType is that of the first error in the wrapped chain that has one, else "unavailable".
 func (e *redisError) ErrorType() string {
@@ -184,12 +228,14 @@ func outcome(err error) string {
 }
 
 // QuorumError reports a Redlock operation that did not reach a quorum because nodes failed. It
-// matches ErrUnavailable.
+// matches ErrUnavailable, or ErrMisconfigured when the nodes that refused the command for a
+// configuration reason (Refused) leave too few to reach a quorum even if every other node answered.
 type QuorumError struct {
 	// Op is the operation ("acquire", "release", "renew", ...).
 	Op string
-	// Nodes is the number of nodes, Quorum how many must agree, OK how many did.
-	Nodes, Quorum, OK int
+	// Nodes is the number of nodes, Quorum how many must agree, OK how many did, Refused how many
+	// refused the command for a configuration reason (see ErrMisconfigured).
+	Nodes, Quorum, OK, Refused int
 	// Errs holds, per failed node, "address: error".
 	Errs []string
 }
@@ -200,10 +246,16 @@ func (e *QuorumError) Error() string {
 		e.Op, e.OK, e.Nodes, e.Quorum, strings.Join(e.Errs, "; "))
 }
 
-// Unwrap returns ErrUnavailable, which gives the error its ErrorType.
-func (e *QuorumError) Unwrap() error { return ErrUnavailable }
+// Unwrap returns ErrMisconfigured when the refusals alone leave no quorum, else ErrUnavailable;
+// either gives the error its ErrorType.
+func (e *QuorumError) Unwrap() error {
+	if e.Nodes-e.Refused < e.Quorum {
+		return ErrMisconfigured
+	}
+	return ErrUnavailable
+}
 
 // quorumError is the store's Config.Quorum.
-func quorumError(op string, nodes, quorum, ok int, failed []string) error {
-	return &QuorumError{Op: op, Nodes: nodes, Quorum: quorum, OK: ok, Errs: failed}
+func quorumError(op string, nodes, quorum, ok, refused int, failed []string) error {
+	return &QuorumError{Op: op, Nodes: nodes, Quorum: quorum, OK: ok, Refused: refused, Errs: failed}
 }

@@ -146,6 +146,7 @@ func (wc *waitCall) attempt(ctx context.Context) (done bool, err error) {
 	wc.sent = time.Now()
 	r, aerr := c.st.Acquire(ctx, k, l.req)
 	wc.RoundTrip, wc.Split = time.Since(wc.sent), r.Split
+	c.reach(aerr)
 	wc.attempts++
 	wc.epoch = r.Epoch
 	if h := c.hook; h != nil && h.Attempt != nil {

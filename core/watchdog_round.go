@@ -224,6 +224,7 @@ func (w *watchdog) renew(batch []*entry, items []store.RenewItem) {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	err := w.c.st.Renew(ctx, items)
 	cancel()
+	w.c.reach(err)
 	took := time.Since(sent)
 
 	var lost []lostSet
@@ -258,7 +259,7 @@ func (w *watchdog) renew(batch []*entry, items []store.RenewItem) {
 			lost = append(lost, w.lose(e, "not_owner", nil))
 			continue
 		default:
-			if e.lastErr == nil && len(e.locks) > 0 { // the first failure of a run: say so once
+			if e.lastErr == nil && len(e.locks) > 0 && !store.Unreached(it.Err) { // the first failure of a run: say so once (an outage: reach)
 				failed = append(failed, slog.Attr{Key: e.locks[0].k.Name, Value: slog.AnyValue(it.Err)})
 			}
 			e.lastErr = it.Err

@@ -218,7 +218,7 @@ func TestSecurity_ACL_readOnlyOperator(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.stop()
-	if _, err := c.ForceRelease(ctx, "ro"); !errors.Is(err, core.ErrUnavailable) || !strings.Contains(err.Error(), "NOPERM") {
+	if _, err := c.ForceRelease(ctx, "ro"); !errors.Is(err, core.ErrMisconfigured) || !strings.Contains(err.Error(), "NOPERM") {
 		t.Fatalf("force release as the read-only operator: %v, want NOPERM", err)
 	}
 	if _, err := c.TryAcquire(ctx, "ro-lock", time.Second); err == nil || !strings.Contains(err.Error(), "NOPERM") {
@@ -283,7 +283,7 @@ func TestSecurity_ACL_confinesToPrefix(t *testing.T) {
 	rdb := srv.Client(t)
 	ctx := context.Background()
 	other := locktest.NewClient(t, rdb, core.WithPrefix("other:"))
-	if _, err := other.TryAcquire(ctx, "x", time.Second); !errors.Is(err, core.ErrUnavailable) || !strings.Contains(err.Error(), "NOPERM") {
+	if _, err := other.TryAcquire(ctx, "x", time.Second); !errors.Is(err, core.ErrMisconfigured) || !strings.Contains(err.Error(), "NOPERM") {
 		t.Fatalf("lock under another prefix: %v, want a NOPERM refusal", err)
 	}
 	if err := rdb.Set(ctx, "app:secret", "v", 0).Err(); err == nil || !strings.Contains(err.Error(), "NOPERM") {
@@ -306,8 +306,8 @@ func TestSecurity_requirepass(t *testing.T) {
 	o.Password = "wrong-pw"
 	c := locktest.NewClient(t, redisVia(t, o, srv.Addr()))
 	_, err := c.TryAcquire(ctx, "x", time.Second)
-	if !errors.Is(err, core.ErrUnavailable) {
-		t.Fatalf("wrong password: %v", err)
+	if !errors.Is(err, core.ErrMisconfigured) || errors.Is(err, core.ErrUnavailable) {
+		t.Fatalf("wrong password: %v, want ErrMisconfigured, not ErrUnavailable", err)
 	}
 	if strings.Contains(err.Error(), "wrong-pw") || strings.Contains(err.Error(), "s3cret-pw") {
 		t.Fatalf("error shows a password: %v", err)

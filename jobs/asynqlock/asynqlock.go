@@ -237,6 +237,11 @@ func (m *middleware) acquire(ctx context.Context, key string, limit int) (*core.
 	if errors.As(err, &na) {
 		return nil, 0, &KeyBusyError{Key: key, RetryAfter: na.RetryAfter, err: err}
 	}
+	if errors.Is(err, core.ErrMisconfigured) {
+		// Redis refuses the lock for a configuration reason: every retry would fail the same way
+		// (see the package doc).
+		return nil, 0, fmt.Errorf("lockkit: asynqlock: task lock: %w: %w", err, asynq.SkipRetry)
+	}
 	return nil, 0, fmt.Errorf("lockkit: asynqlock: task lock: %w", err)
 }
 

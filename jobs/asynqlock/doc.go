@@ -39,6 +39,13 @@
 //   - A task delivered twice (asynq delivers at least once) has the same task ID both times; the
 //     lock's owner token is derived from the queue and task ID, so the second delivery re-enters the
 //     lock instead of waiting for itself. Both deliveries then run at once: make handlers idempotent.
+//   - If Redis cannot be reached (core.ErrUnavailable) the task fails and asynq retries it as it
+//     retries any failure. If Redis refuses the lock for a configuration reason
+//     (core.ErrMisconfigured: wrong credentials, a missing ACL grant, a disabled command), the
+//     error also wraps asynq.SkipRetry: asynq archives the task at once, with the error naming
+//     what Redis refused, instead of spending its retries on a refusal that only an operator can
+//     fix; the handler did not run, and the archived task can be run again once the
+//     configuration is fixed (asynq's Inspector.RunTask, or asynqmon).
 //   - One holder per key by default. WithLimit(n) (or WithLimitFunc, per task) lets up to n tasks
 //     of a key run at once: each takes one of n permits of a core semaphore (core.Permits) instead
 //     of the lock, with the same TTL, renewal, lost-permit signal and busy-task rules.

@@ -47,6 +47,11 @@
 //     matching core.ErrLost, and the call fails with codes.Aborted "lock lost", even if the handler
 //     returned success. The core.Client closing under a handler gives codes.Unavailable.
 //   - Redis cannot be reached (core.ErrUnavailable): codes.Unavailable.
+//   - Redis refuses the lock for a configuration reason (core.ErrMisconfigured: wrong credentials,
+//     a missing ACL grant, a disabled command): codes.Internal, which gRPC's retry policies and
+//     clients do not retry, and which HTTP gateways answer with 500. (Not FailedPrecondition: that
+//     tells the caller its request does not fit the system's state, and gateways answer it with
+//     400; the caller can change nothing here.)
 //
 // Status messages are generic: they never carry the key, the idempotency key, a Redis error or a
 // node's address. WithLogger receives the details.

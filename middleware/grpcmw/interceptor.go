@@ -216,6 +216,9 @@ func (ic *interceptor) status(ctx context.Context, err error, method string) err
 	case errors.Is(err, core.ErrUnavailable), errors.Is(err, core.ErrClosed):
 		ic.o.warn(ctx, "lock unavailable", err, method)
 		return status.Error(codes.Unavailable, "lockkit: grpcmw: lock service unavailable")
+	case errors.Is(err, core.ErrMisconfigured): // the server's to fix: not Unavailable, which clients retry
+		ic.o.warn(ctx, "lock refused: fix the Redis configuration", err, method)
+		return status.Error(codes.Internal, "lockkit: grpcmw: lock service misconfigured")
 	}
 	ic.o.warn(ctx, "lock failed", err, method)
 	return status.Error(codes.Internal, "lockkit: grpcmw: lock failed")

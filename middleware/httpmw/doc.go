@@ -85,6 +85,7 @@
 //	409 resource-locked               KeyLock: the key (a key of WithKeys) is held (Retry-After)
 //	429 concurrency-limit             WithLimit: n requests of the key are running (Retry-After)
 //	503 lock-unavailable              Redis unreachable, unless FailOpen
+//	500 lock-misconfigured            Redis refused the credentials, an ACL grant or a command (never FailOpen)
 //
 // Retry-After is the holder's remaining lock TTL in seconds (at least 1), the longest a crashed
 // holder can keep the key.

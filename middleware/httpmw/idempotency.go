@@ -131,6 +131,9 @@ func (m *idempotency) refused(w http.ResponseWriter, r *http.Request, err error)
 		bodyTooLarge.write(w, 0, "")
 	case errors.Is(err, core.ErrUnavailable), errors.Is(err, core.ErrClosed):
 		lockUnavailable.write(w, 0, "")
+	case errors.Is(err, core.ErrMisconfigured):
+		m.o.warn(r.Context(), "idempotency lock refused: fix the Redis configuration", err, r)
+		lockMisconfigured.write(w, 0, "")
 	case errors.Is(err, errBody):
 		keyMalformed.write(w, http.StatusBadRequest, "the request body could not be read")
 	default:

@@ -78,7 +78,8 @@ func Query(name string) KeyFunc { return ByQuery(name) }
 // request's context), then runs the handler with the lock's context (cancelled if the lock is
 // lost) and releases the lock, also if the handler panics. A request that cannot take the lock in
 // time gets 409 with Retry-After (problem "resource-locked"); Redis down gives 503 unless
-// FailOpen. With WithLimit(n), up to n requests of a key run at once (429 when full); with
+// FailOpen, and Redis refusing the lock for a configuration reason 500 (problem
+// "lock-misconfigured"). With WithLimit(n), up to n requests of a key run at once (429 when full); with
 // WithKeys (and a nil key), a request takes the locks of several keys, all or nothing.
 //
 // The handler reaches the lock with core.FromContext(r.Context()), e.g. to pass its fencing token
@@ -147,6 +148,9 @@ func (m *keyLock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			lockKeyInvalid.write(w, 0, "the lock key must be 1 to 1024 bytes")
 		case errors.Is(err, core.ErrInvalid):
 			lockKeyInvalid.write(w, 0, "too many lock keys, or one that is not 1 to 1024 bytes")
+		case errors.Is(err, core.ErrMisconfigured): // no outage: a configuration to fix, not run unlocked
+			m.o.warn(r.Context(), "key lock refused: fix the Redis configuration", err, r)
+			lockMisconfigured.write(w, 0, "")
 		default:
 			m.o.warn(r.Context(), "key lock unavailable", err, r)
 			if m.o.failOpen {

@@ -262,7 +262,9 @@ func WithLockTTL(d time.Duration) Option { return WithTTL(d) }
 
 // FailOpen runs the handler without a lock (and, for Idempotency, without storing its response)
 // when Redis is unavailable. By default the middlewares fail closed with 503 (problem
-// "lock-unavailable"). Both middlewares.
+// "lock-unavailable"). Both middlewares. A configuration error (core.ErrMisconfigured: wrong
+// credentials, a missing ACL grant, a disabled command) is no outage: it is answered with 500
+// (problem "lock-misconfigured") and logged, with or without FailOpen.
 func FailOpen() Option {
 	return func(o *options) {
 		o.failOpen = true

@@ -34,6 +34,8 @@ var (
 		"The request failed"}
 	lockUnavailable = problem{"lock-unavailable", http.StatusServiceUnavailable,
 		"Lock service unavailable"}
+	lockMisconfigured = problem{"lock-misconfigured", http.StatusInternalServerError,
+		"Lock service misconfigured"}
 	resourceLocked = problem{"resource-locked", http.StatusConflict,
 		"The resource is locked by another request"}
 	bodyTooLarge = problem{"request-body-too-large", http.StatusRequestEntityTooLarge,

@@ -14,9 +14,9 @@ type Config struct {
 	// Drift is the clock drift allowed for a TTL (Redlock's validity).
 	Drift func(ttl time.Duration) time.Duration
 	// Invalid builds an error matching core.ErrInvalid; Quorum a *core.QuorumError, from the
-	// failed nodes' "address: error".
+	// failed nodes' "address: error" (refused of them refused the command, see Refused).
 	Invalid func(format string, args ...any) error
-	Quorum  func(op string, nodes, quorum, ok int, failed []string) error
+	Quorum  func(op string, nodes, quorum, ok, refused int, failed []string) error
 }
 
 // Info is what inspect.lua reads about a name, as core.LockInfo reports it (see its fields).

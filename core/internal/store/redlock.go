@@ -12,12 +12,16 @@ import (
 
 func (rl *Redlock) quorumErr(op string, ok int, errs []error) error {
 	var failed []string
+	refused := 0
 	for i, err := range errs {
 		if err != nil {
 			failed = append(failed, rl.nodes[i].addr(i)+": "+err.Error())
 		}
+		if Refused(err) != "" {
+			refused++
+		}
 	}
-	return rl.opt.Quorum(op, len(rl.nodes), rl.quorum, ok, failed)
+	return rl.opt.Quorum(op, len(rl.nodes), rl.quorum, ok, refused, failed)
 }
 
 // NewRedlock returns the store over nodes (see core.NewRedlock); id is the Client's id.

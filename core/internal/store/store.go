@@ -5,10 +5,12 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/lockkit/lockkit/core/internal/wait"
+	"github.com/redis/go-redis/v9"
 )
 
 // Store is the seam between the lock logic and Redis: node talks to one go-redis client
@@ -175,11 +177,11 @@ type RenewItem struct {
 
 // MayHaveRun reports whether a script whose call failed with err may still have run in Redis: it
 // was sent, and its reply was lost (a timeout, a cancellation, a broken connection). An error reply
-// from Redis means it did not run; neither did a call that found no connection.
+// from Redis means it did not run; neither did a call that found no connection (a failed dial).
 func MayHaveRun(err error) bool {
 	var ne net.Error
 	switch {
-	case err == nil:
+	case err == nil, notSent(err):
 		return false
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne),
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET),
@@ -190,3 +192,49 @@ func MayHaveRun(err error) bool {
 }
 
 func MS(d time.Duration) int64 { return int64(d / time.Millisecond) }
+
+// notSent reports whether err says the command never reached Redis: no connection could be made
+// (go-redis returns the dial's error, a *net.OpError whose Op is "dial": refused, unreachable, or
+// its timeout), or none was free in the pool in time.
+func notSent(err error) bool {
+	var op *net.OpError
+	return (errors.As(err, &op) && op.Op == "dial") || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, redis.ErrPoolTimeout)
+}
+
+// Unreached reports whether err says Redis could not be reached: no connection (see notSent), a
+// connection broken or closed, or a network timeout. An error reply is an answer (false), and so
+// is an ended context, which says nothing about Redis.
+func Unreached(err error) bool {
+	var ne net.Error
+	switch {
+	case err == nil:
+		return false
+	case notSent(err):
+		return true
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return false
+	}
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// Refused returns why Redis refused a command for a reason that no retry changes, or "" for any
+// other error: "credentials" (WRONGPASS, NOAUTH), "permission" (NOPERM, or a command a script runs
+// that the ACL user lacks) or "command" (unknown to the server, or renamed away).
+func Refused(err error) string {
+	var re redis.Error
+	if err == nil || !errors.As(err, &re) {
+		return ""
+	}
+	msg := re.Error()
+	switch {
+	case redis.IsAuthError(re):
+		return "credentials"
+	case strings.HasPrefix(msg, "NOPERM"), strings.HasPrefix(msg, "ERR The user executing the script can't run"):
+		return "permission"
+	case strings.HasPrefix(msg, "ERR unknown command"), strings.HasPrefix(msg, "ERR Unknown Redis command called from script"):
+		return "command"
+	}
+	return ""
+}
