@@ -32,7 +32,7 @@ type options struct {
 	backoffMax  time.Duration
 	waiterTTL   time.Duration
 	batchSize   int
-	nodeTimeout time.Duration // Redlock only; 0 = max(TTL/20, 10ms)
+	nodeTimeout time.Duration // Redlock only; 0: from the round trips, within [max(TTL/20, 10ms), TTL/3]
 	replicas    int
 	replicaWait time.Duration
 	driftFactor float64
@@ -134,9 +134,9 @@ func WithFairWaiterTimeout(d time.Duration) Option { return func(o *options) { o
 // else. Allowed: 0.01 to 0.5.
 func WithDriftFactor(f float64) Option { return func(o *options) { o.driftFactor = f } }
 
-// WithNodeTimeout bounds each node's answer to a Redlock request (default: the lock's TTL/20, at
-// least 10ms, for every call on the lock). A slow or dead node costs at most this much. Ignored by
-// New.
+// WithNodeTimeout bounds each node's answer to a Redlock request. A slow or dead node costs at most
+// this much. The default follows the nodes' measured round trips, at least the lock's TTL/20 (and
+// 10ms) and at most TTL/3, for every call on the lock (see docs/topologies.md). Ignored by New.
 func WithNodeTimeout(d time.Duration) Option { return func(o *options) { o.nodeTimeout = d } }
 
 // WithReplicaAck makes every acquisition (plain, Fair or WithGuard) and every Lock.ReleaseSet wait,

@@ -22,6 +22,7 @@ type sections struct {
 	all  []section
 	lost map[string]time.Time // name/fence -> when it was reported lost
 	errs map[string]int       // errors of Do other than a lost lock, by type
+	last map[string]string    // the last error of each type
 }
 
 type section struct {
@@ -32,7 +33,7 @@ type section struct {
 }
 
 func newSections() *sections {
-	return &sections{lost: map[string]time.Time{}, errs: map[string]int{}}
+	return &sections{lost: map[string]time.Time{}, errs: map[string]int{}, last: map[string]string{}}
 }
 
 func lostKey(name string, fence int64) string { return name + "/" + itoa(int(fence)) }
@@ -68,6 +69,7 @@ func (s *sections) do(ctx context.Context, c *core.Client, name string, ttl, max
 	}
 	if err != nil && !errors.Is(err, core.ErrLost) {
 		s.errs[typeOf(err)]++
+		s.last[typeOf(err)] = err.Error()
 	}
 	return err
 }

@@ -74,7 +74,7 @@ func lockkitPipelinedConfig(n int, fair bool) config {
 // lockkitRedlockPipelinedConfig is lockkit Redlock with each node's traffic coalesced.
 func lockkitRedlockPipelinedConfig() config {
 	return config{name: "lockkit Redlock (pipelined)", family: "lockkit", nodes: 3,
-		settings: fmt.Sprintf("core.NewRedlock(3 nodes, core.WithPipelining(%d)) (node timeout TTL/20)", pipelineThreshold),
+		settings: fmt.Sprintf("core.NewRedlock(3 nodes, core.WithPipelining(%d)) (node timeout from the round trips, TTL/20 to TTL/3)", pipelineThreshold),
 		make: func(rdbs []*redis.Client, ttl time.Duration) (impl, error) {
 			nodes := make([]redis.UniversalClient, len(rdbs))
 			for i, r := range rdbs {

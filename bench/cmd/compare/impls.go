@@ -74,7 +74,7 @@ func lockkitFairConfig() config {
 
 func lockkitRedlockConfig() config {
 	return config{name: "lockkit Redlock", family: "lockkit", nodes: 3,
-		settings: "core.NewRedlock(3 nodes) with defaults (node timeout TTL/20)",
+		settings: "core.NewRedlock(3 nodes) with defaults (node timeout from the round trips, TTL/20 to TTL/3)",
 		make: func(rdbs []*redis.Client, ttl time.Duration) (impl, error) {
 			nodes := make([]redis.UniversalClient, len(rdbs))
 			for i, r := range rdbs {

@@ -26,7 +26,8 @@ func (rl *Redlock) quorumErr(op string, ok int, errs []error) error {
 
 // NewRedlock returns the store over nodes (see core.NewRedlock); id is the Client's id.
 func NewRedlock(nodes []redis.UniversalClient, id string, cfg *Config) *Redlock {
-	rl := &Redlock{quorum: len(nodes)/2 + 1, timeout: cfg.NodeTimeout, rt: wait.NewFanRouter(nodes), opt: cfg, work: newWorkers()}
+	rl := &Redlock{quorum: len(nodes)/2 + 1, timeout: cfg.NodeTimeout, rt: wait.NewFanRouter(nodes), opt: cfg, work: newWorkers(),
+		rtts: make([]rtt, len(nodes))}
 	for _, n := range nodes {
 		rl.nodes = append(rl.nodes, NewNode(n, id, cfg)) // (not fenced: see Node.Fenced)
 	}
@@ -45,7 +46,8 @@ type Redlock struct {
 	opt     *Config
 	nodes   []*Node
 	quorum  int
-	timeout time.Duration
+	timeout time.Duration // WithNodeTimeout; 0: from the nodes' round trips (nodeTimeout)
+	rtts    []rtt         // each node's round-trip estimate
 	rt      wait.Router
 	timers  sync.Pool // of *time.Timer, stopped: the waits of releases
 	work    *workers  // run the requests to the nodes

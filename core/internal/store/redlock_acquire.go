@@ -294,10 +294,10 @@ func (rl *Redlock) Release(ctx context.Context, k *Keys, token, hold any, _ bool
 	// Release returns once a quorum released (or the node timeout passed, or ctx ended); the
 	// slower nodes' releases go on in the background for up to 2s (bounded by the TTL, after which
 	// there is nothing left to release), so that the lock does not linger on them.
-	linger := max(rl.nodeTimeout(lockTTL), min(lockTTL, 2*time.Second))
-	rctx, cancel := context.WithTimeout(uncancelled(ctx), linger)
-	x.start(rl.work, len(rl.nodes), rctx, cancel, rl.quorum, x)
-	t := rl.timer(rl.nodeTimeout(lockTTL))
+	nt := rl.nodeTimeout(lockTTL)
+	rctx, cancel := context.WithTimeout(uncancelled(ctx), max(nt, min(lockTTL, 2*time.Second)))
+	x.start(rl, rctx, cancel, rl.quorum, x)
+	t := rl.timer(nt)
 	rl.wait(ctx, &x.fan, t)
 	rl.putTimer(t)
 	answered := x.stop()

@@ -24,14 +24,6 @@ func settle[T any](answered []bool, vals []T, errs []error) ([]T, []error) {
 	return v, e
 }
 
-// nodeTimeout is how long one node may take to answer: WithNodeTimeout, or TTL/20 (at least 10 ms).
-func (rl *Redlock) nodeTimeout(ttl time.Duration) time.Duration {
-	if rl.timeout > 0 {
-		return rl.timeout
-	}
-	return max(ttl/20, 10*time.Millisecond)
-}
-
 // inlineNodes is how many nodes the per-call state of a fan-out holds without allocating.
 const inlineNodes = 5
 
@@ -60,12 +52,18 @@ type fan struct {
 	signaled bool
 	enough   chan struct{}      // closed when need answers counted, or every node answered
 	cancel   context.CancelFunc // of the nodes' context: called by the last node to answer
+	rtts     []rtt              // the nodes' round-trip estimates, each request's time added
+	began    time.Time
 	ans      [inlineNodes]bool
 }
 
-// start runs job on every node, each on a worker of w with ctx, and returns at once. need > 0
+// start runs job on every node of rl, each on a worker with ctx, and returns at once. need > 0
 // closes enough as soon as need calls reported true.
-func (f *fan) start(w *workers, nodes int, ctx context.Context, cancel context.CancelFunc, need int, job fanJob) {
+func (f *fan) start(rl *Redlock, ctx context.Context, cancel context.CancelFunc, need int, job fanJob) {
+	w, nodes := rl.work, len(rl.nodes)
+	if rl.timeout == 0 { // (WithNodeTimeout: no estimate needed)
+		f.rtts, f.began = rl.rtts, time.Now()
+	}
 	if nodes <= inlineNodes {
 		f.answered = f.ans[:nodes]
 	} else {
@@ -83,6 +81,7 @@ func (f *fan) start(w *workers, nodes int, ctx context.Context, cancel context.C
 
 func (f *fan) node(ctx context.Context, i int, job fanJob) {
 	ok := job.call(ctx, i)
+	f.measure(ctx, i)
 	f.mu.Lock()
 	tooLate := f.gaveUp
 	if !tooLate {
@@ -171,7 +170,7 @@ func (rl *Redlock) fanFor(ctx context.Context, t time.Duration, need int, fn fun
 // regardless.
 func (rl *Redlock) fanWithin(ctx context.Context, t time.Duration, need int, f *fan, job fanJob) []bool {
 	nctx, cancel := context.WithTimeout(ctx, t)
-	f.start(rl.work, len(rl.nodes), nctx, cancel, need, job)
+	f.start(rl, nctx, cancel, need, job)
 	if !rl.wait(nctx, f, nil) {
 		cancel()
 	}
