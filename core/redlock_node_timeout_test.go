@@ -150,7 +150,7 @@ func TestRedlock_slowNodesWithinTheTTL_reachAQuorum(t *testing.T) {
 	ctx := context.Background()
 	const ttl = 2 * time.Second // TTL/20 = 100 ms
 	// Scripts loaded (acquire, TTL, release) and connections dialled while the nodes are fast.
-	eventually(t, 10*time.Second, "an acquisition while the nodes are fast", func() bool {
+	locktest.Eventually(t, 10*time.Second, "an acquisition while the nodes are fast", func() bool {
 		l, err := c.TryAcquire(ctx, "warm", ttl)
 		if err != nil {
 			return false
