@@ -214,7 +214,7 @@ func (c *Client) giveBack(l *Lock, after error) {
 // slow network or a paused Redis must not hand out a lock whose safety margin is spent.
 func (c *Client) outlived(ctx context.Context, l *Lock, sent time.Time) error {
 	lease := l.firstLease()
-	took, validity := time.Since(sent), lease-c.opt.drift(lease)
+	took, validity := time.Since(sent), lease-c.opt.drift(lease)-c.wd.late.ahead() // (watchdog_late.go)
 	if took < validity {
 		return nil
 	}

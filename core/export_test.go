@@ -1,6 +1,10 @@
 package core
 
-import "github.com/lockkit/lockkit/core/internal/store"
+import (
+	"time"
+
+	"github.com/lockkit/lockkit/core/internal/store"
+)
 
 // WaitersParked returns how many waiters of c are waiting for a lock (test hook).
 func WaitersParked(c *Client) int {
@@ -37,3 +41,16 @@ func ParseLockState(v string) (LockState, bool) {
 
 // Outcome is what WaitInfo.Outcome reports for an acquire call that returned err.
 func Outcome(err error) string { return outcome(err) }
+
+// ValidUntil returns l's validity deadline as the watchdog last knew it (test hook).
+func ValidUntil(l *Lock) time.Time {
+	l.c.wd.mu.Lock()
+	defer l.c.wd.mu.Unlock()
+	if l.e == nil {
+		return time.Time{}
+	}
+	return l.e.valid
+}
+
+// Guard returns how early c's watchdog does what it keeps, for its timer's lateness (test hook).
+func Guard(c *Client) time.Duration { return c.wd.late.ahead() }

@@ -276,6 +276,7 @@ type watchdog struct {
 	started            bool
 	stopped            bool
 	wakeAt             time.Time // when the scheduler's timer fires next
+	late               lateness  // how late it fires, and the guard kept for it (watchdog_late.go)
 	rounds             sync.Pool // of *round: a renewal round's buffers (watchdog_round.go)
 }
 

@@ -23,6 +23,12 @@ func (w *watchdog) add(l *Lock, sent time.Time, held int) bool {
 	if w.stopped {
 		return false
 	}
+	if w.h.Len() == 0 {
+		// Its timer has not run lately: the acquisition's round trip stands in for its lateness
+		// until it has (watchdog_late.go), or the first hold of a starved process would have none.
+		now := time.Now()
+		w.late.observe(now, now.Sub(sent))
+	}
 	e := w.held[l.k.Main]
 	if e != nil && !e.gone && e.tok == l.tok && l.holds == 1 && e.k.Fence != l.k.Fence {
 		// A fresh acquisition under the token (WithToken) while this Client held an earlier one:
@@ -57,7 +63,7 @@ func (w *watchdog) add(l *Lock, sent time.Time, held int) bool {
 	w.schedule(e)
 	if !w.started {
 		w.started = true
-		w.wakeAt = e.due()
+		w.wakeAt = e.due().Add(-w.late.ahead())
 		w.t = time.NewTimer(time.Until(w.wakeAt))
 		go w.run()
 	}
@@ -72,7 +78,7 @@ func (w *watchdog) run() {
 		if r == nil {
 			r = new(round)
 		}
-		lost, ended := w.collect(time.Now(), r)
+		lost, ended := w.collect(r)
 		for _, ls := range lost {
 			w.lost(ls)
 		}
@@ -107,11 +113,20 @@ func (w *watchdog) run() {
 // collectYield entries it lets the Client's acquisitions and releases, which wait for w.mu, go
 // first (issue #38: they waited up to 40 ms).
 // The entries and their renewals go in r's slices.
-func (w *watchdog) collect(now time.Time, r *round) (lost, ended []lostSet) {
+//
+// It records how late the scheduler woke, and takes renewals and validity deadlines that much
+// earlier (watchdog_late.go): an entry due only by a WithMaxHold limit within that guard is set
+// aside meanwhile (held), so that the entries behind it are still seen on time.
+func (w *watchdog) collect(r *round) (lost, ended []lostSet) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	now := time.Now() // (after w.mu: waiting for it makes the scheduler late too)
+	w.late.observe(now, now.Sub(w.wakeAt))
+	ahead := now.Add(w.late.ahead())
 	batch, items := r.batch[:0], r.items[:0]
+	var held []*entry
 	defer func() { r.batch, r.items = batch, items }()
+loop:
 	for seen := 1; w.h.Len() > 0; seen++ {
 		if seen%collectYield == 0 {
 			w.mu.Unlock()
@@ -122,25 +137,36 @@ func (w *watchdog) collect(now time.Time, r *round) (lost, ended []lostSet) {
 			}
 		}
 		e := w.h.Min()
-		if !now.Before(e.valid) {
+		switch {
+		case !ahead.Before(e.valid):
 			lost = append(lost, w.lose(e, "expired", e.lastErr))
-			continue
-		}
-		if !e.maxAt.IsZero() && !now.Before(e.maxAt) {
+		case !e.maxAt.IsZero() && !now.Before(e.maxAt):
 			ended = append(ended, w.ended(e, now))
-			continue
+		case !e.inflight && !e.next.After(ahead.Add(w.interval(e.ttl)/4)):
+			e.inflight = true
+			w.fix(e)
+			batch = append(batch, e)
+			items = append(items, store.RenewItem{K: e.k, Token: e.tok, TTL: e.ttl, Seq: e.seq})
+		case !e.maxAt.IsZero() && !ahead.Before(e.maxAt):
+			w.h.Remove(e)
+			held = append(held, e)
+		default:
+			break loop
 		}
-		if e.inflight || e.next.After(now.Add(w.interval(e.ttl)/4)) {
-			break
-		}
-		e.inflight = true
-		w.fix(e)
-		batch = append(batch, e)
-		items = append(items, store.RenewItem{K: e.k, Token: e.tok, TTL: e.ttl, Seq: e.seq})
 	}
 	wait := time.Hour
 	if w.h.Len() > 0 {
-		wait = max(w.h.Min().due().Sub(now), 0)
+		// At least four wakes per renewal interval: each measures the timer's lateness, so that the
+		// guard reflects it before a validity deadline comes (the first one, a twelfth of the TTL
+		// after the first lock is taken).
+		e := w.h.Min()
+		wait = min(max(e.due().Sub(ahead), 0), w.interval(e.ttl)/4)
+	}
+	for _, e := range held {
+		if !e.gone { // (ended meanwhile, while collect let others have w.mu)
+			wait = min(wait, max(e.maxAt.Sub(now), 0))
+			w.fix(e)
+		}
 	}
 	w.wakeAt = now.Add(wait)
 	w.t.Reset(wait)
@@ -262,7 +288,12 @@ func (w *watchdog) renew(batch []*entry, items []store.RenewItem) {
 				failed = append(failed, slog.Attr{Key: e.locks[0].k.Name, Value: slog.AnyValue(it.Err)})
 			}
 			e.lastErr = it.Err
-			e.next = time.Now().Add(min(w.interval(e.ttl)/8, 250*time.Millisecond))
+			now := time.Now()
+			if !now.Add(w.late.ahead()).Before(e.valid) { // (a reply as late as the deadline: end it now)
+				lost = append(lost, w.lose(e, "expired", it.Err))
+				continue
+			}
+			e.next = now.Add(min(w.interval(e.ttl)/8, 250*time.Millisecond))
 		}
 		w.fix(e)
 	}
