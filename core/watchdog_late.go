@@ -39,3 +39,17 @@ func (l *lateness) observe(now time.Time, d time.Duration) {
 
 // ahead returns how early the watchdog does what it keeps: the guard.
 func (l *lateness) ahead() time.Duration { return time.Duration(l.guard.Load()) }
+
+// seed records an acquisition's round trip, took, as the timer's lateness while the watchdog keeps
+// nothing (so its timer has not run lately): else the first hold of a starved process would have
+// no guard. Acquisitions call it (Client.outlived) before they check their validity.
+func (w *watchdog) seed(now time.Time, took time.Duration) {
+	if 2*took <= w.late.ahead() {
+		return // (it would change nothing: no lock taken)
+	}
+	w.mu.Lock()
+	if w.h.Len() == 0 {
+		w.late.observe(now, took)
+	}
+	w.mu.Unlock()
+}

@@ -23,12 +23,6 @@ func (w *watchdog) add(l *Lock, sent time.Time, held int) bool {
 	if w.stopped {
 		return false
 	}
-	if w.h.Len() == 0 {
-		// Its timer has not run lately: the acquisition's round trip stands in for its lateness
-		// until it has (watchdog_late.go), or the first hold of a starved process would have none.
-		now := time.Now()
-		w.late.observe(now, now.Sub(sent))
-	}
 	e := w.held[l.k.Main]
 	if e != nil && !e.gone && e.tok == l.tok && l.holds == 1 && e.k.Fence != l.k.Fence {
 		// A fresh acquisition under the token (WithToken) while this Client held an earlier one:
