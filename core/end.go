@@ -218,7 +218,7 @@ func (c *Client) outlived(ctx context.Context, l *Lock, sent time.Time) error {
 	now := time.Now()
 	took := now.Sub(sent)
 	c.wd.seed(now, took)
-	validity := lease - c.opt.drift(lease) - c.wd.late.ahead() // (the guard: watchdog_late.go)
+	validity := lease - c.opt.drift(lease) - c.wd.late.guard(lease) // (watchdog_late.go)
 	if took < validity {
 		return nil
 	}

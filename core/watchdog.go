@@ -49,7 +49,7 @@ func (w *watchdog) schedule(e *entry) {
 // the scheduler to do it, keeps lock and unlock free of goroutine switches: a timer that is
 // already due earlier is left alone.
 func (w *watchdog) arm(at time.Time) {
-	if at = at.Add(-w.late.ahead()); w.t != nil && at.Before(w.wakeAt) {
+	if at = w.wakeFor(at); w.t != nil && at.Before(w.wakeAt) {
 		w.wakeAt = at
 		w.t.Reset(time.Until(at))
 	}

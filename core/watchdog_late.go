@@ -18,9 +18,9 @@ import (
 // the hold before its validity deadline; a process that runs on time keeps a guard of a few
 // microseconds. (WithMaxHold limits are kept exactly: ending a hold early there buys no safety.)
 type lateness struct {
-	max   time.Duration // the decaying maximum, halved every lateHalfLife
-	at    time.Time     // when max was last decayed
-	guard atomic.Int64  // 2 × max, as a time.Duration: read without w.mu by acquisitions (outlived)
+	max time.Duration // the decaying maximum, halved every lateHalfLife
+	at  time.Time     // when max was last decayed
+	g   atomic.Int64  // the guard: 2 × max, as a time.Duration (read without w.mu: Client.outlived)
 }
 
 // lateHalfLife is how fast a lateness seen once is forgotten: a process that was late by d keeps a
@@ -34,11 +34,30 @@ func (l *lateness) observe(now time.Time, d time.Duration) {
 	}
 	l.at = now
 	l.max = max(l.max, d)
-	l.guard.Store(int64(2 * l.max))
+	l.g.Store(int64(2 * l.max))
 }
 
-// ahead returns how early the watchdog does what it keeps: the guard.
-func (l *lateness) ahead() time.Duration { return time.Duration(l.guard.Load()) }
+// ahead returns the guard: how early the watchdog wakes for what it keeps.
+func (l *lateness) ahead() time.Duration { return time.Duration(l.g.Load()) }
+
+// guard returns how early a hold of ttl is renewed and ended: the guard, but at most ttl/4 (a
+// guard beyond that would end every such hold as it is taken; docs/guarantees.md says from which
+// TTL on the guard covers the lateness).
+func (l *lateness) guard(ttl time.Duration) time.Duration { return min(l.ahead(), ttl/4) }
+
+// wake returns when the watchdog must see e: its due time (entry.due), its renewal and validity
+// deadline that entry's guard early.
+func (l *lateness) wake(e *entry) time.Time {
+	g := l.guard(e.ttl)
+	at := e.valid.Add(-g)
+	if n := e.next.Add(-g); !e.inflight && n.Before(at) {
+		at = n
+	}
+	if !e.maxAt.IsZero() && e.maxAt.Before(at) {
+		at = e.maxAt
+	}
+	return at
+}
 
 // seed records an acquisition's round trip, took, as the timer's lateness while the watchdog keeps
 // nothing (so its timer has not run lately): else the first hold of a starved process would have
@@ -52,4 +71,14 @@ func (w *watchdog) seed(now time.Time, took time.Duration) {
 		w.late.observe(now, took)
 	}
 	w.mu.Unlock()
+}
+
+// wakeFor returns when the scheduler's timer is to fire for an entry due at (entry.due): its guard
+// early, but not before now (a timer cannot fire in the past: its lateness counts from now).
+func (w *watchdog) wakeFor(at time.Time) time.Time {
+	at = at.Add(-w.late.ahead())
+	if now := time.Now(); at.Before(now) {
+		return now
+	}
+	return at
 }

@@ -57,7 +57,7 @@ func (w *watchdog) add(l *Lock, sent time.Time, held int) bool {
 	w.schedule(e)
 	if !w.started {
 		w.started = true
-		w.wakeAt = e.due().Add(-w.late.ahead())
+		w.wakeAt = w.wakeFor(e.due())
 		w.t = time.NewTimer(time.Until(w.wakeAt))
 		go w.run()
 	}
@@ -108,17 +108,18 @@ func (w *watchdog) run() {
 // first (issue #38: they waited up to 40 ms).
 // The entries and their renewals go in r's slices.
 //
-// It records how late the scheduler woke, and takes renewals and validity deadlines that much
-// earlier (watchdog_late.go): an entry due only by a WithMaxHold limit within that guard is set
-// aside meanwhile (held), so that the entries behind it are still seen on time.
+// It records how late the scheduler woke, and takes each entry's renewal and validity deadline
+// that much earlier (its guard: watchdog_late.go). The scheduler wakes by the largest guard; an
+// entry not yet due by its own (a short TTL's, or due by a WithMaxHold limit, kept exactly) is set
+// aside meanwhile, so that the entries behind it are still seen on time.
 func (w *watchdog) collect(r *round) (lost, ended []lostSet) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := time.Now() // (after w.mu: waiting for it makes the scheduler late too)
 	w.late.observe(now, now.Sub(w.wakeAt))
-	ahead := now.Add(w.late.ahead())
+	g := w.late.ahead()
 	batch, items := r.batch[:0], r.items[:0]
-	var held []*entry
+	var aside []*entry
 	defer func() { r.batch, r.items = batch, items }()
 loop:
 	for seen := 1; w.h.Len() > 0; seen++ {
@@ -131,6 +132,7 @@ loop:
 			}
 		}
 		e := w.h.Min()
+		ahead := now.Add(w.late.guard(e.ttl))
 		switch {
 		case !ahead.Before(e.valid):
 			lost = append(lost, w.lose(e, "expired", e.lastErr))
@@ -141,9 +143,9 @@ loop:
 			w.fix(e)
 			batch = append(batch, e)
 			items = append(items, store.RenewItem{K: e.k, Token: e.tok, TTL: e.ttl, Seq: e.seq})
-		case !e.maxAt.IsZero() && !ahead.Before(e.maxAt):
+		case !e.due().After(now.Add(g)):
 			w.h.Remove(e)
-			held = append(held, e)
+			aside = append(aside, e)
 		default:
 			break loop
 		}
@@ -154,11 +156,11 @@ loop:
 		// guard reflects it before a validity deadline comes (the first one, a twelfth of the TTL
 		// after the first lock is taken).
 		e := w.h.Min()
-		wait = min(max(e.due().Sub(ahead), 0), w.interval(e.ttl)/4)
+		wait = min(max(e.due().Sub(now.Add(g)), 0), w.interval(e.ttl)/4)
 	}
-	for _, e := range held {
+	for _, e := range aside {
 		if !e.gone { // (ended meanwhile, while collect let others have w.mu)
-			wait = min(wait, max(e.maxAt.Sub(now), 0))
+			wait = min(wait, max(w.late.wake(e).Sub(now), 0))
 			w.fix(e)
 		}
 	}
@@ -283,7 +285,7 @@ func (w *watchdog) renew(batch []*entry, items []store.RenewItem) {
 			}
 			e.lastErr = it.Err
 			now := time.Now()
-			if !now.Add(w.late.ahead()).Before(e.valid) { // (a reply as late as the deadline: end it now)
+			if !now.Add(w.late.guard(e.ttl)).Before(e.valid) { // (a reply as late as the deadline: end it now)
 				lost = append(lost, w.lose(e, "expired", it.Err))
 				continue
 			}
