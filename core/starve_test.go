@@ -195,7 +195,7 @@ func starveChild(js string) error {
 func churn(stop *atomic.Bool, mb int) {
 	type node struct {
 		next *node
-		pad  [6]*int
+		_    [6]*int
 	}
 	nodes := make([]*node, mb<<20/64)
 	for i := 0; !stop.Load(); i = (i + 1) % len(nodes) {
