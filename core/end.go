@@ -230,12 +230,16 @@ func (c *Client) giveBack(l *Lock, after error) {
 }
 
 // outlived gives back a hold whose acquisition was answered after its validity deadline (sent +
-// TTL − drift) and returns an error saying so; nil when the reply came in time. Redis may have run
+// TTL − drift, less the watchdog's guard for its own lateness) and returns an error saying so; nil
+// when the reply came in time. Redis may have run
 // the script at any moment since it was sent, so how long such a lock is still ours is unknown: a
 // slow network or a paused Redis must not hand out a lock whose safety margin is spent.
 func (c *Client) outlived(ctx context.Context, l *Lock, sent time.Time) error {
 	lease := l.firstLease()
-	took, validity := time.Since(sent), lease-c.opt.drift(lease)
+	now := time.Now()
+	took := now.Sub(sent)
+	c.wd.seed(now, took)
+	validity := lease - c.opt.drift(lease) - c.wd.late.guard(lease) // (watchdog_late.go)
 	if took < validity {
 		return nil
 	}

@@ -1,6 +1,10 @@
 package core
 
-import "github.com/lockkit/lockkit/core/internal/store"
+import (
+	"time"
+
+	"github.com/lockkit/lockkit/core/internal/store"
+)
 
 // WaitersParked returns how many waiters of c are waiting for a lock (test hook).
 func WaitersParked(c *Client) int {
@@ -49,3 +53,16 @@ func StoreKeys(name string) []string {
 		s.Sem.Limits, s.Sem.Fences, s.Sem.Receipt, rw.Main, rw.Channel, rw.Queue, rw.Deadlines,
 		rw.Sem.Limits, rw.Sem.Fences, rw.Sem.Receipt}
 }
+
+// ValidUntil returns l's validity deadline as the watchdog last knew it (test hook).
+func ValidUntil(l *Lock) time.Time {
+	l.c.wd.mu.Lock()
+	defer l.c.wd.mu.Unlock()
+	if l.entry == nil {
+		return time.Time{}
+	}
+	return l.entry.valid
+}
+
+// Guard returns how early c's watchdog does what it keeps, for its timer's lateness (test hook).
+func Guard(c *Client) time.Duration { return c.wd.late.ahead() }

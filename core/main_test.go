@@ -22,6 +22,13 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	if spec := os.Getenv(starveChildEnv); spec != "" {
+		if err := starveChild(spec); err != nil {
+			fmt.Fprintln(os.Stderr, "child:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	locktest.VerifyTestMain(m)
 }
 

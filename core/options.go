@@ -128,10 +128,10 @@ func WithFairWaiterTimeout(d time.Duration) Option { return func(o *options) { o
 
 // WithDriftFactor sets the safety margin a lock keeps before its expiry, as a fraction of its TTL
 // (plus 2ms): the lock's context is cancelled when renewals have failed until send time + TTL −
-// margin. The default, 0.01, is Redlock's clock drift allowance. A process whose timers can run
-// late (an overloaded host, long GC pauses, a throttled container) should use more, e.g. 0.1:
-// the margin must cover the lateness for the context to end before the lock can pass to someone
-// else. Allowed: 0.01 to 0.5.
+// margin. The default, 0.01, is Redlock's clock drift allowance. The watchdog adds twice the
+// lateness it measures in its own timer (an overloaded host, long GC pauses, a throttled
+// container), up to a quarter of the TTL (docs/guarantees.md, "Late timers"); a larger factor
+// also covers stalls it had no sign of. Allowed: 0.01 to 0.5.
 func WithDriftFactor(f float64) Option { return func(o *options) { o.driftFactor = f } }
 
 // WithNodeTimeout bounds each node's answer to a Redlock request. A slow or dead node costs at most

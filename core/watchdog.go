@@ -30,6 +30,7 @@ type watchdog struct {
 	started            bool
 	stopped            bool
 	wakeAt             time.Time // when the scheduler's timer fires next
+	late               lateness  // how late it fires, and the guard kept for it (watchdog_late.go)
 	rounds             sync.Pool // of *round: a renewal round's buffers (watchdog_round.go)
 }
 
@@ -84,11 +85,12 @@ func (w *watchdog) schedule(e *entry) {
 	w.arm(e.due())
 }
 
-// arm makes the scheduler wake no later than at; the caller holds w.mu. Resetting the timer here,
-// rather than waking the scheduler to do it, keeps lock and unlock free of goroutine switches: a
-// timer that is already due earlier is left alone.
+// arm makes the scheduler wake no later than its guard before at, a due time (entry.due; the
+// guard: watchdog_late.go); the caller holds w.mu. Resetting the timer here, rather than waking
+// the scheduler to do it, keeps lock and unlock free of goroutine switches: a timer that is
+// already due earlier is left alone.
 func (w *watchdog) arm(at time.Time) {
-	if w.t != nil && at.Before(w.wakeAt) {
+	if at = w.wakeFor(at); w.t != nil && at.Before(w.wakeAt) {
 		w.wakeAt = at
 		w.t.Reset(time.Until(at))
 	}

@@ -57,7 +57,7 @@ func (w *watchdog) add(l *Lock, sent time.Time, held int) bool {
 	w.schedule(e)
 	if !w.started {
 		w.started = true
-		w.wakeAt = e.due()
+		w.wakeAt = w.wakeFor(e.due())
 		w.t = time.NewTimer(time.Until(w.wakeAt))
 		go w.run()
 	}
@@ -72,7 +72,7 @@ func (w *watchdog) run() {
 		if r == nil {
 			r = new(round)
 		}
-		lost, ended := w.collect(time.Now(), r)
+		lost, ended := w.collect(r)
 		for _, ls := range lost {
 			w.lost(ls)
 		}
@@ -107,11 +107,21 @@ func (w *watchdog) run() {
 // collectYield entries it lets the Client's acquisitions and releases, which wait for w.mu, go
 // first (issue #38: they waited up to 40 ms).
 // The entries and their renewals go in r's slices.
-func (w *watchdog) collect(now time.Time, r *round) (lost, ended []lostSet) {
+//
+// It records how late the scheduler woke, and takes each entry's renewal and validity deadline
+// that much earlier (its guard: watchdog_late.go). The scheduler wakes by the largest guard; an
+// entry not yet due by its own (a short TTL's, or due by a WithMaxHold limit, kept exactly) is set
+// aside meanwhile, so that the entries behind it are still seen on time.
+func (w *watchdog) collect(r *round) (lost, ended []lostSet) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	now := time.Now() // (after w.mu: waiting for it makes the scheduler late too)
+	w.late.observe(now, now.Sub(w.wakeAt))
+	g := w.late.ahead()
 	batch, items := r.batch[:0], r.items[:0]
+	var aside []*entry
 	defer func() { r.batch, r.items = batch, items }()
+loop:
 	for seen := 1; w.h.Len() > 0; seen++ {
 		if seen%collectYield == 0 {
 			w.mu.Unlock()
@@ -122,25 +132,37 @@ func (w *watchdog) collect(now time.Time, r *round) (lost, ended []lostSet) {
 			}
 		}
 		e := w.h.Min()
-		if !now.Before(e.valid) {
+		ahead := now.Add(w.late.guard(e.ttl))
+		switch {
+		case !ahead.Before(e.valid):
 			lost = append(lost, w.lose(e, "expired", e.lastErr))
-			continue
-		}
-		if !e.maxAt.IsZero() && !now.Before(e.maxAt) {
+		case !e.maxAt.IsZero() && !now.Before(e.maxAt):
 			ended = append(ended, w.ended(e, now))
-			continue
+		case !e.inflight && !e.next.After(ahead.Add(w.interval(e.ttl)/4)):
+			e.inflight = true
+			w.fix(e)
+			batch = append(batch, e)
+			items = append(items, store.RenewItem{K: e.k, Token: e.token, TTL: e.ttl, Seq: e.seq})
+		case !e.due().After(now.Add(g)):
+			w.h.Remove(e)
+			aside = append(aside, e)
+		default:
+			break loop
 		}
-		if e.inflight || e.next.After(now.Add(w.interval(e.ttl)/4)) {
-			break
-		}
-		e.inflight = true
-		w.fix(e)
-		batch = append(batch, e)
-		items = append(items, store.RenewItem{K: e.k, Token: e.token, TTL: e.ttl, Seq: e.seq})
 	}
 	wait := time.Hour
 	if w.h.Len() > 0 {
-		wait = max(w.h.Min().due().Sub(now), 0)
+		// At least four wakes per renewal interval: each measures the timer's lateness, so that the
+		// guard reflects it before a validity deadline comes (the first one, a twelfth of the TTL
+		// after the first lock is taken).
+		e := w.h.Min()
+		wait = min(max(e.due().Sub(now.Add(g)), 0), w.interval(e.ttl)/4)
+	}
+	for _, e := range aside {
+		if !e.gone { // (ended meanwhile, while collect let others have w.mu)
+			wait = min(wait, max(w.late.wake(e).Sub(now), 0))
+			w.fix(e)
+		}
 	}
 	w.wakeAt = now.Add(wait)
 	w.t.Reset(wait)
@@ -263,7 +285,12 @@ func (w *watchdog) renew(batch []*entry, items []store.RenewItem) {
 				failed = append(failed, slog.Attr{Key: e.locks[0].k.Name, Value: slog.AnyValue(it.Err)})
 			}
 			e.lastErr = it.Err
-			e.next = time.Now().Add(min(w.interval(e.ttl)/8, 250*time.Millisecond))
+			now := time.Now()
+			if !now.Add(w.late.guard(e.ttl)).Before(e.valid) { // (a reply as late as the deadline: end it now)
+				lost = append(lost, w.lose(e, "expired", it.Err))
+				continue
+			}
+			e.next = now.Add(min(w.interval(e.ttl)/8, 250*time.Millisecond))
 		}
 		w.fix(e)
 	}

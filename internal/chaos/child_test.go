@@ -20,6 +20,8 @@ func runChild(role string) int {
 	switch role {
 	case "pause":
 		err = pauseChild(os.Getenv("LOCKKIT_CHAOS_REDIS"), os.Getenv("LOCKKIT_CHAOS_PG"), os.Stdin, os.Stdout)
+	case "starved":
+		err = starvedChild(os.Getenv("LOCKKIT_CHAOS_REDIS"), starvedHolds(), os.Stdout)
 	case "lin":
 		err = linChild(os.Getenv("LOCKKIT_CHAOS_REDIS"), os.Getenv("LOCKKIT_CHAOS_LIN"), os.Stdout)
 	default:

@@ -107,6 +107,7 @@ func TestChaos(t *testing.T) {
 			})
 		}
 		t.Run("pause", func(t *testing.T) { t.Parallel(); runPause(t, rep) })
+		t.Run("starved", func(t *testing.T) { t.Parallel(); runStarved(t, rep) })
 		t.Run("linearizability", func(t *testing.T) { t.Parallel(); runLinearizability(t, rep) })
 		t.Run("redlock", func(t *testing.T) { t.Parallel(); runRedlock(t, rep) })
 		t.Run("cluster", func(t *testing.T) { t.Parallel(); runCluster(t, rep) })

@@ -1,0 +1,84 @@
+package core
+
+import (
+	"math"
+	"sync/atomic"
+	"time"
+)
+
+// lateness is how late the watchdog's timer fires in this process, and the guard it keeps for it.
+//
+// The watchdog ends a hold whose renewals did not succeed in time when its timer fires at the
+// hold's validity deadline. In a process starved of CPU (a container at its quota, more runnable
+// goroutines than GOMAXPROCS, a long garbage collection) that timer fires late, by an amount no
+// margin fixed in advance can cover (issue #44: 4–34 ms late at a 300 ms TTL, whose drift is
+// 5 ms). Each time it wakes, the watchdog knows when it asked to wake: it keeps a decaying maximum
+// of the difference, and does everything it keeps (renewals, validity deadlines) guard = twice
+// that maximum early. So a timer that fires as late as twice the lateness seen lately still ends
+// the hold before its validity deadline; a process that runs on time keeps a guard of a few
+// microseconds. (WithMaxHold limits are kept exactly: ending a hold early there buys no safety.)
+type lateness struct {
+	max time.Duration // the decaying maximum, halved every lateHalfLife
+	at  time.Time     // when max was last decayed
+	g   atomic.Int64  // the guard: 2 × max, as a time.Duration (read without w.mu: Client.outlived)
+}
+
+// lateHalfLife is how fast a lateness seen once is forgotten: a process that was late by d keeps a
+// guard of d (covering that lateness once more) one half-life later.
+const lateHalfLife = 10 * time.Second
+
+// observe records that the timer fired late by d at now; the caller holds w.mu.
+func (l *lateness) observe(now time.Time, d time.Duration) {
+	if el := now.Sub(l.at); el > 0 && l.max > 0 {
+		l.max = time.Duration(float64(l.max) * math.Exp2(-float64(el)/float64(lateHalfLife)))
+	}
+	l.at = now
+	l.max = max(l.max, d)
+	l.g.Store(int64(2 * l.max))
+}
+
+// ahead returns the guard: how early the watchdog wakes for what it keeps.
+func (l *lateness) ahead() time.Duration { return time.Duration(l.g.Load()) }
+
+// guard returns how early a hold of ttl is renewed and ended: the guard, but at most ttl/4 (a
+// guard beyond that would end every such hold as it is taken; docs/guarantees.md says from which
+// TTL on the guard covers the lateness).
+func (l *lateness) guard(ttl time.Duration) time.Duration { return min(l.ahead(), ttl/4) }
+
+// wake returns when the watchdog must see e: its due time (entry.due), its renewal and validity
+// deadline that entry's guard early.
+func (l *lateness) wake(e *entry) time.Time {
+	g := l.guard(e.ttl)
+	at := e.valid.Add(-g)
+	if n := e.next.Add(-g); !e.inflight && n.Before(at) {
+		at = n
+	}
+	if !e.maxAt.IsZero() && e.maxAt.Before(at) {
+		at = e.maxAt
+	}
+	return at
+}
+
+// seed records an acquisition's round trip, took, as the timer's lateness while the watchdog keeps
+// nothing (so its timer has not run lately): else the first hold of a starved process would have
+// no guard. Acquisitions call it (Client.outlived) before they check their validity.
+func (w *watchdog) seed(now time.Time, took time.Duration) {
+	if 2*took <= w.late.ahead() {
+		return // (it would change nothing: no lock taken)
+	}
+	w.mu.Lock()
+	if w.h.Len() == 0 {
+		w.late.observe(now, took)
+	}
+	w.mu.Unlock()
+}
+
+// wakeFor returns when the scheduler's timer is to fire for an entry due at (entry.due): its guard
+// early, but not before now (a timer cannot fire in the past: its lateness counts from now).
+func (w *watchdog) wakeFor(at time.Time) time.Time {
+	at = at.Add(-w.late.ahead())
+	if now := time.Now(); at.Before(now) {
+		return now
+	}
+	return at
+}
