@@ -26,7 +26,9 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	id := wait.ClientIDPrefix + store.NewToken()[:16]
 	n := store.NewNode(rdb, id, o.store())
 	n.Fenced = true
-	return newClient(n, o, id, 0), nil
+	c := newClient(n, o, id, 0)
+	c.evict = newEvictionCheck([]redis.UniversalClient{rdb}, c.log)
+	return c, nil
 }
 
 // NewRedlock returns a Client whose locks live on a quorum of independent Redis nodes (the Redlock
@@ -62,7 +64,9 @@ func NewRedlock(nodes []redis.UniversalClient, opts ...Option) (*Client, error) 
 	}
 	id := wait.ClientIDPrefix + store.NewToken()[:16]
 	rl := store.NewRedlock(nodes, id, o.store())
-	return newClient(rl, o, id, rl.Quorum()), nil
+	c := newClient(rl, o, id, rl.Quorum())
+	c.evict = newEvictionCheck(nodes, c.log)
+	return c, nil
 }
 
 func buildOptions(opts []Option) (options, error) {
@@ -169,6 +173,7 @@ func (c *Client) Close(ctx context.Context) error {
 	if c.closed.Swap(true) {
 		return nil
 	}
+	c.evict.close()
 	c.room.Close()
 	c.backs.Close(ctx)
 	closed := func(*Lock) error { return ErrClosed }
@@ -201,6 +206,7 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}
+	c.evict.start()
 	if err := c.selfExcluded(ctx, name, &ao); err != nil {
 		return nil, err
 	}

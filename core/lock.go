@@ -31,6 +31,7 @@ type Client struct {
 	closed  atomic.Bool
 	backs   *store.GiveBacks // give-backs of acquisitions whose reply was lost
 	scratch *store.Scratches // what an acquisition or a release needs only while it runs
+	evict   *evictionCheck   // whether the servers may evict lock keys (eviction.go)
 }
 
 // log reports msg at level with attrs, unless the Client was given a discarding logger.
