@@ -128,7 +128,8 @@ func (d *doctor) probeHset(ctx context.Context, rdb *redis.Client, k string) err
 // for an unsubscribe command) and waits for Redis's answer.
 func (d *doctor) probeSubscribe(ctx context.Context, rdb *redis.Client, c, channel string) error {
 	var ps *redis.PubSub
-	if strings.HasPrefix(c, "s") {
+	sharded := c == "ssubscribe" || c == "sunsubscribe"
+	if sharded {
 		ps = rdb.SSubscribe(ctx, channel)
 	} else {
 		ps = rdb.Subscribe(ctx, channel)
@@ -142,7 +143,7 @@ func (d *doctor) probeSubscribe(ctx context.Context, rdb *redis.Client, c, chann
 		return err
 	}
 	var err error
-	if strings.HasPrefix(c, "s") {
+	if sharded {
 		err = ps.SUnsubscribe(ctx, channel)
 	} else {
 		err = ps.Unsubscribe(ctx, channel)
