@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -254,7 +255,7 @@ func (d *doctor) sentinelMaster(ctx context.Context) string {
 // state must be ok.
 func (d *doctor) clusterMasters(ctx context.Context, cl *redis.ClusterClient) ([]server, func()) {
 	seed := strings.Join(cl.Options().Addrs, ",")
-	slots, err := cl.ClusterSlots(ctx).Result()
+	shards, err := cl.ClusterShards(ctx).Result()
 	if err != nil {
 		d.add("topology", seed, verdictUnsafe, "cluster: no slot map: "+err.Error(), "check the --url seed nodes")
 		return nil, func() {}
@@ -270,15 +271,21 @@ func (d *doctor) clusterMasters(ctx context.Context, cl *redis.ClusterClient) ([
 	}
 	owned := map[string]int{}
 	var order []string
-	for _, r := range slots {
-		if len(r.Nodes) == 0 {
-			continue
-		}
-		a := r.Nodes[0].Addr
-		if _, ok := owned[a]; !ok {
+	for _, sh := range shards {
+		for _, n := range sh.Nodes {
+			if n.Role != "master" || len(sh.Slots) == 0 {
+				continue
+			}
+			port := n.Port
+			if cl.Options().TLSConfig != nil {
+				port = n.TLSPort
+			}
+			a := net.JoinHostPort(n.IP, strconv.FormatInt(port, 10))
 			order = append(order, a)
+			for _, r := range sh.Slots {
+				owned[a] += int(r.End - r.Start + 1)
+			}
 		}
-		owned[a] += int(r.End - r.Start + 1)
 	}
 	o := cl.Options()
 	var servers []server
