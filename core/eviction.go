@@ -40,6 +40,7 @@ type evictionCheck struct {
 	mu      sync.Mutex
 	started bool
 	stopped bool
+	cancel  context.CancelFunc // ends the running check's requests
 	stop    chan struct{}
 	done    chan struct{}
 	checked map[string]bool // run_ids checked
@@ -63,7 +64,9 @@ func (e *evictionCheck) start() {
 		return
 	}
 	e.started = true
-	go e.run()
+	ctx, cancel := context.WithCancel(context.Background())
+	e.cancel = cancel
+	go e.run(ctx)
 }
 
 // close stops the check and waits for it.
@@ -76,6 +79,9 @@ func (e *evictionCheck) close() {
 	if !e.stopped {
 		e.stopped = true
 		close(e.stop)
+		if e.cancel != nil {
+			e.cancel()
+		}
 	}
 	e.mu.Unlock()
 	if started {
@@ -83,17 +89,8 @@ func (e *evictionCheck) close() {
 	}
 }
 
-func (e *evictionCheck) run() {
+func (e *evictionCheck) run(ctx context.Context) {
 	defer close(e.done)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-e.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
