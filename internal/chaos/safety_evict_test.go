@@ -14,7 +14,8 @@ import (
 
 // The eviction fault (issue #45), in the mixed-kinds variant: the one node becomes a managed
 // Redis under memory pressure for a moment. It gets a memory limit just above what it uses and the
-// volatile-lru policy (the default of ElastiCache, Azure and Memorystore), a fill of keys with a
+// volatile-lru policy (the default of ElastiCache, Azure and Memorystore) or volatile-ttl (which
+// evicts the shortest TTLs first: held locks' keys), a fill of keys with a
 // TTL pushes it over, and Redis evicts keys, lockkit's among them, as it chooses; then the fill is
 // deleted and the limit lifted. Which keys Redis evicted is read from its keyspace notifications
 // (evicted events, drained up to a marker published after the fill), and each evicted lockkit key
@@ -41,7 +42,8 @@ func (f *faultRig) evict(t *testing.T, admin *redis.Client) {
 	mem, _ := admin.Info(ctx, "memory").Result()
 	used := redisinfo.EvictionOf(redisinfo.Parse(mem)).Used
 	admin.ConfigSet(ctx, "notify-keyspace-events", "Ee")
-	admin.ConfigSet(ctx, "maxmemory-policy", "volatile-lru")
+	policy := [...]string{"volatile-lru", "volatile-ttl"}[f.rnd.IntN(2)] // (volatile-ttl takes the shortest TTLs: held locks')
+	admin.ConfigSet(ctx, "maxmemory-policy", policy)
 	admin.ConfigSet(ctx, "maxmemory", strconv.FormatInt(used+(256<<10), 10))
 	val := strings.Repeat("x", 8<<10)
 	n := 64 + f.rnd.IntN(64) // 0.5 to 1 MB over the limit's margin of 256 kB
@@ -73,8 +75,9 @@ func (f *faultRig) evict(t *testing.T, admin *redis.Client) {
 		}
 	}
 	for k := range lost {
-		f.h.addFault(span{Kind: "evict", Target: -1, From: from, To: to, Name: k[0], Keys: k[1]})
+		f.h.addFault(span{Kind: "evict", Target: -1, From: from, To: to, Name: k[0], Keys: k[1], Detail: policy})
 	}
+	f.h.count("evict-faults")
 	for range lost {
 		f.h.count("evicted-names")
 	}
