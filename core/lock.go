@@ -13,9 +13,10 @@ import (
 	"github.com/lockkit/lockkit/core/internal/wait"
 )
 
-// Client takes locks on Redis. It is safe for concurrent use. One Client runs at most three
-// goroutines whatever the number of locks: the renewal watchdog, and the reader and writer of the
-// shared release subscription. They start when first needed and stop on Close. (A Redlock Client
+// Client takes locks on Redis. It is safe for concurrent use. One Client runs at most four
+// goroutines whatever the number of locks: the renewal watchdog, the reader and writer of the
+// shared release subscription, and the eviction check (eviction.go). They start when first needed
+// (the eviction check with the first acquisition) and stop on Close. (A Redlock Client
 // also sends its requests to the nodes from worker goroutines, as many as requests in flight; a
 // worker exits after one to two seconds without work, or on Close. Pipelining (WithPipelining) uses
 // the go-redis client's automatic pipeliner, built when many commands are first in flight at once,
