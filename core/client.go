@@ -14,9 +14,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Client takes locks on Redis. It is safe for concurrent use. One Client runs at most three
-// goroutines whatever the number of locks: the renewal watchdog, and the reader and writer of the
-// shared release subscription. They start when first needed and stop on Close. (A Redlock Client
+// Client takes locks on Redis. It is safe for concurrent use. One Client runs at most four
+// goroutines whatever the number of locks: the renewal watchdog, the reader and writer of the
+// shared release subscription, and the eviction check (eviction.go). They start when first needed
+// (the eviction check with the first acquisition) and stop on Close. (A Redlock Client
 // also sends its requests to the nodes from worker goroutines, as many as requests in flight; a
 // worker exits after one to two seconds without work, or on Close. Pipelining (WithPipelining) uses
 // the go-redis client's automatic pipeliner, built when many commands are first in flight at once,
@@ -33,6 +34,7 @@ type Client struct {
 	down    atomic.Bool      // the last request found Redis unreachable (reach.go)
 	backs   *store.GiveBacks // give-backs of acquisitions whose reply was lost
 	scratch *store.Scratches // what an acquisition or a release needs only while it runs
+	evict   *evictionCheck   // whether the servers may evict lock keys (eviction.go)
 }
 
 // log reports msg at level with attrs, unless the Client was given a discarding logger.
@@ -57,7 +59,9 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	id := wait.ClientIDPrefix + store.NewToken()[:16]
 	n := store.NewNode(rdb, id, o.store())
 	n.Fenced = true
-	return newClient(n, o, id, 0), nil
+	c := newClient(n, o, id, 0)
+	c.evict = newEvictionCheck([]redis.UniversalClient{rdb}, c.log)
+	return c, nil
 }
 
 // NewRedlock returns a Client whose locks live on a quorum of independent Redis nodes (the Redlock
@@ -93,7 +97,9 @@ func NewRedlock(nodes []redis.UniversalClient, opts ...Option) (*Client, error) 
 	}
 	id := wait.ClientIDPrefix + store.NewToken()[:16]
 	rl := store.NewRedlock(nodes, id, o.store())
-	return newClient(rl, o, id, rl.Quorum()), nil
+	c := newClient(rl, o, id, rl.Quorum())
+	c.evict = newEvictionCheck(nodes, c.log)
+	return c, nil
 }
 
 func buildOptions(opts []Option) (options, error) {
@@ -201,6 +207,7 @@ func (c *Client) Close(ctx context.Context) error {
 	if c.closed.Swap(true) {
 		return nil
 	}
+	c.evict.close()
 	c.room.Close()
 	c.backs.Close(ctx)
 	closed := func(*Lock) error { return ErrClosed }
@@ -233,6 +240,7 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}
+	c.evict.start()
 	if err := c.selfExcluded(ctx, name, &ao); err != nil {
 		return nil, err
 	}

@@ -204,6 +204,7 @@ func (c *Client) acquireAll(ctx context.Context, names []string, ttl time.Durati
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}
+	c.evict.start()
 	sc := setCall{c: c, ao: ao, waits: waits, ttl: ttl, start: time.Now()}
 	sc.Call = wait.Call{Q: c.room, Backoff: c.opt.backoffMin, MaxBack: c.opt.backoffMax}
 	sc.prepare(full)

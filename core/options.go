@@ -96,7 +96,8 @@ func WithLabel(label string) Option { return func(o *options) { o.label = label 
 
 // WithLogger sets where the Client reports what no caller is told: a release that failed after
 // its caller left (Do whose function failed, a hold ended by WithMaxHold, a background give-back),
-// the first failed renewal of a held lock, and a lost lock. The default is slog.Default() (read
+// the first failed renewal of a held lock, a lost lock, and a Redis master that may evict lock
+// keys (one warning per master, from the first acquisition on). The default is slog.Default() (read
 // when a message is logged); slog.New(slog.DiscardHandler) silences the Client.
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) { o.logger, o.loggerSet = l, true }

@@ -97,7 +97,7 @@ func TestCLI_usageErrors(t *testing.T) {
 	bin := build(t)
 	closed := locktest.FreeAddr(t)
 	s := newSession(t, bin, "REDIS_URL=redis://"+closed)
-	commands := `the commands are:\n  ls \[PATTERN\] .*\n  inspect NAME .*\n  release --force NAME .*\n  watch NAME .*\n  idem SCOPE KEY .*\n  version .*\n  help \[COMMAND\] .*\n$`
+	commands := `the commands are:\n  ls \[PATTERN\] .*\n  inspect NAME .*\n  release --force NAME .*\n  watch NAME .*\n  idem SCOPE KEY .*\n  doctor .*\n  version .*\n  help \[COMMAND\] .*\n$`
 	for _, tc := range []struct {
 		args   []string
 		code   int

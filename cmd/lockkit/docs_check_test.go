@@ -215,6 +215,14 @@ func checkOutput(t *testing.T, fx *docFixture, c docCommand, d docArgs, out stri
 		if !regexp.MustCompile(`(?m)^status\s+stored$`).MatchString(out) {
 			fail("no stored record")
 		}
+	case cmd == "doctor" && d.json:
+		if len(objs) < 9 || objs[0]["verdict"] == nil {
+			fail("want one object per check, with its verdict")
+		}
+	case cmd == "doctor":
+		if !regexp.MustCompile(`^\d+ ok, \d+ warn, 0 unsafe$`).MatchString(lines[len(lines)-1]) {
+			fail("want the checks, then their count, none unsafe")
+		}
 	case cmd == "version" && d.json:
 		if len(objs) != 1 || objs[0]["version"] == nil {
 			fail("want one object, with the version")

@@ -100,6 +100,10 @@ It says whether an outcome is stored (its kind, age from --retention, TTL; the s
 with --body), in progress (its lock is held), or none (exit code 3).`,
 			examples: []string{"lockkit idem http-idem KEY", "lockkit idem --body --json http-idem KEY",
 				"lockkit idem http-idem order-1 --method POST --route /orders"}},
+		{name: "doctor", setup: setupDoctor,
+			summary:  "check a deployment for what lockkit needs: ok, warn or unsafe, and the fix",
+			about:    doctorAbout,
+			examples: []string{"lockkit doctor", "lockkit doctor --ttl 30s -o json"}},
 		{name: "version", setup: setupVersion,
 			summary: "the command's version, VCS commit and Go version",
 			about: `Print the module version lockkit was built from, the VCS commit and whether the tree had
@@ -145,6 +149,7 @@ const exitCodes = `Exit codes:
   3  nothing there: inspect found NAME free, release found nothing held, idem
      found no record
   4  release not confirmed
+  5  doctor: a check found the deployment unsafe
 `
 
 // writeHelp writes lockkit's help: the commands, the flags every command takes, the exit codes.

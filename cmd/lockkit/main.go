@@ -31,6 +31,7 @@ const (
 	exitUsage    = 2 // bad command line
 	exitNotFound = 3 // inspect: the name is free; release: nothing was held; idem: no record
 	exitAborted  = 4 // release: not confirmed
+	exitUnsafe   = 5 // doctor: a check found the deployment unsafe
 )
 
 // usageError is a bad command line: exit code 2. listed: the message lists the commands already.
@@ -110,6 +111,8 @@ func report(w io.Writer, cmd string, e *env, err error) int {
 		return exitOK
 	case errors.Is(err, errNotFound):
 		return exitNotFound
+	case errors.Is(err, errUnsafe):
+		return exitUnsafe
 	case errors.Is(err, errAborted):
 		fmt.Fprintf(w, "%s: %v\n", prefix, err)
 		return exitAborted

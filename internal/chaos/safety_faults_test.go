@@ -47,7 +47,7 @@ type faultRig struct {
 var faultKinds = [...]struct {
 	kind   string
 	weight int
-}{{"latency", 3}, {"replyloss", 2}, {"reset", 1}, {"pause", 1}, {"del", 1}, {"flushall", 1}, {"restart", 1}}
+}{{"latency", 3}, {"replyloss", 2}, {"reset", 1}, {"pause", 1}, {"del", 1}, {"flushall", 1}, {"restart", 1}, {"evict", 1}}
 
 // inject runs storms and calm periods on the calling (test) goroutine until end.
 func (f *faultRig) inject(t *testing.T, end time.Time) {
@@ -78,7 +78,8 @@ func (f *faultRig) one(t *testing.T) {
 	}
 	var kinds []string
 	for _, k := range faultKinds {
-		if !f.skip[k.kind] && !(lossKinds[k.kind] && !f.losesKeys()) && !(k.kind == "restart" && len(f.srvs) > 1) {
+		if !f.skip[k.kind] && !(lossKinds[k.kind] && !f.losesKeys()) && !(k.kind == "restart" && len(f.srvs) > 1) &&
+			!(k.kind == "evict" && !f.mixed) {
 			for range k.weight {
 				kinds = append(kinds, k.kind)
 			}

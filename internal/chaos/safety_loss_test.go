@@ -26,7 +26,7 @@ import (
 // non-guarantee there ("Redlock and restarts"), so it is not injected.
 
 // lossKinds are the fault kinds that delete keys.
-var lossKinds = map[string]bool{"force": true, "del": true, "flushall": true, "restart": true}
+var lossKinds = map[string]bool{"force": true, "del": true, "flushall": true, "restart": true, "evict": true}
 
 // heldNames returns the names among names that a hold not yet seen ended holds now.
 func (h *history) heldNames(names []string) []string {
@@ -169,8 +169,8 @@ func (op *operator) force(name string) {
 func (f *faultRig) calm(t *testing.T, d time.Duration) {
 	end := time.Now().Add(d)
 	var kinds []string
-	for k, w := range map[string]int{"del": 4, "flushall": 1, "restart": 1} {
-		if !f.skip[k] && f.losesKeys() && !(k == "restart" && len(f.srvs) > 1) {
+	for k, w := range map[string]int{"del": 4, "flushall": 1, "restart": 1, "evict": 1} {
+		if !f.skip[k] && f.losesKeys() && !(k == "restart" && len(f.srvs) > 1) && !(k == "evict" && !f.mixed) {
 			for range w {
 				kinds = append(kinds, k)
 			}
@@ -205,6 +205,10 @@ func (f *faultRig) lose(t *testing.T, kind string) {
 	if f.gate != nil {
 		f.gate.Lock()
 		defer f.gate.Unlock()
+	}
+	if kind == "evict" { // (the mixed variant's one node: safety_evict_test.go)
+		f.evict(t, f.admins[0])
+		return
 	}
 	s := span{Kind: kind, Target: -1}
 	if len(f.srvs) > 1 {

@@ -194,6 +194,8 @@ func lossName(l span) string {
 		return "FLUSHALL"
 	case "restart":
 		return "a restart without persistence"
+	case "evict":
+		return "an eviction (" + l.Keys + ")"
 	}
 	return l.Kind
 }
