@@ -256,10 +256,15 @@ func wrap(s string, width int) []string {
 	return append(lines, line)
 }
 
-// unknownCommand is the usage error of a command that does not exist; it lists the commands.
+// unknownCommand is the usage error of a command that does not exist: the command it most likely
+// meant, if one is close, then the list of commands.
 func unknownCommand(name string) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "unknown command %q; the commands are:\n", name)
+	fmt.Fprintf(&b, "unknown command %q; ", name)
+	if s := suggestCommand(name); s != "" {
+		fmt.Fprintf(&b, "did you mean \"lockkit %s\"? ", s)
+	}
+	b.WriteString("the commands are:\n")
 	for _, c := range commands() {
 		fmt.Fprintf(&b, "  %-22s %s\n", c.name+" "+c.args, c.summary)
 	}
