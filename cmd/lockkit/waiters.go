@@ -34,7 +34,13 @@ func subscribed(ctx context.Context, rdb redis.UniversalClient, chans []string, 
 		err error
 	)
 	if cl, ok := rdb.(*redis.ClusterClient); ok {
-		n, err = cl.PubSubShardNumSub(ctx, chans...).Result()
+		// Sharded channels are counted by the master of their slot (the name's hash tag), which
+		// go-redis does not pick for PUBSUB by itself.
+		var m *redis.Client
+		if m, err = cl.MasterForKey(ctx, chans[0]); err != nil {
+			return 0, err
+		}
+		n, err = m.PubSubShardNumSub(ctx, chans...).Result()
 	} else {
 		n, err = rdb.PubSubNumSub(ctx, chans...).Result()
 	}
