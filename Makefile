@@ -15,7 +15,7 @@ EACH_MODULE     := ./scripts/modules.sh
 # most of the suite's time is spent waiting on TTLs, timers and servers, not on the CPU).
 TEST_JOBS       ?= 3
 
-.PHONY: test lint bench bench-compare server-instructions chaos compat demo deps fmt tidy
+.PHONY: test lint bench bench-compare server-instructions chaos compat demo cli deps fmt tidy
 
 ## test: install redis-server if missing, then run every test of every module with the race detector,
 ## $(TEST_JOBS) modules at once (each module's output whole when it ends, with its time).
@@ -79,6 +79,18 @@ compat: deps
 ## runnable from the root.
 demo:
 	$(GO) run ./examples/demo
+
+## cli: install the lockkit command from this checkout into $(GOBIN), stamped with the checkout's
+## version (a v* tag, if any), commit, commit time and whether the tree had changes (-ldflags -X, so
+## that "lockkit version" knows them also where VCS stamping is off: GOFLAGS=-buildvcs=false, or a
+## go.work workspace, where go install records no commit).
+cli:
+	$(GO) install -ldflags "$(CLI_LDFLAGS)" ./cmd/lockkit
+	@echo "installed $$($(GO) env GOBIN | grep . || echo $(GOBIN))/lockkit"
+
+CLI_LDFLAGS = -X main.stampVersion=$(shell git describe --tags --match 'v[0-9]*' 2>/dev/null) \
+  -X main.stampCommit=$(shell git rev-parse HEAD) -X main.stampTime=$(shell git log -1 --format=%cI) \
+  -X main.stampModified=$(shell test -z "$$(git status --porcelain)" && echo false || echo true)
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -37,6 +37,11 @@
 // The embedded server, its go-redis client and the lockkit client are closed by t.Cleanup when
 // the test (or subtest) that made them ends; nothing needs a defer.
 //
+// In FIPS 140-only mode (GODEBUG=fips140=only), where miniredis cannot run a script (it names
+// scripts by their SHA-1, which that mode forbids in the test's process), the server is a
+// redis-server process from PATH instead; without one, NewServer and NewClient fail the test with
+// the reason, and StartServer returns it as an error (see StartServer).
+//
 // StartServer starts the same embedded server outside a test, for programs that should run
 // without a Redis to install (lockkit's examples and demo use it); the caller closes it.
 //

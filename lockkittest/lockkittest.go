@@ -1,6 +1,7 @@
 package lockkittest
 
 import (
+	"crypto/fips140"
 	"testing"
 
 	"github.com/alicebob/miniredis/v2"
@@ -11,9 +12,11 @@ import (
 	"github.com/lockkit/lockkit/internal/locktest"
 )
 
-// Server is an embedded Redis (miniredis) on a loopback port.
+// Server is an embedded Redis (miniredis) on a loopback port; in FIPS 140-only mode, a
+// redis-server process instead (see StartServer).
 type Server struct {
 	mr   *miniredis.Miniredis
+	proc *realServer // in FIPS 140-only mode, instead of mr
 	addr string
 }
 
@@ -29,7 +32,16 @@ type Server struct {
 // lockkit sends its read-only scripts (Inspect, Lock.TTL) with EVALSHA_RO. miniredis refuses TIME
 // in them (Redis allows it: TIME writes nothing), so they run as EVALSHA here; the embedded server
 // checks nothing about permissions anyway.
+//
+// In FIPS 140-only mode (GODEBUG=fips140=only; crypto/fips140.Enforced) miniredis cannot run a
+// script: it names scripts by their SHA-1, in this process, which that mode forbids (it panics).
+// StartServer then starts a redis-server process from PATH instead, on a free loopback port,
+// without persistence (Miniredis returns nil), and fails with an error saying so when there is
+// none.
 func StartServer() (*Server, error) {
+	if fips140.Enforced() {
+		return startRealServer()
+	}
 	mr := miniredis.NewMiniRedis()
 	mr.ClockTTL(true)
 	if err := mr.StartAddr("127.0.0.1:0"); err != nil {
@@ -60,13 +72,20 @@ func NewServer(t testing.TB) *Server {
 }
 
 // Close stops the server and closes its connections.
-func (s *Server) Close() { s.mr.Close() }
+func (s *Server) Close() {
+	if s.proc != nil {
+		s.proc.close()
+		return
+	}
+	s.mr.Close()
+}
 
 // Addr returns the server's host:port (also after Close).
 func (s *Server) Addr() string { return s.addr }
 
 // Miniredis returns the embedded server itself, to inspect keys, make a lock expire with
-// FastForward, or make commands fail with SetError.
+// FastForward, or make commands fail with SetError; nil in FIPS 140-only mode, where the server is
+// a redis-server process (StartServer).
 func (s *Server) Miniredis() *miniredis.Miniredis { return s.mr }
 
 // Redis returns a new go-redis client of the server, closed when the test ends. It does not send

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -39,7 +40,11 @@ func cmdLs(ctx context.Context, e *env, args []string) error {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	var infos []core.LockInfo
+	var (
+		infos []core.LockInfo
+		subs  []int
+	)
+	counted := true
 	for _, name := range names {
 		info, err := locks.Inspect(ctx, name)
 		if why, skip := notALock(err); skip {
@@ -49,23 +54,33 @@ func cmdLs(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return err
 		}
-		if info.Held {
-			infos = append(infos, info)
+		if !info.Held {
+			continue
 		}
+		n := -1
+		if counted {
+			n = waitingProcesses(ctx, e, rdb, name)
+			counted = n >= 0
+		}
+		infos, subs = append(infos, info), append(subs, n)
 	}
 	if e.json {
-		for _, i := range infos {
-			if err := printJSON(e.out, toJSON(i)); err != nil {
+		for k, i := range infos {
+			if err := printJSON(e.out, toJSON(i, subs[k])); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
 	tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tMODE\tHOLDER\tHELD FOR\tTTL\tFENCE\tQUEUED")
-	for _, i := range infos {
+	fmt.Fprintln(tw, "NAME\tMODE\tHOLDER\tHELD FOR\tTTL\tFENCE\tQUEUED\tWAITING")
+	for k, i := range infos {
+		waiting := "?"
+		if subs[k] >= 0 {
+			waiting = strconv.Itoa(subs[k])
+		}
 		for _, h := range i.Holders {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\n", i.Name, modeText(h.Mode, i.Limit), who(h), dur(h.HeldFor), dur(h.TTL), h.Fence, queued(i))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", i.Name, modeText(h.Mode, i.Limit), who(h), dur(h.HeldFor), dur(h.TTL), h.Fence, queued(i), waiting)
 		}
 	}
 	return tw.Flush()
@@ -157,10 +172,11 @@ func cmdInspect(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	subs := waitingProcesses(ctx, e, rdb, args[0])
 	if e.json {
-		err = printJSON(e.out, toJSON(info))
+		err = printJSON(e.out, toJSON(info, subs))
 	} else {
-		err = printInfo(e.out, info)
+		err = printInfo(e.out, info, subs)
 	}
 	if err != nil {
 		return err
@@ -254,7 +270,7 @@ func cmdRelease(ctx context.Context, e *env, name string, yes bool) error {
 		return notHeld(e, name, " (released meanwhile)")
 	}
 	if e.json {
-		was := toJSON(info)
+		was := toJSON(info, -1)
 		return printJSON(e.out, released{Name: name, Released: true, Was: &was})
 	}
 	fmt.Fprintf(e.out, "released %s (was %s)\n", name, strings.Join(desc, "; "))

@@ -175,12 +175,12 @@ func checkOutput(t *testing.T, fx *docFixture, c docCommand, d docArgs, out stri
 			got = append(got, o["name"].(string))
 		}
 		if !d.json {
-			if mask(lines[0]) != "NAME  MODE  HOLDER  HELD FOR  TTL  FENCE  QUEUED" {
+			if mask(lines[0]) != "NAME  MODE  HOLDER  HELD FOR  TTL  FENCE  QUEUED  WAITING" {
 				fail("no ls header")
 			}
 			for _, row := range lines[1:] {
-				if cols := columns.Split(row, -1); len(cols) != 7 {
-					fail("a row without 7 columns: " + row)
+				if cols := columns.Split(row, -1); len(cols) != 8 {
+					fail("a row without 8 columns: " + row)
 				} else if !slices.Contains(got, cols[0]) {
 					got = append(got, cols[0])
 				}

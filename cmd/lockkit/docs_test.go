@@ -59,6 +59,8 @@ func cliBlocks(cmds []docCommand) []docCommand {
 // skipDoc lists the command lines of the docs that are not run, with the reason.
 var skipDoc = map[string]string{
 	"go install github.com/lockkit/lockkit/cmd/lockkit@latest": "installs from the network; the tests run the binary built from this checkout",
+	"make cli":                        "installs from a checkout; TestReadme_cliFromAFreshClone runs it in a fresh clone",
+	"cd ../lockkit":                   "part of the install from a checkout, which TestReadme_cliFromAFreshClone runs",
 	"lockkit watch":                   "prose naming the command, not a command line",
 	"lockkit release --force":         "prose naming the command, not a command line",
 	"lockkit ls --json | jq -r .name": "a pipeline into jq; TestJSON_lines parses lockkit ls --json itself",

@@ -43,9 +43,11 @@ func commands() []command {
 holds the name: NAME; MODE, the holder's mode: "lock", "write" or "read" (core.Read, core.Write),
 or "permit/N" for a permit of a semaphore whose limit is N (core.Permits); HOLDER, the digest of
 its owner token, host/pid and label; HELD FOR; TTL, what remains of its lease; FENCE, its fencing
-token; QUEUED, the waiters queued in Redis for the name (a lock's fair waiters, core.Fair: other
-waiters wait in their own processes, "lockkit watch" counts them; every permit waiter; every
-reader and writer waiting). On a cluster it scans every master.
+token; QUEUED, the waiters queued in Redis for the name (a lock's fair waiters, core.Fair; every
+permit waiter; every reader and writer waiting); WAITING, the processes waiting for it, fair or
+not: those subscribed to its release channels (PUBSUB NUMSUB), so a process counts once however
+many of its calls wait, and for 3 s after its last one ended ("lockkit watch" processes are not
+counted). On a cluster it scans every master.
 
 Keys that match the pattern but are not lockkit locks are skipped, each with a warning on stderr.`,
 			examples: []string{"lockkit ls", "lockkit ls 'invoice:*' --json", "lockkit ls '@http-idem/*'"}},
@@ -55,7 +57,8 @@ Keys that match the pattern but are not lockkit locks are skipped, each with a w
 holder, each with its mode, the digest of its owner token, host, pid, label, since when by the
 Redis clock, hold count, TTL and fence; then the name's TTL and fence and the waiters queued in
 Redis (fair waiters; permit waiters and read-write waiters when there are any, or the name is held
-in that mode).
+in that mode) and the processes waiting for it, fair or not (subscribed to its release channels,
+as ls's WAITING counts them).
 A lock taken in a namespace is named @NAMESPACE/NAME (cronlock's job "report": @cron/report;
 httpmw's KeyLock of the key 42: @http/42). When NAME is free but @NAMESPACE/NAME is held, a hint
 on stderr names it.
@@ -76,13 +79,15 @@ Exit code 3 when nothing was held, 4 when not confirmed.`,
 			summary: "print NAME's acquisitions, handoffs, releases, expiries, waiters as they happen",
 			about: `Print what happens to NAME, one line per event, until --for has passed or it is interrupted
 (exit code 0). An event about a holder shows its mode, fence and owner (and TTL when it starts):
-state (what it found first: one line per holder, or "free"), acquired (a new holder), handoff (a
+state (what it found first: one line per holder, or "free", with the waiters as "waiting" shows
+them; JSON "free": true when free), acquired (a new holder), handoff (a
 new holder as another one's hold ended), released (a holder released its hold: the lock's key
 was left free, the hold ended before its lease ran out, or a release message said so),
 force-released (lockkit release --force, Client.ForceRelease), expired (a hold that ended at
 the end of its lease without a release: its holder died or stopped renewing), free (nothing
-holds it any more), and waiting (a change in the waiters queued in Redis or in the processes
-subscribed to its release channels: waiting, or waited in the last 3 s).`,
+holds it any more; JSON "free": true), and waiting (a change in the waiters queued in Redis or in
+the processes subscribed to its release channels, fair or not: waiting, or waited in the last 3 s;
+other watches of the name are not counted).`,
 			examples: []string{"lockkit watch --for 1m report:daily", "lockkit watch invoice:42 --json"}},
 		{name: "idem", args: "SCOPE KEY", min: 2, max: 2, setup: setupIdem,
 			summary: "an adapter's idempotency record: stored, in progress, or none",
@@ -261,10 +266,15 @@ func wrap(s string, width int) []string {
 	return append(lines, line)
 }
 
-// unknownCommand is the usage error of a command that does not exist; it lists the commands.
+// unknownCommand is the usage error of a command that does not exist: the command it most likely
+// meant, if one is close, then the list of commands.
 func unknownCommand(name string) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "unknown command %q; the commands are:\n", name)
+	fmt.Fprintf(&b, "unknown command %q; ", name)
+	if s := suggestCommand(name); s != "" {
+		fmt.Fprintf(&b, "did you mean \"lockkit %s\"? ", s)
+	}
+	b.WriteString("the commands are:\n")
 	for _, c := range commands() {
 		fmt.Fprintf(&b, "  %-22s %s\n", c.name+" "+c.args, c.summary)
 	}

@@ -72,7 +72,9 @@ func TestLs_skipsKeysThatAreNotLocks(t *testing.T) {
 
 // QUEUED (ls) and queued/permits_queued (--json) count the waiters queued in Redis: a lock's fair
 // waiters only (a waiter that is not fair waits in its process), every permit waiter of a
-// semaphore (fair or not), as docs/troubleshooting.md says.
+// semaphore (fair or not), as docs/troubleshooting.md says. WAITING (ls), subscribed_processes
+// (--json) and inspect's "waiting processes" count the processes waiting, fair or not (#47: a
+// plain Acquire blocked in another process showed QUEUED 0, "fair waiters 0", and nothing else).
 func TestLs_queuedCountsWaitersQueuedInRedis(t *testing.T) {
 	bin := build(t)
 	srv := redistest.Start(t)
@@ -116,16 +118,21 @@ func TestLs_queuedCountsWaitersQueuedInRedis(t *testing.T) {
 			})
 			out, code := s.run("", "ls", name)
 			rows := strings.Split(strings.TrimSpace(out), "\n")
-			if cols := columns.Split(rows[len(rows)-1], -1); code != 0 || len(rows) != 2 || cols[6] != strconv.Itoa(tc.queued) {
-				t.Errorf("lockkit ls %s: exit %d, QUEUED want %d:\n%s", name, code, tc.queued, out)
+			if cols := columns.Split(rows[len(rows)-1], -1); code != 0 || len(rows) != 2 || cols[6] != strconv.Itoa(tc.queued) || len(cols) != 8 || cols[7] != "1" {
+				t.Errorf("lockkit ls %s: exit %d, QUEUED want %d, WAITING 1:\n%s", name, code, tc.queued, out)
 			}
 			out, _ = s.run("", "ls", "--json", name)
 			var o struct {
-				Queued        int `json:"queued"`
-				PermitsQueued int `json:"permits_queued"`
+				Queued        int  `json:"queued"`
+				PermitsQueued int  `json:"permits_queued"`
+				Subscribed    *int `json:"subscribed_processes"`
 			}
-			if err := json.Unmarshal([]byte(out), &o); err != nil || o.Queued+o.PermitsQueued != tc.queued {
-				t.Errorf("lockkit ls --json %s: %v, want %d queued:\n%s", name, err, tc.queued, out)
+			if err := json.Unmarshal([]byte(out), &o); err != nil || o.Queued+o.PermitsQueued != tc.queued || o.Subscribed == nil || *o.Subscribed != 1 {
+				t.Errorf("lockkit ls --json %s: %v, want %d queued, 1 subscribed process:\n%s", name, err, tc.queued, out)
+			}
+			out, _ = s.run("", "inspect", name)
+			if !regexp.MustCompile(`(?m)^waiting processes +1 `).MatchString(out) {
+				t.Errorf("lockkit inspect %s: want \"waiting processes 1\":\n%s", name, out)
 			}
 		})
 	}

@@ -1,6 +1,13 @@
 // Command lockkit inspects and operates lockkit's locks in Redis: who holds a lock, since when and
 // how many wait; end a stuck hold; watch a lock change hands; read an idempotency record.
 //
+// Install it from a clone of the repository (the modules are not published yet):
+//
+//	make cli                  # go install ./cmd/lockkit, stamped with the commit
+//	go install ./cmd/lockkit  # the same, without the stamp where VCS stamping is off
+//
+// and, once the modules are published, from anywhere:
+//
 //	go install github.com/lockkit/lockkit/cmd/lockkit@latest
 //
 // Run "lockkit help" for the commands, the connection flags and the exit codes, and

@@ -84,6 +84,11 @@ var volatile = []struct {
 	{regexp.MustCompile(`(?m)^last fence(\s+)(\d+|FENCE)$`), "last fence${1}LAST"},
 	{regexp.MustCompile(`pid(\s+)\d+`), "pid${1}PID"},
 	{regexp.MustCompile(`"pid":\d+`), `"pid":PID`},
+	// The processes subscribed to a name's release channels: a waiter's subscription outlives it by
+	// up to 3 s (waiters.go); TestLs_queuedCountsWaitersQueuedInRedis checks the counts.
+	{regexp.MustCompile(`"subscribed_processes":\d+`), `"subscribed_processes":W`},
+	{regexp.MustCompile(`(?m)^waiting processes(\s+)\d+`), "waiting processes${1}W"},
+	{regexp.MustCompile(`(?m)(\s+FENCE\s+\d+\s+)\d+$`), "${1}W"},
 	{regexp.MustCompile(`  +`), "  "}, // tabwriter alignment follows the masked values' widths
 }
 

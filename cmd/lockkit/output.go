@@ -41,14 +41,22 @@ type jsonLock struct {
 	Queued        int `json:"queued"`
 	PermitsQueued int `json:"permits_queued"`
 	RWQueued      int `json:"rw_queued"`
+	// The processes subscribed to the name's release channels: every waiter's, fair or not
+	// (waiters.go); omitted when they could not be counted.
+	Subscribed *int `json:"subscribed_processes,omitempty"`
 }
 
-func toJSON(info core.LockInfo) jsonLock {
+// toJSON converts what Inspect read, with the number of processes subscribed to the name's release
+// channels (-1: not counted).
+func toJSON(info core.LockInfo, subs int) jsonLock {
 	j := jsonLock{Name: info.Name, Key: info.Key, Held: info.Held, Mode: info.Mode, Holders: []jsonHolder{},
 		TTLMS: info.TTL.Milliseconds(), Fence: info.Fence, Limit: info.Limit, Queued: info.Queued,
 		PermitsQueued: info.PermitsQueued, RWQueued: info.RWQueued}
 	for _, h := range info.Holders {
 		j.Holders = append(j.Holders, holderJSON(h))
+	}
+	if subs >= 0 {
+		j.Subscribed = &subs
 	}
 	return j
 }
@@ -111,8 +119,9 @@ func holderLine(h core.HolderInfo, limit int, withTTL bool) string {
 }
 
 // printInfo writes inspect's text: the name, whether it is held and in which mode, every holder
-// with its mode, TTL and fence, and the waiters queued in Redis.
-func printInfo(out io.Writer, info core.LockInfo) error {
+// with its mode, TTL and fence, the waiters queued in Redis, and the processes subscribed to its
+// release channels (subs; -1: not counted).
+func printInfo(out io.Writer, info core.LockInfo, subs int) error {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "lock\t%s\n", info.Name)
 	fmt.Fprintf(tw, "key\t%s\n", info.Key)
@@ -145,6 +154,9 @@ func printInfo(out io.Writer, info core.LockInfo) error {
 	}
 	if info.RWQueued > 0 || info.Mode == "read" || info.Mode == "write" {
 		fmt.Fprintf(tw, "read-write waiters\t%d\n", info.RWQueued)
+	}
+	if subs >= 0 {
+		fmt.Fprintf(tw, "waiting processes\t%d (subscribed to its release channels: waiting, fair or not, or within the last 3 s)\n", subs)
 	}
 	return tw.Flush()
 }

@@ -21,6 +21,7 @@ type event struct {
 	Fence       int64       `json:"fence,omitempty"`
 	Holder      *jsonHolder `json:"holder,omitempty"`
 	TTLMS       int64       `json:"ttl_ms,omitempty"`
+	Free        bool        `json:"free,omitempty"` // state and free: nothing holds the name
 	Queued      int         `json:"queued"`
 	Subscribers int         `json:"subscribed_processes"`
 }
@@ -52,8 +53,7 @@ func cmdWatch(ctx context.Context, e *env, name string, forD, interval time.Dura
 	}
 	base := e.prefix + "{" + name + "}"
 	w := &watcher{locks: locks, rdb: rdb, name: name, key: base, out: e.out, json: e.json,
-		chans:    []string{base + ":released", base + ":permits:released", base + ":rw:released"},
-		deadline: map[holderID]time.Time{}}
+		chans: releaseChannels(e.prefix, name), deadline: map[holderID]time.Time{}}
 	return w.run(ctx, interval)
 }
 
@@ -155,26 +155,14 @@ func (w *watcher) note(m *redis.Message) {
 }
 
 // read reads the name and how many processes are subscribed to its release channels (waiting, or
-// waited within the last seconds), not counting this one.
+// waited within the last 3 s; waiters.go), not counting this one nor other watches.
 func (w *watcher) read(ctx context.Context) (core.LockInfo, int, error) {
 	info, err := w.locks.Inspect(ctx, w.name)
 	if err != nil {
 		return info, 0, err
 	}
-	var n map[string]int64
-	if cl, ok := w.rdb.(*redis.ClusterClient); ok {
-		n, err = cl.PubSubShardNumSub(ctx, w.chans...).Result()
-	} else {
-		n, err = w.rdb.PubSubNumSub(ctx, w.chans...).Result()
-	}
-	if err != nil {
-		return info, 0, err
-	}
-	subs := 0
-	for _, c := range w.chans {
-		subs += max(int(n[c])-1, 0)
-	}
-	return info, subs, nil
+	subs, err := subscribed(ctx, w.rdb, w.chans, 1)
+	return info, subs, err
 }
 
 // track records when each holder's lease ends at the earliest: its TTL counted from the moment the
@@ -319,7 +307,8 @@ func dropOld(ms []message, t time.Time) []message {
 // emit prints an event about the name (h nil: state free, free, waiting) or about one of its
 // holders: its mode, fence, who, and its TTL when the event starts or shows a hold.
 func (w *watcher) emit(kind string, info core.LockInfo, h *core.HolderInfo) {
-	ev := event{Time: time.Now().UTC(), Event: kind, Queued: queued(info), Subscribers: w.subs}
+	ev := event{Time: time.Now().UTC(), Event: kind, Queued: queued(info), Subscribers: w.subs,
+		Free: h == nil && (kind == "state" || kind == "free")}
 	live := kind == "state" || kind == "acquired" || kind == "handoff"
 	if h != nil {
 		j := holderJSON(*h)
@@ -334,12 +323,13 @@ func (w *watcher) emit(kind string, info core.LockInfo, h *core.HolderInfo) {
 	}
 	line := ev.Time.Format("15:04:05.000") + " " + kind
 	switch {
-	case kind == "waiting":
-		line += fmt.Sprintf(" queued=%d processes=%d", ev.Queued, ev.Subscribers)
 	case h != nil:
 		line += " " + holderLine(*h, info.Limit, live)
 	case kind == "state":
 		line += " free"
+	}
+	if kind == "waiting" || kind == "state" {
+		line += fmt.Sprintf(" queued=%d processes=%d", ev.Queued, ev.Subscribers)
 	}
 	fmt.Fprintln(w.out, line)
 }

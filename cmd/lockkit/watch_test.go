@@ -3,8 +3,10 @@ package main_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os/exec"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -134,4 +136,53 @@ func TestCLI_watch(t *testing.T) {
 	}
 	fmt.Fprintf(&s.script, "$ lockkit watch jobs:nightly\n%s\n", s.clean(strings.Join(transcript, "\n")))
 	s.golden("watch")
+}
+
+// watch's first line is the name's state with its waiters (a holder and the process waiting for
+// it; or free, "free":true in JSON), and another watch of the name is not a waiting process (#47:
+// a watch printed "waiting queued=0 processes=3" before anyone held or waited, and its JSON state
+// event of a free name did not say free).
+func TestCLI_watch_firstLineAndOtherWatches(t *testing.T) {
+	bin := build(t)
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	url := "redis://" + srv.Addr()
+	a, b := locktest.NewClient(t, rdb), locktest.NewClient(t, rdb)
+	acquire(t, a, ctx, "held")
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = b.Acquire(wctx, "held", time.Minute)
+	}()
+	defer func() { stop(); <-done }()
+	locktest.Eventually(t, 5*time.Second, "b waiting", func() bool {
+		n, err := rdb.PubSubNumSub(ctx, "lockkit:{held}:released").Result()
+		return err == nil && n["lockkit:{held}:released"] == 1
+	})
+	out, err := exec.Command(bin, "watch", "--url", url, "--for", "1s", "held").Output()
+	if first, _, _ := strings.Cut(string(out), "\n"); err != nil || !regexp.MustCompile(`^\S+ state mode=lock .* queued=0 processes=1$`).MatchString(first) {
+		t.Errorf("lockkit watch held: %v, first line %q, want the holder and processes=1:\n%s", err, first, out)
+	}
+
+	// Two watches of a free name: each says it is free, and neither counts the other.
+	first := exec.Command(bin, "watch", "--url", url, "--for", "3s", "free")
+	var firstOut strings.Builder
+	first.Stdout = &firstOut
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	out, err = exec.Command(bin, "watch", "--json", "--url", url, "--for", "2s", "free").Output()
+	var ev map[string]any
+	if jerr := json.Unmarshal([]byte(strings.TrimSpace(string(out))), &ev); err != nil || jerr != nil ||
+		ev["event"] != "state" || ev["free"] != true || ev["subscribed_processes"] != 0.0 {
+		t.Errorf("lockkit watch --json free: %v %v, want one line, a state event with free true and no process waiting:\n%s", err, jerr, out)
+	}
+	if err := first.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`^\S+ state free queued=0 processes=0\n$`).MatchString(firstOut.String()) {
+		t.Errorf("lockkit watch free, with another watch of it: want one line, free, nobody waiting:\n%s", firstOut.String())
+	}
 }

@@ -6,10 +6,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -190,5 +192,25 @@ func TestScenes_nameTheirCode(t *testing.T) {
 		if !strings.Contains(string(src), "\nfunc "+fn+"(") {
 			t.Errorf("scene %d: %s has no func %s", n+1, file, fn)
 		}
+	}
+}
+
+// What a scene's lock clients log is a line of the scene's story, not a stray line on stderr
+// (#47: scene 2 printed "WARN lockkit: lock lost name=lost-demo reason=not_owner" in the middle of
+// its timeline, through slog.Default).
+func TestDemo_clientLogsInTheStory(t *testing.T) {
+	var stray bytes.Buffer
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&stray, nil)))
+	t.Cleanup(func() { slog.SetDefault(old) })
+	code, out, errOut := demoRun(t, nil, "-scene", "2")
+	if code != exitOK {
+		t.Fatalf("exit code %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if stray.Len() > 0 || errOut != "" {
+		t.Errorf("the scene logged outside its story:\n%s%s", stray.String(), errOut)
+	}
+	if !regexp.MustCompile(`(?m)^ +log: level=WARN msg="lockkit: lock lost" name=lost-demo reason=not_owner$`).MatchString(out) {
+		t.Errorf("the lost lock's log line is not in the story:\n%s", out)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -124,6 +125,16 @@ func (s *scene) check(ok bool, format string, args ...any) bool {
 	return ok
 }
 
+// storyWriter writes the lines of a client's log into the scene's story ("log: level=WARN …").
+type storyWriter struct{ s *scene }
+
+func (w storyWriter) Write(p []byte) (int, error) {
+	for line := range strings.SplitSeq(strings.TrimSuffix(string(p), "\n"), "\n") {
+		w.s.logf("  log: %s", line)
+	}
+	return len(p), nil
+}
+
 // onClose registers f to run when the scene ends, in reverse order of registration.
 func (s *scene) onClose(f func()) { s.closers = append(s.closers, f) }
 
@@ -144,8 +155,16 @@ func (s *scene) newRedis() *redis.Client {
 }
 
 // newLocks returns a lock client over its own Redis connection, closed when the scene ends. With
-// tracing on, lockotel's hook is installed after opts' hooks.
+// tracing on, lockotel's hook is installed after opts' hooks. What the client logs (a lost lock, a
+// failed renewal) is a line of the scene's story, in its place, not a stray line on stderr.
 func (s *scene) newLocks(opts ...core.Option) (*core.Client, *redis.Client, error) {
+	opts = append([]core.Option{core.WithLogger(slog.New(slog.NewTextHandler(storyWriter{s}, &slog.HandlerOptions{
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		}})))}, opts...)
 	rdb := s.newRedis()
 	if s.tracing.hook != nil {
 		opts = append(opts, core.WithHook(*s.tracing.hook))
