@@ -12,8 +12,10 @@ GO_NEXT         ?= go1.27.3
 # Runs a command in each module (the root and every nested go.mod), each with its own go.mod.
 EACH_MODULE     := ./scripts/modules.sh
 # How many modules `make test` tests at once (each runs its packages in parallel as go test does;
-# most of the suite's time is spent waiting on TTLs, timers and servers, not on the CPU).
-TEST_JOBS       ?= 3
+# most of the suite's time is spent waiting on TTLs, timers and servers, not on the CPU). Two:
+# internal/chaos and the root still run side by side; a third beside them took a 2-core host to
+# load 5-11 and failed timing-bound tests (issue #44).
+TEST_JOBS       ?= 2
 
 .PHONY: test lint bench bench-compare server-instructions chaos compat demo cli deps fmt tidy
 
