@@ -1,6 +1,7 @@
 package core
 
 import (
+	"log/slog"
 	"math"
 	"sync/atomic"
 	"time"
@@ -21,7 +22,12 @@ type lateness struct {
 	max time.Duration // the decaying maximum, halved every lateHalfLife
 	at  time.Time     // when max was last decayed
 	g   atomic.Int64  // the guard: 2 × max, as a time.Duration (read without w.mu: Client.outlived)
+	// warned is when warnLate last logged (only the watchdog's goroutine reads or writes it).
+	warned time.Time
 }
+
+// lateWarnEvery is how often, at most, a Client warns that its timers run too late for a TTL.
+const lateWarnEvery = time.Minute
 
 // lateHalfLife is how fast a lateness seen once is forgotten: a process that was late by d keeps a
 // guard of d (covering that lateness once more) one half-life later.
@@ -81,4 +87,19 @@ func (w *watchdog) wakeFor(at time.Time) time.Time {
 		return now
 	}
 	return at
+}
+
+// warnLate logs, at most once every lateWarnEvery, that this process's timers run later than a
+// hold of ttl can cover (the guard it needs is more than TTL/4, the cap): such a hold may outlive
+// its lock in Redis. Zero ttl: nothing to say. Only the watchdog's goroutine calls it.
+func (w *watchdog) warnLate(ttl time.Duration) {
+	now := time.Now()
+	if ttl == 0 || now.Sub(w.late.warned) < lateWarnEvery {
+		return
+	}
+	w.late.warned = now
+	late := (w.late.ahead() / 2).Round(time.Millisecond)
+	w.c.log(slog.LevelWarn, "this process's timers run too late for a lock's TTL: a hold may outlive its lock",
+		slog.Duration("timer_lateness", late), slog.Duration("ttl", ttl), slog.Duration("min_ttl", 8*late),
+		slog.String("fix", "use a TTL of at least min_ttl, or give the process more CPU; see docs/guarantees.md#choosing-a-ttl"))
 }

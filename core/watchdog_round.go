@@ -73,6 +73,7 @@ func (w *watchdog) run() {
 			r = new(round)
 		}
 		lost, ended := w.collect(r)
+		w.warnLate(r.short)
 		for _, ls := range lost {
 			w.lost(ls)
 		}
@@ -119,6 +120,7 @@ func (w *watchdog) collect(r *round) (lost, ended []lostSet) {
 	w.late.observe(now, now.Sub(w.wakeAt))
 	g := w.late.ahead()
 	batch, items := r.batch[:0], r.items[:0]
+	r.short = 0
 	var aside []*entry
 	defer func() { r.batch, r.items = batch, items }()
 loop:
@@ -132,6 +134,9 @@ loop:
 			}
 		}
 		e := w.h.Min()
+		if g > e.ttl/4 {
+			r.short = e.ttl
+		}
 		ahead := now.Add(w.late.guard(e.ttl))
 		switch {
 		case !ahead.Before(e.valid):
@@ -176,6 +181,9 @@ loop:
 type round struct {
 	batch []*entry
 	items []store.RenewItem
+	// short is the TTL of a hold whose guard collect had to cap (TTL/4 is less than the guard the
+	// timer's lateness asks for): zero when none. run warns of it (warnLate).
+	short time.Duration
 	left  atomic.Int32 // dispatch's goroutines still sending it
 }
 
