@@ -69,6 +69,7 @@ func TestLockUnlock_loneCallerAllocations(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = c.Close(context.Background()) }()
+	c.evict.close() // (its INFO would dial 127.0.0.1:1 in the background, allocating meanwhile)
 	set := script.Scripts()
 	c.st.(*store.Node).SetRunner(script.NewSender(&instantRunner{acquire: ScriptSHA1(set.Acquire.Source),
 		release: ScriptSHA1(set.Release.Source)}))

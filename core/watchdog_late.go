@@ -21,7 +21,7 @@ import (
 type lateness struct {
 	max time.Duration // the decaying maximum, halved every lateHalfLife
 	at  time.Time     // when max was last decayed
-	g   atomic.Int64  // the guard: 2 × max, as a time.Duration (read without w.mu: Client.outlived)
+	g   atomic.Int64  // the guard: 2 × max, as a time.Duration (read without w.mu)
 	// warned is when warnLate last logged (only the watchdog's goroutine reads or writes it).
 	warned time.Time
 }
@@ -51,32 +51,17 @@ func (l *lateness) ahead() time.Duration { return time.Duration(l.g.Load()) }
 // TTL on the guard covers the lateness).
 func (l *lateness) guard(ttl time.Duration) time.Duration { return min(l.ahead(), ttl/4) }
 
-// wake returns when the watchdog must see e: its due time (entry.due), its renewal and validity
-// deadline that entry's guard early.
-func (l *lateness) wake(e *entry) time.Time {
-	g := l.guard(e.ttl)
-	at := e.valid.Add(-g)
-	if n := e.next.Add(-g); !e.inflight && n.Before(at) {
+// wake returns when the watchdog must see e: its validity deadline that entry's guard early, its
+// renewal lead early (watchdog.lead), or its WithMaxHold limit.
+func (l *lateness) wake(e *entry, lead time.Duration) time.Time {
+	at := e.valid.Add(-l.guard(e.ttl))
+	if n := e.next.Add(-lead); !e.inflight && n.Before(at) {
 		at = n
 	}
 	if !e.maxAt.IsZero() && e.maxAt.Before(at) {
 		at = e.maxAt
 	}
 	return at
-}
-
-// seed records an acquisition's round trip, took, as the timer's lateness while the watchdog keeps
-// nothing (so its timer has not run lately): else the first hold of a starved process would have
-// no guard. Acquisitions call it (Client.outlived) before they check their validity.
-func (w *watchdog) seed(now time.Time, took time.Duration) {
-	if 2*took <= w.late.ahead() {
-		return // (it would change nothing: no lock taken)
-	}
-	w.mu.Lock()
-	if w.h.Len() == 0 {
-		w.late.observe(now, took)
-	}
-	w.mu.Unlock()
 }
 
 // wakeFor returns when the scheduler's timer is to fire for an entry due at (entry.due): its guard
@@ -102,4 +87,12 @@ func (w *watchdog) warnLate(ttl time.Duration) {
 	w.c.log(slog.LevelWarn, "this process's timers run too late for a lock's TTL: a hold may outlive its lock",
 		slog.Duration("timer_lateness", late), slog.Duration("ttl", ttl), slog.Duration("min_ttl", 8*late),
 		slog.String("fix", "use a TTL of at least min_ttl, or give the process more CPU; see docs/guarantees.md#choosing-a-ttl"))
+}
+
+// lead is how early e's renewal is sent for the timer's lateness: its guard, but at most a quarter
+// of its renewal interval. (Renewals need no more: a renewal sent late still has two thirds of the
+// TTL to land before the validity deadline. With the full guard, up to TTL/4, plus collect's
+// batching window, a renewal that just landed was due again at once: every wake renewed it.)
+func (w *watchdog) lead(e *entry) time.Duration {
+	return min(w.late.guard(e.ttl), w.interval(e.ttl)/4)
 }

@@ -143,7 +143,7 @@ loop:
 			lost = append(lost, w.lose(e, "expired", e.lastErr))
 		case !e.maxAt.IsZero() && !now.Before(e.maxAt):
 			ended = append(ended, w.ended(e, now))
-		case !e.inflight && !e.next.After(ahead.Add(w.interval(e.ttl)/4)):
+		case !e.inflight && !e.next.After(now.Add(w.lead(e)+w.interval(e.ttl)/4)):
 			e.inflight = true
 			w.fix(e)
 			batch = append(batch, e)
@@ -165,7 +165,7 @@ loop:
 	}
 	for _, e := range aside {
 		if !e.gone { // (ended meanwhile, while collect let others have w.mu)
-			wait = min(wait, max(w.late.wake(e).Sub(now), 0))
+			wait = min(wait, max(w.late.wake(e, w.lead(e)).Sub(now), 0))
 			w.fix(e)
 		}
 	}

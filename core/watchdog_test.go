@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -196,11 +197,11 @@ func TestWatchdog_renewsManyTTLs_andNeverAfterRelease(t *testing.T) {
 	for i, l := range mon() {
 		top := !strings.Contains(l, "lua]") // commands run inside scripts are logged too
 		switch {
-		case top && strings.Contains(l, `locktest.Key("a")`) && strings.Contains(l, `"c:`):
+		case top && strings.Contains(l, strconv.Quote(locktest.Key("a"))) && strings.Contains(l, `"c:`):
 			released = i // the release, whose message names the client (EVALSHA, and EVAL after NOSCRIPT)
-		case top && released >= 0 && strings.Contains(l, `locktest.Key("a")`):
+		case top && released >= 0 && strings.Contains(l, strconv.Quote(locktest.Key("a"))):
 			t.Fatalf("MONITOR: a command on the released lock after its release: %s", l)
-		case top && released >= 0 && strings.Contains(l, `locktest.Key("b")`):
+		case top && released >= 0 && strings.Contains(l, strconv.Quote(locktest.Key("b"))):
 			sawB = true
 		}
 	}
