@@ -21,7 +21,7 @@ func runChild(role string) int {
 	case "pause":
 		err = pauseChild(os.Getenv("LOCKKIT_CHAOS_REDIS"), os.Getenv("LOCKKIT_CHAOS_PG"), os.Stdin, os.Stdout)
 	case "starved":
-		err = starvedChild(os.Getenv("LOCKKIT_CHAOS_REDIS"), starvedHolds(), os.Stdout)
+		err = starvedChild(os.Getenv("LOCKKIT_CHAOS_REDIS"), starvedHolds("LOCKKIT_CHAOS_HOLDS"), starvedHolds("LOCKKIT_CHAOS_REFUSED"), os.Stdout)
 	case "lin":
 		err = linChild(os.Getenv("LOCKKIT_CHAOS_REDIS"), os.Getenv("LOCKKIT_CHAOS_LIN"), os.Stdout)
 	default:
