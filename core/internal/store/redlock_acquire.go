@@ -12,12 +12,16 @@ import (
 // of the grants that arrive after it stopped waiting for them. One allocation holds all of it.
 type rlAcquire struct {
 	fan
-	rl  *Redlock
-	k   *Keys
-	r   AcquireReq  // the request, with the fence floor of this attempt
-	own []nodeGrant // each node's answer, written by its goroutine
-	got []nodeGrant // the answers that came while the attempt waited; errNodeTimeout for the others
-	buf [2 * inlineNodes]nodeGrant
+	rl *Redlock
+	k  *Keys // &keys: the attempt's own copy
+	// keys is the caller's keys as they were when the attempt began: the nodes that answer after
+	// it returned (late grants, raised or given back) read them while the caller's copy becomes
+	// the hold's (Keys.Held writes its fence: a data race the checker's -race run found).
+	keys Keys
+	r    AcquireReq  // the request, with the fence floor of this attempt
+	own  []nodeGrant // each node's answer, written by its goroutine
+	got  []nodeGrant // the answers that came while the attempt waited; errNodeTimeout for the others
+	buf  [2 * inlineNodes]nodeGrant
 
 	// Late grants are kept when the acquisition succeeded (the lock then lives on more nodes than
 	// the quorum, which is what lets it survive the loss of a node; such a node is made to agree
@@ -102,7 +106,8 @@ func (rl *Redlock) Acquire(ctx context.Context, k *Keys, r *AcquireReq) (Acquire
 		return AcquireResult{}, rl.opt.Invalid("fair mode is not supported over Redlock")
 	}
 	start := time.Now()
-	a := &rlAcquire{rl: rl, k: k, r: *r}
+	a := &rlAcquire{rl: rl, keys: *k, r: *r}
+	a.k = &a.keys
 	// One fence floor for every node, from this client's clock: nodes whose counters agree answer
 	// the same fence, and the write-back is only needed when they diverged.
 	a.r.Floor = start.UnixMilli() * 1000
