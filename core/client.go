@@ -193,10 +193,15 @@ func (c *Client) Do(ctx context.Context, name string, ttl time.Duration, fn func
 	return fn(l.Context())
 }
 
+// closeWhenDown bounds Close's releases while Redis does not answer (issue #45: Close returns
+// within 200 ms plus one dial timeout).
+const closeWhenDown = 200 * time.Millisecond
+
 // Close releases every lock the Client holds (their contexts are cancelled with ErrClosed as the
 // cause), wakes every waiter with ErrClosed and stops the Client's goroutines. Calls after Close
 // return ErrClosed. It returns the first release error. A nil ctx is refused with ErrInvalid and
-// the Client stays open.
+// the Client stays open. While Redis does not answer (the Client's last request found it
+// unreachable), Close gives the releases at most 200 ms: the locks expire within their TTL.
 func (c *Client) Close(ctx context.Context) error {
 	switch {
 	case c == nil:
@@ -206,6 +211,13 @@ func (c *Client) Close(ctx context.Context) error {
 	}
 	if c.closed.Swap(true) {
 		return nil
+	}
+	if c.down.Load() {
+		// Redis did not answer the last request: the releases below would only wait for go-redis's
+		// dials (five by default). Held locks expire within their TTL.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, closeWhenDown)
+		defer cancel()
 	}
 	c.evict.close()
 	c.room.Close()
