@@ -197,6 +197,21 @@ func (r *Report) Table() string {
 	return b.String()
 }
 
+// UnmetKinds returns the baseline kinds and the HEAD kinds among the pairs not met yet, each in
+// the order of Kinds: the kinds to steer each worker to.
+func (r *Report) UnmetKinds() (base, head []string) {
+	unmet := r.Unmet()
+	for _, k := range Kinds {
+		if slices.ContainsFunc(unmet, func(p string) bool { return strings.HasPrefix(p, k+"×") }) {
+			base = append(base, k)
+		}
+		if slices.ContainsFunc(unmet, func(p string) bool { return strings.HasSuffix(p, "×"+k) }) {
+			head = append(head, k)
+		}
+	}
+	return base, head
+}
+
 // Unmet lists the pairs of kinds the run never brought together (no cell evidence either way).
 func (r *Report) Unmet() []string {
 	var out []string

@@ -70,3 +70,38 @@ func TestCheck_flagsWhatItMust(t *testing.T) {
 		})
 	}
 }
+
+// The kinds to steer each worker to are those of the pairs not met, in the table's order: a run
+// where every pair but lock×set and fair×read met steers the baseline to lock and fair, HEAD to
+// read and set.
+func TestUnmetKinds_areThoseOfThePairsNotMet(t *testing.T) {
+	var events []compat.Event
+	var at int64 = 10
+	for _, b := range compat.Kinds {
+		for _, h := range compat.Kinds {
+			if b == "lock" && h == "set" || b == "fair" && h == "read" {
+				continue
+			}
+			// A baseline hold, then a HEAD attempt that ran out waiting (or shared, for reads
+			// and permits) during it.
+			events = append(events, hold("base", b, at, at+5, "n"),
+				compat.Event{Worker: "head", Kind: h, Names: []string{"n"}, Call: at + 1, Busy: true})
+			if b == h && (b == "read" || b == "permits") {
+				events[len(events)-1] = hold("head", h, at+1, at+4, "n")
+				events[len(events)-1].Limit, events[len(events)-2].Limit = 3, 3
+			}
+			at += 10
+		}
+	}
+	r := compat.Check("base", "head", events)
+	if u := r.Unmet(); strings.Join(u, " ") != "lock×set fair×read" {
+		t.Fatalf("unmet %v, want lock×set fair×read\n%s", u, r.Table())
+	}
+	base, head := r.UnmetKinds()
+	if strings.Join(base, ",") != "lock,fair" || strings.Join(head, ",") != "read,set" {
+		t.Errorf("steer the baseline to %v and HEAD to %v, want [lock fair] and [read set]", base, head)
+	}
+	if len(r.Problems) > 0 {
+		t.Errorf("problems in a sound history: %v", r.Problems)
+	}
+}

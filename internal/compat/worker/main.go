@@ -10,16 +10,19 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lockkit/lockkit/core"
@@ -48,25 +51,50 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:6379", "the Redis server")
 	name := flag.String("name", "worker", "this worker's name in the events (base, head)")
 	dur := flag.Duration("duration", 10*time.Second, "how long to take holds at most")
-	eof := flag.Bool("eof", false, "stop earlier, when stdin ends (the parent closes it once it has seen enough)")
+	eof := flag.Bool("eof", false, "stop earlier, when stdin ends (the parent closes it once it has seen enough); "+
+		"a line \"kinds a,b\" on stdin narrows the kinds taken from then on to those (the parent steers to pairs not yet met)")
 	workers := flag.Int("g", 4, "goroutines taking holds")
 	names := flag.Int("names", 3, "shared lock names (compat-0 ...)")
 	seed := flag.Uint64("seed", 1, "seed of the random choices")
 	flag.Parse()
 	stop := make(chan struct{})
+	var only atomic.Pointer[[]string]
 	if *eof {
 		go func() {
-			_, _ = io.Copy(io.Discard, os.Stdin)
+			steer(os.Stdin, &only)
 			close(stop)
 		}()
 	}
-	if err := run(*addr, *name, *dur, stop, *workers, *names, *seed); err != nil {
+	if err := run(*addr, *name, *dur, stop, &only, *workers, *names, *seed); err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(1)
 	}
 }
 
-func run(addr, name string, dur time.Duration, stop <-chan struct{}, workers, names int, seed uint64) error {
+// steer reads the parent's lines until stdin ends: "kinds a,b" narrows the kinds taken to a and b
+// (kinds this worker knows; an empty or unknown list leaves every kind).
+func steer(in *os.File, only *atomic.Pointer[[]string]) {
+	sc := bufio.NewScanner(in)
+	for sc.Scan() {
+		list, ok := strings.CutPrefix(sc.Text(), "kinds ")
+		if !ok {
+			continue
+		}
+		var ks []string
+		for k := range strings.SplitSeq(list, ",") {
+			if slices.Contains(kinds, k) {
+				ks = append(ks, k)
+			}
+		}
+		if len(ks) == 0 {
+			ks = kinds
+		}
+		only.Store(&ks)
+	}
+}
+
+func run(addr, name string, dur time.Duration, stop <-chan struct{}, only *atomic.Pointer[[]string], workers, names int,
+	seed uint64) error {
 	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 4 * workers})
 	defer func() { _ = rdb.Close() }()
 	locks, err := core.New(rdb, core.WithLabel("compat-"+name))
@@ -87,7 +115,11 @@ func run(addr, name string, dur time.Duration, stop <-chan struct{}, workers, na
 		r := rand.New(rand.NewPCG(seed, uint64(g)))
 		wg.Go(func() {
 			for time.Now().Before(end) && !stopped(stop) {
-				e := attempt(locks, r, names)
+				ks := kinds
+				if p := only.Load(); p != nil {
+					ks = *p
+				}
+				e := attempt(locks, r, ks, names)
 				e.Worker = name
 				emit(e)
 			}
@@ -110,10 +142,10 @@ func stopped(stop <-chan struct{}) bool {
 // now is this host's clock, shared with the other worker.
 func now() int64 { return time.Now().UnixNano() }
 
-// attempt takes one hold of a random kind on random shared names, holds it a few milliseconds
-// (a re-entry enters it once more and gives that hold back first) and releases it.
-func attempt(locks *core.Client, r *rand.Rand, names int) event {
-	e := event{Kind: kinds[r.IntN(len(kinds))]}
+// attempt takes one hold of a random kind of ks on random shared names, holds it a few
+// milliseconds (a re-entry enters it once more and gives that hold back first) and releases it.
+func attempt(locks *core.Client, r *rand.Rand, ks []string, names int) event {
+	e := event{Kind: ks[r.IntN(len(ks))]}
 	pick := func() string { return fmt.Sprintf("compat-%d", r.IntN(names)) }
 	e.Names = []string{pick()}
 	const ttl = 5 * time.Second
