@@ -45,7 +45,7 @@ var elsewhere = map[string]string{
 func TestMain(m *testing.M) { locktest.VerifyTestMain(m) }
 
 // types maps the type column's first words to what Redis's TYPE answers.
-var types = []struct{ doc, redis string }{
+var types = []struct{ doc, redisType string }{
 	{"string", "string"}, {"sorted set", "zset"}, {"hash", "hash"}, {"list", "list"}, {"pub/sub channel", ""},
 }
 
@@ -75,7 +75,7 @@ func keyTable(t *testing.T) []keyRow {
 			row := keyRow{key: key, re: regexp.MustCompile(pattern + regexp.QuoteMeta(key[last:]) + "$"), typ: "?"}
 			for _, ty := range types {
 				if strings.HasPrefix(r[1], ty.doc) {
-					row.typ = ty.redis
+					row.typ = ty.redisType
 					break
 				}
 			}

@@ -161,8 +161,8 @@ func TestCLI_outputFlag(t *testing.T) {
 	acquire(t, locktest.NewClient(t, srv.Client(t)), context.Background(), "x")
 	s := newSession(t, bin, "REDIS_URL=redis://"+srv.Addr())
 	for _, tc := range []struct {
-		args []string
-		json bool
+		args     []string
+		wantJSON bool
 	}{
 		{[]string{"-o", "json", "inspect", "x"}, true},
 		{[]string{"inspect", "x", "-o", "json"}, true},
@@ -175,8 +175,8 @@ func TestCLI_outputFlag(t *testing.T) {
 		out, stderr, code := s.run3("", tc.args...)
 		var o map[string]any
 		isJSON := json.Unmarshal([]byte(out), &o) == nil
-		if code != 0 || stderr != "" || isJSON != tc.json || (!tc.json && !heldYes.MatchString(out)) {
-			t.Errorf("lockkit %s: exit %d, JSON %v (want %v):\n%s%s", strings.Join(tc.args, " "), code, isJSON, tc.json, out, stderr)
+		if code != 0 || stderr != "" || isJSON != tc.wantJSON || (!tc.wantJSON && !heldYes.MatchString(out)) {
+			t.Errorf("lockkit %s: exit %d, JSON %v (want %v):\n%s%s", strings.Join(tc.args, " "), code, isJSON, tc.wantJSON, out, stderr)
 		}
 	}
 	if _, stderr, code := s.run3("", "inspect", "x", "-o", "yaml"); code != 2 || !strings.HasPrefix(stderr, `lockkit inspect: invalid value "yaml" for flag -o: want text or json`) {

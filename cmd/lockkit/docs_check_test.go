@@ -29,7 +29,7 @@ var valueFlags = []string{"url", "sentinel", "master", "prefix", "cacert", "time
 type docArgs struct {
 	args, env []string
 	pos       []string // the arguments that are not flags, the command first
-	json      bool
+	asJSON    bool
 	help      bool // -h or --help
 }
 
@@ -67,9 +67,9 @@ func prepare(t *testing.T, target docTarget, fx *docFixture, c docCommand) docAr
 		case !strings.HasPrefix(w, "-"):
 			d.pos = append(d.pos, w)
 		case name == "json":
-			d.json = true
+			d.asJSON = true
 		case (name == "o" || name == "output") && (value == "json" || !hasValue && i+1 < len(words) && words[i+1] == "json"):
-			d.json = true
+			d.asJSON = true
 			if !hasValue {
 				i++
 				d.args = append(d.args, words[i])
@@ -145,7 +145,7 @@ func checkOutput(t *testing.T, fx *docFixture, c docCommand, d docArgs, out stri
 	}
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 	var objs []map[string]any
-	if d.json {
+	if d.asJSON {
 		for _, l := range lines {
 			var o map[string]any
 			if err := json.Unmarshal([]byte(l), &o); err != nil && l != "" {
@@ -174,7 +174,7 @@ func checkOutput(t *testing.T, fx *docFixture, c docCommand, d docArgs, out stri
 		for _, o := range objs {
 			got = append(got, o["name"].(string))
 		}
-		if !d.json {
+		if !d.asJSON {
 			if mask(lines[0]) != "NAME  MODE  HOLDER  HELD FOR  TTL  FENCE  QUEUED  WAITING" {
 				fail("no ls header")
 			}
@@ -191,7 +191,7 @@ func checkOutput(t *testing.T, fx *docFixture, c docCommand, d docArgs, out stri
 		if len(want) == 0 || !slices.Equal(got, want) {
 			fail("listed " + strings.Join(got, ", ") + "; want " + strings.Join(want, ", "))
 		}
-	case cmd == "inspect" && d.json:
+	case cmd == "inspect" && d.asJSON:
 		if len(objs) != 1 || objs[0]["held"] != true {
 			fail("want one object, held")
 		}
@@ -199,7 +199,7 @@ func checkOutput(t *testing.T, fx *docFixture, c docCommand, d docArgs, out stri
 		if !heldYes.MatchString(out) {
 			fail("not held")
 		}
-	case cmd == "release" && d.json:
+	case cmd == "release" && d.asJSON:
 		if len(objs) != 1 || objs[0]["released"] != true {
 			fail("want one object, released")
 		}
@@ -207,7 +207,7 @@ func checkOutput(t *testing.T, fx *docFixture, c docCommand, d docArgs, out stri
 		if !strings.HasPrefix(out, "released "+d.pos[1]+" ") {
 			fail("not released")
 		}
-	case cmd == "idem" && d.json:
+	case cmd == "idem" && d.asJSON:
 		if len(objs) != 1 || objs[0]["status"] != "stored" {
 			fail("want one object, stored")
 		}
@@ -215,7 +215,7 @@ func checkOutput(t *testing.T, fx *docFixture, c docCommand, d docArgs, out stri
 		if !regexp.MustCompile(`(?m)^status\s+stored$`).MatchString(out) {
 			fail("no stored record")
 		}
-	case cmd == "doctor" && d.json:
+	case cmd == "doctor" && d.asJSON:
 		if len(objs) < 9 || objs[0]["verdict"] == nil {
 			fail("want one object per check, with its verdict")
 		}
@@ -223,7 +223,7 @@ func checkOutput(t *testing.T, fx *docFixture, c docCommand, d docArgs, out stri
 		if !regexp.MustCompile(`^\d+ ok, \d+ warn, 0 unsafe$`).MatchString(lines[len(lines)-1]) {
 			fail("want the checks, then their count, none unsafe")
 		}
-	case cmd == "version" && d.json:
+	case cmd == "version" && d.asJSON:
 		if len(objs) != 1 || objs[0]["version"] == nil {
 			fail("want one object, with the version")
 		}
@@ -329,8 +329,8 @@ func runDocWatch(t *testing.T, bin string, fx *docFixture, c docCommand, d docAr
 	if c.sample == nil {
 		first := next()
 		var ev struct{ Event string }
-		if d.json && (json.Unmarshal([]byte(first), &ev) != nil || ev.Event != "state") ||
-			!d.json && !regexp.MustCompile(`^\d\d:\d\d:\d\d\.\d{3} state `).MatchString(first) {
+		if d.asJSON && (json.Unmarshal([]byte(first), &ev) != nil || ev.Event != "state") ||
+			!d.asJSON && !regexp.MustCompile(`^\d\d:\d\d:\d\d\.\d{3} state `).MatchString(first) {
 			t.Errorf("%s: first line %q, want the state", c.where, first)
 		}
 	}

@@ -67,8 +67,8 @@ func (c *Cluster) create(t testing.TB, cli string) {
 	t.Helper()
 	n0 := c.nodes[0]
 	var args []string
-	if n0.tls != nil {
-		args = append(args, "--tls", "--cacert", n0.tls.caFile)
+	if n0.certs != nil {
+		args = append(args, "--tls", "--cacert", n0.certs.caFile)
 	}
 	if n0.adminUser != "" {
 		args = append(args, "--user", n0.adminUser)

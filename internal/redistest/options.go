@@ -18,7 +18,7 @@ type config struct {
 	password string
 	acl      []string
 	args     []string
-	tls      bool
+	useTLS   bool
 	persist  bool
 }
 
@@ -57,7 +57,7 @@ func WithArgs(args ...string) Option {
 // bus and replication use TLS as well. If the redis-server build has no TLS
 // support, the test is skipped.
 func WithTLS() Option {
-	return func(c *config) { c.tls = true }
+	return func(c *config) { c.useTLS = true }
 }
 
 // WithPersistence turns on the append-only file with fsync on every write (appendonly yes,

@@ -50,13 +50,13 @@ func (s *Server) args() []string {
 		"--appendonly", "no",
 		"--repl-diskless-sync-delay", "0",
 	}
-	if s.tls != nil {
+	if s.certs != nil {
 		a = append(a,
 			"--port", "0",
 			"--tls-port", port,
-			"--tls-cert-file", s.tls.certFile,
-			"--tls-key-file", s.tls.keyFile,
-			"--tls-ca-cert-file", s.tls.caFile,
+			"--tls-cert-file", s.certs.certFile,
+			"--tls-key-file", s.certs.keyFile,
+			"--tls-ca-cert-file", s.certs.caFile,
 			"--tls-auth-clients", "no",
 			"--tls-replication", "yes",
 		)

@@ -24,7 +24,7 @@ type Server struct {
 	bin     string
 	dir     string
 	cfg     *config
-	tls     *tlsMaterial
+	certs   *tlsMaterial
 	cluster bool
 
 	adminUser, adminPass   string
@@ -85,7 +85,7 @@ func startServers(t testing.TB, n int, cfg *config, cluster bool) []*Server {
 	t.Helper()
 	bin, _ := binaries(t)
 	var mat *tlsMaterial
-	if cfg.tls {
+	if cfg.useTLS {
 		requireTLS(t, bin)
 		var err error
 		if mat, err = newTLSMaterial(t.TempDir()); err != nil {
@@ -125,7 +125,7 @@ func startServers(t testing.TB, n int, cfg *config, cluster bool) []*Server {
 // newServer prepares a server in dir, writing its aclfile if needed. With
 // WithACL, adminPass becomes the password of the admin user.
 func newServer(bin, dir string, cfg *config, mat *tlsMaterial, cluster bool, adminPass string) (*Server, error) {
-	s := &Server{bin: bin, dir: dir, cfg: cfg, tls: mat, cluster: cluster}
+	s := &Server{bin: bin, dir: dir, cfg: cfg, certs: mat, cluster: cluster}
 	s.clientUser, s.clientPass = cfg.clientCredentials()
 	switch {
 	case len(cfg.acl) > 0:
@@ -216,8 +216,8 @@ func (s *Server) Client(t testing.TB) *redis.Client {
 // TLSConfig returns a new client TLS configuration trusting the test CA, or
 // nil if the server was not started with WithTLS.
 func (s *Server) TLSConfig() *tls.Config {
-	if s.tls == nil {
+	if s.certs == nil {
 		return nil
 	}
-	return s.tls.clientConfig()
+	return s.certs.clientConfig()
 }

@@ -42,11 +42,11 @@ var (
 
 // sentinel is an error of the package that matches one of core's.
 type sentinel struct {
-	msg  string
-	core error
+	msg     string
+	coreErr error
 }
 
 func (e *sentinel) Error() string { return e.msg }
 
 // Unwrap returns core's sentinel error.
-func (e *sentinel) Unwrap() error { return e.core }
+func (e *sentinel) Unwrap() error { return e.coreErr }

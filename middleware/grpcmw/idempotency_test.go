@@ -246,7 +246,7 @@ func TestIdempotency_scope_andRecordKey(t *testing.T) {
 		}
 		return md.Get("tenant")[0] + fullMethod, nil
 	}
-	r2 := startReplica(t, e.redis, svc, nil, grpcmw.WithIdempotency(0), grpcmw.WithIdempotencyScope(scope))
+	r2 := startReplica(t, e.srv, svc, nil, grpcmw.WithIdempotency(0), grpcmw.WithIdempotencyScope(scope))
 	for _, tenant := range []string{"t1", "t2", "t1"} {
 		ctx := metadata.AppendToOutgoingContext(withIdem("k2"), "tenant", tenant)
 		if _, err := r2.call(ctx, plainMethod, "x"); err != nil {
@@ -333,7 +333,7 @@ func TestIdempotency_lostLock_storesNothing(t *testing.T) {
 // equal fingerprints. The interceptor is called directly, with a Struct request of many fields.
 func TestIdempotency_fingerprintIsDeterministic(t *testing.T) {
 	e := setup(t, &service{}, 0)
-	ic := grpcmw.UnaryServerInterceptor(locktest.NewClient(t, e.redis.Client(t)), grpcmw.WithIdempotency(time.Minute))
+	ic := grpcmw.UnaryServerInterceptor(locktest.NewClient(t, e.srv.Client(t)), grpcmw.WithIdempotency(time.Minute))
 	fields := map[string]any{}
 	for i := range 32 {
 		fields[fmt.Sprint("field-", i)] = float64(i)

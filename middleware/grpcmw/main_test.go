@@ -103,7 +103,7 @@ type replica struct {
 
 // env is a test setup: one Redis shared by n replicas.
 type env struct {
-	redis    *redistest.Server
+	srv      *redistest.Server
 	rdb      *redis.Client
 	replicas []*replica
 }
@@ -112,7 +112,7 @@ type env struct {
 func setup(t *testing.T, svc *service, n int, opts ...grpcmw.Option) *env {
 	t.Helper()
 	srv := redistest.Start(t)
-	e := &env{redis: srv, rdb: srv.Client(t)}
+	e := &env{srv: srv, rdb: srv.Client(t)}
 	for range n {
 		e.replicas = append(e.replicas, startReplica(t, srv, svc, nil, opts...))
 	}
@@ -247,7 +247,7 @@ func subscribers(t *testing.T, rdb *redis.Client, name string) int64 {
 // for the length of the test.
 func holdLock(t *testing.T, e *env, name string, ttl time.Duration) *core.Lock {
 	t.Helper()
-	c := locktest.NewClient(t, e.redis.Client(t))
+	c := locktest.NewClient(t, e.srv.Client(t))
 	l, err := c.Acquire(context.Background(), name, ttl, core.InNamespace("grpc"))
 	if err != nil {
 		t.Fatal(err)

@@ -63,13 +63,13 @@ func TestUnary_withReadWrite(t *testing.T) {
 		}
 	}
 	queued := func(n int64) func() bool {
-		return func() bool { return e.redis.Do(t, "ZCARD", locktest.Key("@grpc/acct-1", "rw", "queue")) == n }
+		return func() bool { return e.srv.Do(t, "ZCARD", locktest.Key("@grpc/acct-1", "rw", "queue")) == n }
 	}
 	call(e.replicas[0], keyedMethod, "acct-1") // (its request names the key)
 	locktest.Eventually(t, 5*time.Second, "the write to queue", queued(1))
 	call(e.replicas[1], plainMethod, "y")
 	locktest.Eventually(t, 5*time.Second, "the later read to queue behind it", queued(2))
-	impatient := startReplica(t, e.redis, svc, nil, append(opts, grpcmw.WithWait(0))...)
+	impatient := startReplica(t, e.srv, svc, nil, append(opts, grpcmw.WithWait(0))...)
 	_, err := impatient.call(ctx, keyedMethod, "acct-1")
 	wantCode(t, err, codes.Aborted)
 	close(unblock)

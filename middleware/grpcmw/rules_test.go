@@ -63,7 +63,7 @@ func TestIdempotency_scopeAddsToTheMethod(t *testing.T) {
 // Codes that ask for a retry cannot be stored; asking for it is an invalid option.
 func TestWithStoredErrors_retryCodesRefused(t *testing.T) {
 	e := setup(t, &service{}, 0)
-	locks := locktest.NewClient(t, e.redis.Client(t))
+	locks := locktest.NewClient(t, e.srv.Client(t))
 	for _, c := range []codes.Code{codes.Unavailable, codes.ResourceExhausted, codes.Aborted, codes.DeadlineExceeded,
 		codes.Internal, codes.Unknown, codes.Canceled, codes.OK} {
 		func() {
@@ -104,8 +104,8 @@ func TestStatus_genericMessages(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	addr := e.redis.Options().Addr
-	e.redis.Stop(t)
+	addr := e.srv.Options().Addr
+	e.srv.Stop(t)
 	for _, ctx := range []context.Context{withIdem("k2"), metadata.AppendToOutgoingContext(context.Background())} {
 		_, err := r.call(ctx, keyedMethod, "secret-account")
 		st := wantCode(t, err, codes.Unavailable)

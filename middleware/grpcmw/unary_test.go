@@ -236,7 +236,7 @@ func TestUnary_withMethods(t *testing.T) {
 		{[]string{"/" + svcName + "/"}, "true", "true"},
 		{[]string{"/other.Service/"}, "false", "false"},
 	} {
-		r := startReplica(t, e.redis, svc, nil, opt, grpcmw.WithMethods(tc.methods...))
+		r := startReplica(t, e.srv, svc, nil, opt, grpcmw.WithMethods(tc.methods...))
 		k, err1 := r.call(ctx, keyedMethod, "acct-m")
 		p, err2 := r.call(ctx, plainMethod, "x")
 		if err1 != nil || err2 != nil {
@@ -276,7 +276,7 @@ func TestUnary_errorCodes(t *testing.T) {
 		_, err := r.call(ctx, tc.method, tc.value)
 		wantCode(t, err, tc.code)
 	}
-	e.redis.Stop(t)
+	e.srv.Stop(t)
 	_, err := r.call(ctx, keyedMethod, "acct-down")
 	wantCode(t, err, codes.Unavailable)
 }
@@ -285,7 +285,7 @@ func TestUnary_errorCodes(t *testing.T) {
 // server answers), so the interceptor is called directly here.
 func TestUnary_contextErrors_andClosedClient(t *testing.T) {
 	e := setup(t, &service{unary: echo}, 0)
-	locks := locktest.NewClient(t, e.redis.Client(t))
+	locks := locktest.NewClient(t, e.srv.Client(t))
 	ic := grpcmw.UnaryServerInterceptor(locks, grpcmw.WithWait(10*time.Second))
 	holdLock(t, e, "acct-c", 30*time.Second)
 	info := &grpc.UnaryServerInfo{FullMethod: keyedMethod}
@@ -338,7 +338,7 @@ func TestUnary_hookContextFlowsToHandler(t *testing.T) {
 		md, _ := metadata.FromIncomingContext(ctx)
 		return context.WithValue(ctx, spanKey{}, info.Name+"/"+strings.Join(md.Get("x-request"), ","))
 	}}
-	r := startReplica(t, e.redis, svc, []core.Option{core.WithHook(hook)})
+	r := startReplica(t, e.srv, svc, []core.Option{core.WithHook(hook)})
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-request", "r-1")
 	if _, err := r.call(ctx, keyedMethod, "acct-h"); err != nil {
 		t.Fatal(err)

@@ -118,19 +118,19 @@ func TestUnary_withKeys_partlyHeld(t *testing.T) {
 	e := setup(t, svc, 1, transferKeys())
 	a.e = e
 	svc.unary = a.handler(t)
-	patient := startReplica(t, e.redis, svc, nil, transferKeys(), grpcmw.WithWait(30*time.Second))
+	patient := startReplica(t, e.srv, svc, nil, transferKeys(), grpcmw.WithWait(30*time.Second))
 	ctx := context.Background()
 	if _, err := e.replicas[0].call(ctx, plainMethod, "X,Y"); err != nil { // loads the scripts
 		t.Fatal(err)
 	}
 	held := holdLock(t, e, "B", 5*time.Second)
-	e.redis.ResetStats(t)
+	e.srv.ResetStats(t)
 	_, err := e.replicas[0].call(ctx, plainMethod, "A,B")
 	st := wantCode(t, err, codes.Aborted)
 	if d := retryDelay(t, st); d <= 4*time.Second || d > 5*time.Second {
 		t.Fatalf("RetryInfo delay %v, want the held account's remaining TTL", d)
 	}
-	if n := e.redis.CommandStats(t)["evalsha"]; n != 1 {
+	if n := e.srv.CommandStats(t)["evalsha"]; n != 1 {
 		t.Fatalf("refusing a partly held set took %d scripts, want 1", n)
 	}
 	if locktest.Held(t, e.rdb, locktest.Key("@grpc/A")) {
@@ -167,7 +167,7 @@ func TestUnary_withKeys_lostLockAbortsTheCall(t *testing.T) {
 	e := setup(t, svc, 1, transferKeys(), grpcmw.WithTTL(300*time.Millisecond))
 	go func() {
 		<-inside
-		e.redis.Do(t, "DEL", locktest.Key("@grpc/B"))
+		e.srv.Do(t, "DEL", locktest.Key("@grpc/B"))
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -191,7 +191,7 @@ func TestWithKeys_streamsAndIdempotency(t *testing.T) {
 		got.Store(locktest.Held(t, e.rdb, locktest.Key("@grpc/F")) && locktest.Held(t, e.rdb, locktest.Key("@grpc/T")))
 		return wrapperspb.String("ok"), nil
 	}
-	stream := startReplica(t, e.redis, svc, nil, keys)
+	stream := startReplica(t, e.srv, svc, nil, keys)
 	md := metadata.AppendToOutgoingContext(context.Background(), "x-from", "F", "x-to", "T")
 	if _, err := e.replicas[0].call(metadata.AppendToOutgoingContext(md, grpcmw.IdempotencyKeyHeader, "i1"), plainMethod, "x"); err != nil {
 		t.Fatal(err)

@@ -64,10 +64,10 @@ func main() {
 
 // module is one go.mod of the working tree.
 type module struct {
-	dir   string // slash-separated, relative to the repository root; "." for the root
-	path  string // module path
-	gomod modFile
-	files []string // relative to the repository root, slash-separated
+	dir     string // slash-separated, relative to the repository root; "." for the root
+	modPath string // module path
+	gomod   modFile
+	files   []string // relative to the repository root, slash-separated
 }
 
 // modFile is the part of `go mod edit -json` used here.
@@ -91,8 +91,8 @@ func readModules(dirs []string) (mods []*module, byPath map[string]bool, err err
 		if err := json.Unmarshal(out, &m.gomod); err != nil {
 			return nil, nil, fmt.Errorf("%s/go.mod: %v", d, err)
 		}
-		m.path = m.gomod.Module.Path
-		byPath[m.path] = true
+		m.modPath = m.gomod.Module.Path
+		byPath[m.modPath] = true
 		mods = append(mods, m)
 	}
 	return mods, byPath, nil
@@ -155,7 +155,7 @@ func run(proxyDir, copiesDir, version string, dirs []string) error {
 	}
 	fmt.Println(version)
 	for _, m := range mods {
-		fmt.Println(m.dir, m.path)
+		fmt.Println(m.dir, m.modPath)
 	}
 	return nil
 }
@@ -243,7 +243,7 @@ func rewriteGoMod(m *module, repo map[string]bool, version string, dropReplace b
 
 // publish writes m at version into the proxy directory: list, .info, .mod and .zip.
 func publish(proxyDir string, m *module, version string, t time.Time, gomod []byte) error {
-	esc, err := escapePath(m.path)
+	esc, err := escapePath(m.modPath)
 	if err != nil {
 		return err
 	}
@@ -269,7 +269,7 @@ func publish(proxyDir string, m *module, version string, t time.Time, gomod []by
 	}
 	var buf bytes.Buffer
 	zw := zip.NewWriter(&buf)
-	prefix := m.path + "@" + version + "/"
+	prefix := m.modPath + "@" + version + "/"
 	for _, f := range m.files {
 		rel := f
 		if m.dir != "." {
