@@ -24,9 +24,9 @@ func stalledSubscriptions(t *testing.T, srv *redistest.Server) (rdb *redis.Clien
 	var stalled atomic.Bool
 	o := srv.Options()
 	o.ReadTimeout = 250 * time.Millisecond // (Close waits for the stalled subscription's reply)
-	// Two commands' connections dialled before the stall: the Client's eviction check sends INFO
-	// beside its first acquisition, and neither may need a connection dialled through the stall.
-	o.MinIdleConns = 2
+	// Two commands' connections dialled (and initialised) before the stall: the Client's eviction
+	// check sends INFO beside its first acquisition, and neither may need a connection dialled
+	// through the stall.
 	o.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		if stalled.Load() {
 			addr = slow.Addr()
@@ -36,10 +36,7 @@ func stalledSubscriptions(t *testing.T, srv *redistest.Server) (rdb *redis.Clien
 	}
 	rdb = redis.NewClient(o)
 	t.Cleanup(func() { _ = rdb.Close() })
-	if err := rdb.Ping(context.Background()).Err(); err != nil {
-		t.Fatal(err)
-	}
-	locktest.Eventually(t, 5*time.Second, "two idle connections", func() bool { return rdb.PoolStats().IdleConns >= 2 })
+	locktest.WarmConns(t, rdb, 2)
 	return rdb, func() { stalled.Store(true) }
 }
 

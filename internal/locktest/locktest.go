@@ -45,6 +45,30 @@ func Eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 	}
 }
 
+// WarmConns leaves n connections of rdb's pool idle and ready: dialled and initialised. go-redis
+// dials the connections of MinIdleConns in the background but initialises a connection (HELLO, a
+// round trip) on its first use, so a test that needs commands to go out at once (through a slow
+// proxy, or before a stall) warms them here: n sticky connections held at once, each pinged, then
+// returned to the pool.
+func WarmConns(t testing.TB, rdb *redis.Client, n int) {
+	t.Helper()
+	conns := make([]*redis.Conn, n)
+	for i := range conns {
+		conns[i] = rdb.Conn()
+		if err := conns[i].Ping(context.Background()).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, cn := range conns {
+		if err := cn.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if idle := rdb.PoolStats().IdleConns; int(idle) < n {
+		t.Fatalf("%d idle connections after warming %d", idle, n)
+	}
+}
+
 // FreeAddr returns a loopback address that was free a moment ago, for a test server to listen on.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
