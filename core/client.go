@@ -131,7 +131,7 @@ func newClient(st store.Store, o options, id string, quorum int) *Client {
 	})
 	c.wd = newWatchdog(c)
 	c.scratch = store.NewScratches(st)
-	c.room = wait.NewQueues(st.Router(), id, quorum)
+	c.room = wait.NewQueues(st.Caps().Router, id, quorum)
 	return c
 }
 
@@ -314,6 +314,9 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 func (c *Client) take(ctx context.Context, l *Lock, waits bool, ao acquireOptions, name string, sc *store.Scratch) (*Lock, error) {
 	ttl := l.ttl
 	start := time.Now()
+	if l.req != nil { // (nil: a nested read-write hold, which sends nothing)
+		l.req.Keys = &l.k
+	}
 	hctx := ctx
 	h := c.hook
 	if h != nil && h.WaitStart != nil {

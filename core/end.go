@@ -62,7 +62,10 @@ func (l *Lock) giveUp(ctx context.Context, why holdState, give giveMode, set *st
 		if sc != nil {
 			l.k.Lines = &sc.Lines
 		}
-		n, err = l.c.st.Release(ctx, &l.k, l.token, l.holdID, l.fair, set, l.ttl)
+		var res store.ReleaseResult
+		res, err = l.c.st.Release(ctx, store.ReleaseReq{Keys: &l.k, Token: l.token, Hold: l.holdID, Fair: l.fair,
+			Write: set, LockTTL: l.ttl})
+		n = res.Left
 		if sc != nil {
 			l.k.Lines = nil
 			l.c.scratch.Put(sc, err == nil)
@@ -245,7 +248,7 @@ func (c *Client) outlived(ctx context.Context, l *Lock, sent time.Time) error {
 	// The lock expires at most TTL from now: there is no point in trying for longer.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.ttl)
 	l.k.Lines = nil // (its own command line: a release that fails may run on from it, see store.Scratches.Put)
-	_, err := c.st.Release(rctx, &l.k, l.token, l.holdID, l.fair, nil, l.ttl)
+	_, err := c.st.Release(rctx, store.ReleaseReq{Keys: &l.k, Token: l.token, Hold: l.holdID, Fair: l.fair, LockTTL: l.ttl})
 	cancel()
 	back := "the lock was given back"
 	if err != nil {

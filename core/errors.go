@@ -181,6 +181,7 @@ func (e *redisError) Is(target error) bool { return target == ErrUnavailable }
 // unavailable wraps err, an error of the store: a *MisconfiguredError when Redis refused the
 // command for a configuration reason, else a *redisError (ErrUnavailable).
 func unavailable(op string, err error) error {
+	err = fromStore(err)
 	if errors.Is(err, ErrMisconfigured) {
 		return err // a *QuorumError of refusals, which names the operation
 	}
@@ -255,7 +256,18 @@ func (e *QuorumError) Unwrap() error {
 	return ErrUnavailable
 }
 
-// quorumError is the store's Config.Quorum.
-func quorumError(op string, nodes, quorum, ok, refused int, failed []string) error {
-	return &QuorumError{Op: op, Nodes: nodes, Quorum: quorum, OK: ok, Refused: refused, Errs: failed}
+// fromStore translates the store's own errors into core's: a *store.QuorumError into a
+// *QuorumError, store.ErrUnsupported into ErrInvalid; any other error is returned as it is.
+func fromStore(err error) error {
+	if err == nil {
+		return nil // (before q: errors.As's target escapes, and a success must not allocate)
+	}
+	var q *store.QuorumError
+	switch {
+	case errors.As(err, &q):
+		return &QuorumError{Op: q.Op, Nodes: q.Nodes, Quorum: q.Quorum, OK: q.OK, Refused: q.Refused, Errs: q.Errs}
+	case errors.Is(err, store.ErrUnsupported):
+		return invalid("%v", err)
+	}
+	return err
 }

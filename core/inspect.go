@@ -53,29 +53,11 @@ type LockInfo struct {
 	RWQueued int
 }
 
-// HolderInfo describes one holder of a lock or of a semaphore's permit.
-type HolderInfo struct {
-	// Mode is the kind of this hold: "lock", "write", "read" or "permit" (see LockInfo.Mode).
-	Mode string
-	// Digest identifies the owner without revealing its token (which would let anybody release
-	// the lock): the first 12 hex digits of the SHA-256 of the token. A holder can log the same
-	// digest of its Lock.Token to be found by it.
-	Digest string
-	// Holds is the owner's hold count (more than 1 when re-entered).
-	Holds int64
-	// Fence and TTL are the holder's fencing token and remaining time to live (for a lock, the
-	// same as LockInfo's).
-	Fence int64
-	TTL   time.Duration
-	// Acquired is when the owner took the lock, by the Redis server's clock, and HeldFor how long
-	// ago that was, by the same clock. Zero when unknown (taken by an older lockkit version).
-	Acquired time.Time
-	HeldFor  time.Duration
-	// Host and PID name the holder's process; Label is its Client's WithLabel.
-	Host  string
-	PID   int
-	Label string
-}
+// HolderInfo describes one holder of a lock or of a semaphore's permit: the kind of its hold
+// (Mode), a digest of its owner's token (Digest), its hold count, fence and remaining TTL, when it
+// was acquired (by the Redis server's clock) and the holder's host, pid and label. Its fields are
+// documented where it is declared.
+type HolderInfo = store.Holder
 
 // Inspect reads what Redis holds about the named lock: whether it is held, by whom (a digest of
 // the owner token, the hold count, since when, the holder's host, pid and label), its remaining
@@ -100,27 +82,13 @@ func (c *Client) Inspect(ctx context.Context, name string) (LockInfo, error) {
 	var k, p store.Keys
 	k.Init(c.opt.prefix, name)
 	p.InitSem(c.opt.prefix, name, 0)
-	si, err := c.st.Inspect(ctx, &k, &p)
-	if err != nil && !errors.Is(err, ErrUnavailable) {
+	si, err := c.st.Inspect(ctx, store.NameReq{Lock: &k, Sem: &p})
+	if err = fromStore(err); err != nil && !errors.Is(err, ErrUnavailable) {
 		err = unavailable("inspect", err)
 	}
-	info := LockInfo{Name: name, Key: k.Main, Held: si.Held, Mode: si.Mode, Holders: holders(si.Holders), TTL: si.TTL,
-		Fence: si.Fence, Queued: si.Queued, Permits: holders(si.Permits), Limit: si.Limit,
-		PermitsQueued: si.PermitsQueued, Readers: holders(si.Readers), RWQueued: si.RWQueued}
-	if si.Writer != nil {
-		w := HolderInfo(*si.Writer)
-		info.Writer = &w
-	}
-	return info, err
-}
-
-// holders converts what the store read (store.Holder has HolderInfo's fields).
-func holders(hs []store.Holder) []HolderInfo {
-	var out []HolderInfo
-	for _, h := range hs {
-		out = append(out, HolderInfo(h))
-	}
-	return out
+	return LockInfo{Name: name, Key: k.Main, Held: si.Held, Mode: si.Mode, Holders: si.Holders, TTL: si.TTL,
+		Fence: si.Fence, Queued: si.Queued, Permits: si.Permits, Limit: si.Limit, PermitsQueued: si.PermitsQueued,
+		Readers: si.Readers, Writer: si.Writer, RWQueued: si.RWQueued}, err
 }
 
 // ForceRelease is an operator's action: it deletes the named lock whoever holds it, every permit of
@@ -142,8 +110,8 @@ func (c *Client) ForceRelease(ctx context.Context, name string) (bool, error) {
 	var k, p store.Keys
 	k.Init(c.opt.prefix, name)
 	p.InitSem(c.opt.prefix, name, 0)
-	ok, err := c.st.ForceRelease(ctx, &k, &p, wait.ClientIDPrefix+"force/"+store.NewToken()[:12])
-	if err != nil && !errors.Is(err, ErrUnavailable) {
+	ok, err := c.st.ForceRelease(ctx, store.NameReq{Lock: &k, Sem: &p, Msg: wait.ClientIDPrefix + "force/" + store.NewToken()[:12]})
+	if err = fromStore(err); err != nil && !errors.Is(err, ErrUnavailable) {
 		err = unavailable("force release", err)
 	}
 	return ok, err

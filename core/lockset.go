@@ -109,11 +109,12 @@ func (s *LockSet) Release(ctx context.Context) error {
 		for i, l := range live {
 			ks[i] = &l.k
 		}
-		left, err := c.st.ReleaseAll(ctx, ks, live[0].token, live[0].holdID, nil)
+		res, err := c.st.Release(ctx, store.ReleaseReq{Set: ks, Token: live[0].token, Hold: live[0].holdID,
+			LockTTL: live[0].ttl})
 		for i, l := range live {
 			var n int64
 			if err == nil {
-				n = left[i]
+				n = res.SetLeft[i]
 			}
 			if ferr := l.finish(stateReleased, true, n, err); ferr != nil {
 				errs = append(errs, ferr)

@@ -348,5 +348,5 @@ const (
 // store is what the store needs of o (core/internal/store).
 func (o *options) store() *store.Config {
 	return &store.Config{Label: o.label, Pipeline: o.pipeline, Replicas: o.replicas, ReplicaWait: o.replicaWait,
-		NodeTimeout: o.nodeTimeout, Drift: o.drift, Invalid: invalid, Quorum: quorumError}
+		NodeTimeout: o.nodeTimeout, Drift: o.drift}
 }

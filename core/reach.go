@@ -38,5 +38,5 @@ func (c *Client) reach(err error) {
 // target escapes, and reach must not allocate for a request that succeeded).
 func unreached(err error) bool {
 	var q *QuorumError
-	return store.Unreached(err) || (errors.As(err, &q) && errors.Is(q, ErrUnavailable))
+	return store.Unreached(err) || (errors.As(fromStore(err), &q) && errors.Is(q, ErrUnavailable))
 }

@@ -76,7 +76,7 @@ func TestRedlock_retryAttempt_ownHold(t *testing.T) {
 	n := c.st.(*store.Redlock).Nodes()[0]
 	k := l.k.GivenBack(l.Token())
 	k.Fence = 0
-	if _, err := n.Release(ctx, &k, l.token, first, false, nil, 0); err != nil {
+	if _, err := n.Release(ctx, store.ReleaseReq{Keys: &k, Token: l.token, Hold: first}); err != nil {
 		t.Fatal(err)
 	}
 	v, err := rdbs[0].Get(ctx, l.k.Main).Result()

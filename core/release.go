@@ -20,7 +20,7 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if err := l.heldErr(); err != nil {
 		return 0, err
 	}
-	d, ok, err := l.c.st.PTTL(ctx, &l.k, l.token, l.ttl)
+	d, ok, err := l.c.st.TTL(ctx, store.TTLReq{Keys: &l.k, Token: l.token, LockTTL: l.ttl})
 	if err != nil {
 		return 0, unavailable("pttl", err)
 	}
@@ -50,7 +50,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		return err
 	}
 	sent := time.Now()
-	ok, err := l.c.st.Extend(ctx, &l.k, l.token, ttl)
+	_, ok, err := l.c.st.TTL(ctx, store.TTLReq{Keys: &l.k, Token: l.token, LockTTL: l.ttl, Extend: ttl})
 	if err != nil {
 		return unavailable("extend", err)
 	}

@@ -41,7 +41,7 @@ func (sc *setCall) prepare(full []string) {
 		l.k.Init(c.opt.prefix, name)
 		sc.locks = append(sc.locks, l)
 		slot := 0
-		if c.st.Router().Sharded() {
+		if c.st.Caps().Router.Sharded() {
 			slot = int(store.Slot(l.k.Main))
 		}
 		bySlot[slot] = append(bySlot[slot], l)

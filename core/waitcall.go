@@ -144,7 +144,7 @@ func (wc *waitCall) attempt(ctx context.Context) (done bool, err error) {
 		l.req.Hold = l.holdID.(string) + "~" + strconv.Itoa(wc.attempts)
 	}
 	wc.sent = time.Now()
-	r, aerr := c.st.Acquire(ctx, k, l.req)
+	r, aerr := c.st.Acquire(ctx, l.req)
 	wc.RoundTrip, wc.Split = time.Since(wc.sent), r.Split
 	c.reach(aerr)
 	wc.attempts++
@@ -245,7 +245,7 @@ func (wc *waitCall) finish(ctx context.Context, err error) {
 	wc.Leave(err == nil) // (a grant not taken is handed on by the dequeue below)
 	if err != nil && wc.Handoff && wc.waits && wc.attempts > 0 {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		_ = wc.c.st.Dequeue(dctx, &wc.l.k, wc.l.req)
+		_, _ = wc.c.st.Release(dctx, store.ReleaseReq{Keys: &wc.l.k, Waiter: wc.l.req})
 		cancel()
 	}
 }

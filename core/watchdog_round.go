@@ -252,7 +252,7 @@ func (w *watchdog) renew(batch []*entry, items []store.RenewItem) {
 	w.pipelines.Add(1)
 	w.scripts.Add(int64(len(items)))
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	err := w.c.st.Renew(ctx, items)
+	err := fromStore(w.c.st.Renew(ctx, items))
 	cancel()
 	w.c.reach(err)
 	took := time.Since(sent)
@@ -279,6 +279,7 @@ func (w *watchdog) renew(batch []*entry, items []store.RenewItem) {
 		if it.Err == nil && err != nil {
 			it.Err = err
 		}
+		it.Err = fromStore(it.Err)
 		if hook && len(e.locks) > 0 {
 			reports = append(reports, report{l: e.locks[0], it: *it})
 		}

@@ -39,9 +39,9 @@ func (g *GiveBacks) Context() context.Context { return g.ctx }
 func (g *GiveBacks) Give(k Keys, token, hold any, fair bool, ttl time.Duration, after error) {
 	var last error // the last attempt's error, if Redis could not be reached
 	attempt := func(ctx context.Context) bool {
-		n, err := g.st.Release(ctx, &k, token, hold, fair, nil, ttl)
+		res, err := g.st.Release(ctx, ReleaseReq{Keys: &k, Token: token, Hold: hold, Fair: fair, LockTTL: ttl})
 		last = err
-		return err == nil && n >= 0
+		return err == nil && res.Left >= 0
 	}
 	g.mu.Lock()
 	closing := g.done

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -8,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/lockkit/lockkit/core/internal/script"
 )
 
 // holderLabel is the label the acquire scripts record: "host pid label".
@@ -193,3 +196,30 @@ func ReadValue(v string) (token string, holds []string, fence int64, ok bool) {
 
 // HolderLabel is the label the acquire scripts record for a Client's WithLabel: "host pid label".
 func HolderLabel(label string) string { return holderLabel(label) }
+
+// Inspect reads the name with inspect.lua.
+func (n *Node) Inspect(ctx context.Context, r NameReq) (Info, error) {
+	l, p := r.Lock, r.Sem
+	var rw Keys
+	rw.InitRW(l.Main, l.Name, 0)
+	v, err := (&script.Inspect{Lock: l.Main, Queue: l.Queue, Deadlines: l.Deadlines,
+		Permits: p.Main, Limits: p.Sem.Limits, Fences: p.Sem.Fences, PQueue: p.Queue, PDeadlines: p.Deadlines,
+		RW: rw.Main, RWLimits: rw.Sem.Limits, RWFences: rw.Sem.Fences, RWQueue: rw.Queue, RWDeadlines: rw.Deadlines}).Call().
+		Run(ctx, n.send).Slice()
+	if err != nil {
+		return Info{}, err
+	}
+	return parseInspect(v)
+}
+
+// ForceRelease deletes every hold of the name with force_release.lua.
+func (n *Node) ForceRelease(ctx context.Context, r NameReq) (bool, error) {
+	l, p, msg := r.Lock, r.Sem, r.Msg
+	var rw Keys
+	rw.InitRW(l.Main, l.Name, 0)
+	v, err := (&script.ForceRelease{Lock: l.Main, Queue: l.Queue, Deadlines: l.Deadlines, Permits: p.Main,
+		Limits: p.Sem.Limits, Fences: p.Sem.Fences, PQueue: p.Queue, PDeadlines: p.Deadlines, RW: rw.Main,
+		RWLimits: rw.Sem.Limits, RWFences: rw.Sem.Fences, RWQueue: rw.Queue, RWDeadlines: rw.Deadlines, Pub: n.pubCmd,
+		Msg: msg}).Call().Run(ctx, n.send).Int64()
+	return v > 0, err
+}

@@ -36,7 +36,7 @@ func (r *lockRig) semKeys() *Keys {
 // take acquires the lock for token and returns its fence.
 func (r *lockRig) take(token string) int64 {
 	r.t.Helper()
-	res, err := r.n.Acquire(context.Background(), &r.k, &AcquireReq{Token: token, Hold: "0", TTL: time.Second})
+	res, err := r.n.Acquire(context.Background(), &AcquireReq{Keys: &r.k, Token: token, Hold: "0", TTL: time.Second})
 	if err != nil || !res.OK {
 		r.t.Fatalf("acquire %s: %+v %v", token, res, err)
 	}
@@ -48,7 +48,8 @@ func (r *lockRig) release(token string, fence int64) int64 {
 	r.t.Helper()
 	k := r.k
 	k.Held(fence)
-	n, err := r.n.Release(context.Background(), &k, token, "0", false, nil, time.Second)
+	res, err := r.n.Release(context.Background(), ReleaseReq{Keys: &k, Token: token, Hold: "0", LockTTL: time.Second})
+	n := res.Left
 	if err != nil {
 		r.t.Fatalf("release %s: %v", token, err)
 	}
@@ -95,7 +96,7 @@ func TestLockValue_releaseChain(t *testing.T) {
 	_ = fy
 	// ForceRelease breaks the chain the same way.
 	fz := r.take("z")
-	if ok, err := r.n.ForceRelease(ctx, &r.k, r.semKeys(), "c:force/x"); err != nil || !ok {
+	if ok, err := r.n.ForceRelease(ctx, NameReq{Lock: &r.k, Sem: r.semKeys(), Msg: "c:force/x"}); err != nil || !ok {
 		t.Fatalf("force release: %v %v", ok, err)
 	}
 	if n := r.release("z", fz); n != -1 {

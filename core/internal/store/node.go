@@ -24,8 +24,9 @@ type Node struct {
 	replicas    int           // WithReplicaAck: replicas that must acknowledge what a holder counts on
 	replicaWait time.Duration // and how long to wait for them
 	label       any           // "host pid label", recorded with each fresh acquisition (Inspect)
-	renewChunk  int           // the most locks per renew_many.lua call (Config.RenewChunk)
-	renewBufs   sync.Pool     // of *renewBufs, a renewal round's buffers (renew.go)
+	caps        Caps
+	renewChunk  int       // the most locks per renew_many.lua call (Config.RenewChunk)
+	renewBufs   sync.Pool // of *renewBufs, a renewal round's buffers (renew.go)
 	// Fenced: owner checks (renewal, TTL, Extend) also match the acquisition's fence. Off on
 	// Redlock's nodes, which may record different fences for one acquisition (the quorum's is
 	// written back only where needed).
@@ -35,26 +36,29 @@ type Node struct {
 	primed  map[string]bool
 }
 
+// NewNode returns the store over rdb; id is the Client's id.
 func NewNode(rdb redis.UniversalClient, id string, o *Config) *Node {
 	n := &Node{rdb: rdb, send: script.NewSender(rdb), pubCmd: any("PUBLISH"), id: id, replicas: o.Replicas, replicaWait: o.ReplicaWait,
 		label: holderLabel(o.Label), renewChunk: RenewChunk}
+	n.caps = Caps{Fair: true, Permits: true, Sets: true, ReentryFence: true, Router: wait.PlainRouter(rdb)}
 	if o.RenewChunk > 0 {
 		n.renewChunk = o.RenewChunk
 	}
 	if o.Pipeline > 0 {
 		n.send = script.NewSender(pipe.New(rdb, o.Pipeline))
 	}
-	if _, ok := rdb.(*redis.ClusterClient); ok {
+	if c, ok := rdb.(*redis.ClusterClient); ok {
 		n.cluster = true
 		n.pubCmd = any("SPUBLISH")
+		n.caps.Router = wait.ClusterRouter(c)
 	}
 	return n
 }
 
-func (n *Node) Caps() Caps {
-	return Caps{Fair: true, Permits: true, Sets: true, ReentryFence: true}
-}
+// Caps: every kind of hold; release channels on rdb's servers.
+func (n *Node) Caps() Caps { return n.caps }
 
+// Close: a Node has no background work of its own.
 func (n *Node) Close() {}
 
 // addr names the node in errors.
@@ -65,7 +69,14 @@ func (n *Node) addr(i int) string {
 	return "node " + strconv.Itoa(i)
 }
 
-func (n *Node) Acquire(ctx context.Context, k *Keys, r *AcquireReq) (AcquireResult, error) {
+// Acquire is one attempt of r (acquire.lua, acquire_fair.lua, sem_acquire.lua; a set's:
+// acquire_all.lua). Under WithReplicaAck, a grant too few replicas acknowledged is given back
+// and answered with an *AckError.
+func (n *Node) Acquire(ctx context.Context, r *AcquireReq) (AcquireResult, error) {
+	if r.Set != nil {
+		return n.takeAll(ctx, r)
+	}
+	k := r.Keys
 	call := n.acquireCall(k, r)
 	if n.replicas == 0 {
 		v, err := call.Run(ctx, n.send).Result()
@@ -83,7 +94,7 @@ func (n *Node) Acquire(ctx context.Context, k *Keys, r *AcquireReq) (AcquireResu
 		return res, err
 	}
 	if acked < int64(n.replicas) {
-		_, _ = n.Release(context.WithoutCancel(ctx), k, r.Token, r.Hold, r.Fair, nil, r.TTL)
+		_, _ = n.Release(context.WithoutCancel(ctx), ReleaseReq{Keys: k, Token: r.Token, Hold: r.Hold, Fair: r.Fair, LockTTL: r.TTL})
 		return AcquireResult{}, &AckError{what: "the lock", acked: acked, want: int64(n.replicas), wait: n.replicaWait}
 	}
 	return res, nil
@@ -114,8 +125,18 @@ func (n *Node) acquireCall(k *Keys, r *AcquireReq) script.Call {
 		Floor: floor, Waiting: r.Waiting.arg(), Entry: r.Entry}).CallIn(k.acquireLine())
 }
 
-func (n *Node) Release(ctx context.Context, k *Keys, token, hold any, fair bool, set *ReleaseSet, _ time.Duration) (int64, error) {
-	return n.releaseWith(ctx, k, token, hold, fair, set, n.id, k.sentFence())
+// Release gives back what r names (ReleaseReq): release.lua, release_fair.lua, sem_release.lua,
+// release_all.lua, or a dequeue script.
+func (n *Node) Release(ctx context.Context, r ReleaseReq) (ReleaseResult, error) {
+	switch {
+	case r.Waiter != nil:
+		return ReleaseResult{}, n.dequeue(ctx, r.Keys, r.Waiter)
+	case r.Set != nil:
+		left, err := n.releaseAll(ctx, &r)
+		return ReleaseResult{SetLeft: left}, err
+	}
+	left, err := n.releaseWith(ctx, &r, n.id, r.Keys.sentFence())
+	return ReleaseResult{Left: left}, err
 }
 
 // Vanished is what a release answers (in place of -1, not held) when the lock's key was missing
@@ -140,7 +161,8 @@ func releaseReply(v int64, sent *script.Sends) int64 {
 // with sent, when not nil, as a lock's fence argument (Vanished). With set under WithReplicaAck,
 // it returns an *AckError with the holds left when the value was written and the release done,
 // but too few replicas acknowledged them.
-func (n *Node) releaseWith(ctx context.Context, k *Keys, token, hold any, fair bool, set *ReleaseSet, payload any, sent *script.Sends) (int64, error) {
+func (n *Node) releaseWith(ctx context.Context, r *ReleaseReq, payload any, sent *script.Sends) (int64, error) {
+	k, token, hold, fair, set := r.Keys, r.Token, r.Hold, r.Fair, r.Write
 	var call script.Call
 	fence := k.fenceArg()
 	if sent != nil {
@@ -155,11 +177,11 @@ func (n *Node) releaseWith(ctx context.Context, k *Keys, token, hold any, fair b
 		call = (&script.ReleaseFair{Lock: k.Main, Queue: k.Queue, Deadlines: k.Deadlines, Token: token, Pub: n.pubCmd,
 			Hold: hold, Fence: fence}).Call()
 	default:
-		r := script.Release{Lock: k.Main, LockArg: k.MainArg, Token: token, Pub: n.pubCmd, Msg: payload, Hold: hold, Fence: fence}
+		rel := script.Release{Lock: k.Main, LockArg: k.MainArg, Token: token, Pub: n.pubCmd, Msg: payload, Hold: hold, Fence: fence}
 		if set != nil {
-			r.Set, r.Value, r.ValueTTL = set.Key, set.Value, MS(set.TTL)
+			rel.Set, rel.Value, rel.ValueTTL = set.Key, set.Value, MS(set.TTL)
 		}
-		call = r.CallIn(k.releaseLine())
+		call = rel.CallIn(k.releaseLine())
 	}
 	if set == nil || n.replicas == 0 {
 		v, err := call.Run(ctx, n.send).Int64()
@@ -218,7 +240,16 @@ func (n *Node) fenceArg(k *Keys) any {
 	return k.fenceArg()
 }
 
-func (n *Node) PTTL(ctx context.Context, k *Keys, token any, _ time.Duration) (time.Duration, bool, error) {
+// TTL reads what remains of the TTL of r.Token's hold (pttl.lua, sem_pttl.lua), or with r.Extend
+// sets it (as a renewal does). Under WithReplicaAck an extension counts only once the replicas
+// have it (a replica promoted without it would let the lock expire earlier than the holder counts
+// on): too few acknowledgements answer an *AckError.
+func (n *Node) TTL(ctx context.Context, r TTLReq) (time.Duration, bool, error) {
+	k, token := r.Keys, r.Token
+	if r.Extend > 0 {
+		ok, err := n.extend(ctx, k, token, r.Extend)
+		return r.Extend, ok, err
+	}
 	call := (&script.PTTL{Lock: k.Main, Token: token, Fence: n.fenceArg(k)}).Call()
 	if k.Sem != nil {
 		call = (&script.SemPTTL{Permits: k.Main, Fences: k.Sem.Fences, Token: token, Fence: k.fenceArg()}).Call()
@@ -230,14 +261,12 @@ func (n *Node) PTTL(ctx context.Context, k *Keys, token any, _ time.Duration) (t
 	return time.Duration(max(v, 0)) * time.Millisecond, true, nil
 }
 
-func (n *Node) Extend(ctx context.Context, k *Keys, token any, ttl time.Duration) (bool, error) {
+func (n *Node) extend(ctx context.Context, k *Keys, token any, ttl time.Duration) (bool, error) {
 	call := n.renewCall(&RenewItem{K: k, Token: token, TTL: ttl})
 	if n.replicas == 0 {
 		v, err := call.Run(ctx, n.send).Int64()
 		return v == 1, err
 	}
-	// WithReplicaAck: the extension counts only once the replicas have it (a replica promoted
-	// without it would let the lock expire earlier than the holder counts on).
 	var v int64
 	acked, err := n.acked(ctx, call, func(r any) (bool, error) {
 		v, _ = r.(int64)
@@ -249,7 +278,9 @@ func (n *Node) Extend(ctx context.Context, k *Keys, token any, ttl time.Duration
 	return v == 1 && err == nil, err
 }
 
-func (n *Node) Dequeue(ctx context.Context, k *Keys, r *AcquireReq) error {
+// dequeue takes the waiting acquisition r out of k's Redis-side queue, handing on a lock or
+// permit a release granted it meanwhile.
+func (n *Node) dequeue(ctx context.Context, k *Keys, r *AcquireReq) error {
 	if k.Sem != nil {
 		return (&script.SemDequeue{Permits: k.Main, Limits: k.Sem.Limits, Fences: k.Sem.Fences, Lock: k.Sem.Lock,
 			Queue: k.Queue, Deadlines: k.Deadlines, Token: r.Token, Pub: n.pubCmd, TTL: MS(r.TTL), Timeout: MS(r.WaiterTTL),
@@ -257,118 +288,6 @@ func (n *Node) Dequeue(ctx context.Context, k *Keys, r *AcquireReq) error {
 	}
 	return (&script.Dequeue{Lock: k.Main, Queue: k.Queue, Deadlines: k.Deadlines, Token: r.Token, Pub: n.pubCmd, Hold: r.Hold,
 		TTL: MS(r.TTL), Timeout: MS(r.WaiterTTL), Label: n.label}).Call().Run(ctx, n.send).Err()
-}
-
-func (n *Node) Router() wait.Router {
-	if c, ok := n.rdb.(*redis.ClusterClient); ok {
-		return wait.ClusterRouter(c)
-	}
-	return wait.PlainRouter(n.rdb)
-}
-
-func (n *Node) Inspect(ctx context.Context, l, p *Keys) (Info, error) {
-	var rw Keys
-	rw.InitRW(l.Main, l.Name, 0)
-	v, err := (&script.Inspect{Lock: l.Main, Queue: l.Queue, Deadlines: l.Deadlines,
-		Permits: p.Main, Limits: p.Sem.Limits, Fences: p.Sem.Fences, PQueue: p.Queue, PDeadlines: p.Deadlines,
-		RW: rw.Main, RWLimits: rw.Sem.Limits, RWFences: rw.Sem.Fences, RWQueue: rw.Queue, RWDeadlines: rw.Deadlines}).Call().
-		Run(ctx, n.send).Slice()
-	if err != nil {
-		return Info{}, err
-	}
-	return parseInspect(v)
-}
-
-func (n *Node) ForceRelease(ctx context.Context, l, p *Keys, msg string) (bool, error) {
-	var rw Keys
-	rw.InitRW(l.Main, l.Name, 0)
-	v, err := (&script.ForceRelease{Lock: l.Main, Queue: l.Queue, Deadlines: l.Deadlines, Permits: p.Main,
-		Limits: p.Sem.Limits, Fences: p.Sem.Fences, PQueue: p.Queue, PDeadlines: p.Deadlines, RW: rw.Main,
-		RWLimits: rw.Sem.Limits, RWFences: rw.Sem.Fences, RWQueue: rw.Queue, RWDeadlines: rw.Deadlines, Pub: n.pubCmd,
-		Msg: msg}).Call().Run(ctx, n.send).Int64()
-	return v > 0, err
-}
-
-// TakeAll is one all-or-nothing attempt on the locks ks, names of one slot (acquire_all.lua).
-func (n *Node) TakeAll(ctx context.Context, ks []*Keys, r *AcquireReq) (SetResult, error) {
-	locks := make([]string, len(ks))
-	for i, k := range ks {
-		locks[i] = k.Main
-	}
-	call := (&script.AcquireAll{Locks: locks, Token: r.Token, TTL: MS(r.TTL), Hold: r.Hold, Label: n.label,
-		Waiting: r.Waiting.arg()}).Call()
-	var res SetResult
-	if n.replicas == 0 {
-		v, err := call.Run(ctx, n.send).Result()
-		if err != nil {
-			return SetResult{}, err
-		}
-		return parseSet(v, len(ks))
-	}
-	acked, err := n.acked(ctx, call, func(v any) (need bool, err error) {
-		res, err = parseSet(v, len(ks))
-		return err == nil && res.Busy < 0, err
-	})
-	if err != nil || res.Busy >= 0 {
-		return res, err
-	}
-	if acked < int64(n.replicas) {
-		k := *ks[0]
-		_, _ = n.ReleaseAll(context.WithoutCancel(ctx), ks, r.Token, r.Hold, res.Fences)
-		return SetResult{}, &AckError{what: "the locks of " + k.Name + "'s set", acked: acked, want: int64(n.replicas),
-			wait: n.replicaWait}
-	}
-	return res, nil
-}
-
-// parseSet reads acquire_all.lua's reply for n locks.
-func parseSet(v any, n int) (SetResult, error) {
-	x, ok := v.([]any)
-	if ok && len(x) == 3 && x[0] == "busy" {
-		i, _ := x[1].(int64)
-		pttl, _ := x[2].(int64)
-		if i >= 1 && int(i) <= n {
-			return SetResult{Busy: int(i) - 1, RetryAfter: time.Duration(max(pttl, 0)) * time.Millisecond}, nil
-		}
-	}
-	if ok && len(x) == n {
-		res := SetResult{Busy: -1, Fences: make([]int64, n)}
-		for i := range x {
-			if res.Fences[i], ok = x[i].(int64); !ok || res.Fences[i] <= 0 {
-				return SetResult{}, errAcquireReply
-			}
-		}
-		return res, nil
-	}
-	return SetResult{}, errAcquireReply
-}
-
-// ReleaseAll releases one hold of token on each of ks (one slot; release_all.lua): the holds left
-// per lock, -1 where token does not hold it. fences are the acquisitions' (nil: the locks' own).
-func (n *Node) ReleaseAll(ctx context.Context, ks []*Keys, token, hold any, fences []int64) ([]int64, error) {
-	a := script.ReleaseAll{Locks: make([]string, len(ks)), Token: token, Pub: n.pubCmd, Msg: n.id, Hold: hold,
-		Fences: make([]any, len(ks))}
-	for i, k := range ks {
-		a.Locks[i] = k.Main
-		if fences != nil {
-			a.Fences[i] = fences[i]
-		} else {
-			a.Fences[i] = k.fenceArg()
-		}
-	}
-	v, err := a.Call().Run(ctx, n.send).Slice()
-	if err != nil {
-		return nil, err
-	}
-	left := make([]int64, len(v))
-	for i := range v {
-		left[i], _ = v[i].(int64)
-		left[i] = releaseReply(left[i], nil)
-	}
-	if len(left) != len(ks) {
-		return nil, errors.New("unexpected release reply")
-	}
-	return left, nil
 }
 
 // Digest asks st's server for the SHA-1 (hex) of token: fair waiters and permit waiters are named

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -21,7 +22,7 @@ func (rl *Redlock) quorumErr(op string, ok int, errs []error) error {
 			refused++
 		}
 	}
-	return rl.opt.Quorum(op, len(rl.nodes), rl.quorum, ok, refused, failed)
+	return &QuorumError{Op: op, Nodes: len(rl.nodes), Quorum: rl.quorum, OK: ok, Refused: refused, Errs: failed}
 }
 
 // NewRedlock returns the store over nodes (see core.NewRedlock); id is the Client's id.
@@ -56,37 +57,32 @@ type Redlock struct {
 
 var errNodeTimeout = errors.New("no answer within the node timeout")
 
-// Caps: neither fair mode nor semaphores; each attempt takes its own hold, and the store undoes
-// what failed attempts took; nodes may record different fences for one acquisition.
-func (rl *Redlock) Caps() Caps { return Caps{AttemptHolds: true, Undoes: true} }
+// Caps: neither fair mode nor semaphores nor sets; each attempt takes its own hold, and the store
+// undoes what failed attempts took; nodes may record different fences for one acquisition.
+func (rl *Redlock) Caps() Caps { return Caps{AttemptHolds: true, Undoes: true, Router: rl.rt} }
 
-// TakeAll and releaseAll: sets are not supported over Redlock (AcquireAll refuses them first).
-func (rl *Redlock) TakeAll(context.Context, []*Keys, *AcquireReq) (SetResult, error) {
-	return SetResult{}, rl.opt.Invalid("sets of locks (AcquireAll) are not supported over Redlock")
-}
-
-func (rl *Redlock) ReleaseAll(context.Context, []*Keys, any, any, []int64) ([]int64, error) {
-	return nil, rl.opt.Invalid("sets of locks (AcquireAll) are not supported over Redlock")
-}
+// errNoSets: sets of locks are not supported over Redlock (AcquireAll refuses them first).
+var errNoSets = fmt.Errorf("sets of locks (AcquireAll) are %w", ErrUnsupported)
 
 // Close stops the workers that send the requests to the nodes.
 func (rl *Redlock) Close() { rl.work.stop() }
 
-// releaseSet is release with ReleaseSet's write, on every node that holds the lock.
-func (rl *Redlock) releaseSet(ctx context.Context, k *Keys, token, hold any, set *ReleaseSet, lockTTL time.Duration) (int64, error) {
+// releaseSet is release with ReleaseSet's write (r.Write), on every node that holds the lock.
+func (rl *Redlock) releaseSet(ctx context.Context, r *ReleaseReq) (int64, error) {
+	k := r.Keys
 	// The nodes' goroutines write own, oerrs and short; a late one still may after the fan:
 	// read settle's copies only.
 	own := make([]int64, len(rl.nodes))
 	oerrs := make([]error, len(rl.nodes))
 	short := make([]error, len(rl.nodes)) // done, but too few replicas acknowledged (WithReplicaAck)
-	after := rl.inFlight(k, token, hold)
-	answered := rl.fan(ctx, lockTTL, 0, func(ctx context.Context, i int, n *Node) bool {
+	after := rl.inFlight(k, r.Token, r.Hold)
+	answered := rl.fan(ctx, r.LockTTL, 0, func(ctx context.Context, i int, n *Node) bool {
 		if after != nil {
 			if oerrs[i] = after.releaseAfter(ctx, i); oerrs[i] != nil {
 				return true
 			}
 		}
-		own[i], oerrs[i] = n.releaseWith(ctx, k, token, hold, false, set, n.id, nil)
+		own[i], oerrs[i] = n.releaseWith(ctx, r, n.id, nil)
 		var ae *AckError
 		if errors.As(oerrs[i], &ae) {
 			short[i], oerrs[i] = oerrs[i], nil
@@ -202,12 +198,19 @@ func (rl *Redlock) renewBound(ctx context.Context, items []RenewItem) time.Durat
 	return d
 }
 
-func (rl *Redlock) PTTL(ctx context.Context, k *Keys, token any, lockTTL time.Duration) (time.Duration, bool, error) {
+// TTL: a read takes the shortest TTL among a quorum of nodes that hold the lock; an extension
+// returns once a quorum renewed, and waits for the other nodes at most the node timeout.
+func (rl *Redlock) TTL(ctx context.Context, r TTLReq) (time.Duration, bool, error) {
+	if r.Extend > 0 {
+		items := []RenewItem{{K: r.Keys, Token: r.Token, TTL: r.Extend}}
+		rl.renewWithin(ctx, items, rl.nodeTimeout(r.Extend), rl.quorum)
+		return r.Extend, items[0].OK, items[0].Err
+	}
 	ds := make([]time.Duration, len(rl.nodes))
 	oks := make([]bool, len(rl.nodes))
 	errs := make([]error, len(rl.nodes))
-	in := rl.fan(ctx, lockTTL, 0, func(ctx context.Context, i int, n *Node) bool {
-		ds[i], oks[i], errs[i] = n.PTTL(ctx, k, token, lockTTL)
+	in := rl.fan(ctx, r.LockTTL, 0, func(ctx context.Context, i int, n *Node) bool {
+		ds[i], oks[i], errs[i] = n.TTL(ctx, r)
 		return true
 	}, nil)
 	d, _ := settle(in, ds, errs)
@@ -235,26 +238,15 @@ func (rl *Redlock) PTTL(ctx context.Context, k *Keys, token any, lockTTL time.Du
 	return 0, false, rl.quorumErr("pttl", held, e)
 }
 
-// Extend returns once a quorum renewed, and waits for the other nodes at most the node timeout.
-func (rl *Redlock) Extend(ctx context.Context, k *Keys, token any, ttl time.Duration) (bool, error) {
-	items := []RenewItem{{K: k, Token: token, TTL: ttl}}
-	rl.renewWithin(ctx, items, rl.nodeTimeout(ttl), rl.quorum)
-	return items[0].OK, items[0].Err
-}
-
-func (rl *Redlock) Dequeue(context.Context, *Keys, *AcquireReq) error { return nil }
-
-func (rl *Redlock) Router() wait.Router { return rl.rt }
-
 // inspectTimeout bounds each node's answer to Inspect and ForceRelease on Redlock when
 // WithNodeTimeout is not set (there is no lock TTL to derive it from).
 const inspectTimeout = time.Second
 
-func (rl *Redlock) Inspect(ctx context.Context, k, p *Keys) (Info, error) {
+func (rl *Redlock) Inspect(ctx context.Context, r NameReq) (Info, error) {
 	own := make([]Info, len(rl.nodes))
 	oerrs := make([]error, len(rl.nodes))
 	in := rl.fanFor(ctx, rl.opNodeTimeout(), 0, func(ctx context.Context, i int, n *Node) bool {
-		own[i], oerrs[i] = n.Inspect(ctx, k, p)
+		own[i], oerrs[i] = n.Inspect(ctx, r)
 		return true
 	}, nil)
 	infos, errs := settle(in, own, oerrs) // (a late node still writes own, oerrs)
@@ -315,11 +307,11 @@ func quorumFence(fences map[int64]int, quorum int) int64 {
 	return top
 }
 
-func (rl *Redlock) ForceRelease(ctx context.Context, k, p *Keys, msg string) (bool, error) {
+func (rl *Redlock) ForceRelease(ctx context.Context, r NameReq) (bool, error) {
 	own := make([]bool, len(rl.nodes))
 	oerrs := make([]error, len(rl.nodes))
 	in := rl.fanFor(ctx, rl.opNodeTimeout(), 0, func(ctx context.Context, i int, n *Node) bool {
-		own[i], oerrs[i] = n.ForceRelease(ctx, k, p, msg)
+		own[i], oerrs[i] = n.ForceRelease(ctx, r)
 		return true
 	}, nil)
 	deleted, errs := settle(in, own, oerrs) // (a late node still writes own, oerrs)

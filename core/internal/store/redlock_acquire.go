@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -48,7 +49,7 @@ type nodeGrant struct {
 
 func (a *rlAcquire) call(ctx context.Context, i int) bool {
 	g := &a.own[i]
-	g.res, g.err = a.rl.nodes[i].Acquire(ctx, a.k, &a.r)
+	g.res, g.err = a.rl.nodes[i].Acquire(ctx, &a.r)
 	return g.err == nil && g.res.OK
 }
 
@@ -96,18 +97,24 @@ func (a *rlAcquire) settleLate(i int, keep bool) {
 	case !keep && (granted || MayHaveRun(g.err)):
 		ctx, cancel := context.WithTimeout(context.Background(), a.rl.nodeTimeout(a.r.TTL))
 		pipe.Settle(ctx, g.err) // (a grant left running in the node's pipeline: after it)
-		_, _ = n.releaseWith(ctx, a.k, a.r.Token, a.r.Hold, false, nil, n.id, nil)
+		_, _ = n.releaseWith(ctx, &ReleaseReq{Keys: a.k, Token: a.r.Token, Hold: a.r.Hold}, n.id, nil)
 		cancel()
 	}
 }
 
-func (rl *Redlock) Acquire(ctx context.Context, k *Keys, r *AcquireReq) (AcquireResult, error) {
-	if r.Fair {
-		return AcquireResult{}, rl.opt.Invalid("fair mode is not supported over Redlock")
+// Acquire asks every node at once and settles on a quorum of grants (see rlAcquire).
+func (rl *Redlock) Acquire(ctx context.Context, r *AcquireReq) (AcquireResult, error) {
+	switch {
+	case r.Set != nil:
+		return AcquireResult{}, errNoSets
+	case r.Fair:
+		return AcquireResult{}, fmt.Errorf("fair mode is %w", ErrUnsupported)
 	}
+	k := r.Keys
 	start := time.Now()
 	a := &rlAcquire{rl: rl, keys: *k, r: *r}
 	a.k = &a.keys
+	a.r.Keys = a.k
 	// One fence floor for every node, from this client's clock: nodes whose counters agree answer
 	// the same fence, and the write-back is only needed when they diverged.
 	a.r.Floor = start.UnixMilli() * 1000
@@ -243,7 +250,7 @@ func (rl *Redlock) undo(k *Keys, r *AcquireReq, got []nodeGrant) {
 	rl.fan(context.Background(), r.TTL, 0, func(ctx context.Context, i int, n *Node) bool {
 		if got[i].undo() {
 			pipe.Settle(ctx, got[i].err)
-			_, _ = n.releaseWith(ctx, k, r.Token, r.Hold, false, nil, n.id, nil)
+			_, _ = n.releaseWith(ctx, &ReleaseReq{Keys: k, Token: r.Token, Hold: r.Hold}, n.id, nil)
 		}
 		return true
 	}, nil)
@@ -257,12 +264,12 @@ func (g *nodeGrant) undo() bool {
 // rlRelease is one Redlock release: the request and the nodes' answers, in one allocation.
 type rlRelease struct {
 	fan
-	rl                   *Redlock
-	k                    *Keys
-	token, hold, payload any
-	after                *rlAcquire    // the hold's acquisition, if requests of it still run
-	own, got             []nodeRelease // as in rlAcquire
-	buf                  [2 * inlineNodes]nodeRelease
+	rl       *Redlock
+	req      ReleaseReq
+	payload  any
+	after    *rlAcquire    // the hold's acquisition, if requests of it still run
+	own, got []nodeRelease // as in rlAcquire
+	buf      [2 * inlineNodes]nodeRelease
 }
 
 type nodeRelease struct {
@@ -277,19 +284,28 @@ func (x *rlRelease) call(ctx context.Context, i int) bool {
 			return false
 		}
 	}
-	r.holds, r.err = x.rl.nodes[i].releaseWith(ctx, x.k, x.token, x.hold, false, nil, x.payload, nil)
+	r.holds, r.err = x.rl.nodes[i].releaseWith(ctx, &x.req, x.payload, nil)
 	return r.err == nil && r.holds >= 0
 }
 
 func (x *rlRelease) keep(i int) { x.got[i] = x.own[i] }
 func (x *rlRelease) late(int)   {}
 
-func (rl *Redlock) Release(ctx context.Context, k *Keys, token, hold any, _ bool, set *ReleaseSet, lockTTL time.Duration) (int64, error) {
-	if set != nil {
-		return rl.releaseSet(ctx, k, token, hold, set, lockTTL)
+// Release gives back one hold on every node (sets and queues are not supported over Redlock).
+func (rl *Redlock) Release(ctx context.Context, r ReleaseReq) (ReleaseResult, error) {
+	r.Fair = false
+	switch {
+	case r.Set != nil:
+		return ReleaseResult{}, errNoSets
+	case r.Waiter != nil:
+		return ReleaseResult{}, nil // (no Redis-side queue)
+	case r.Write != nil:
+		left, err := rl.releaseSet(ctx, &r)
+		return ReleaseResult{Left: left}, err
 	}
-	x := &rlRelease{rl: rl, k: k, token: token, hold: hold, payload: rl.nodes[0].id.(string) + "/" + token.(string),
-		after: rl.inFlight(k, token, hold)}
+	lockTTL := r.LockTTL
+	x := &rlRelease{rl: rl, req: r, payload: rl.nodes[0].id.(string) + "/" + r.Token.(string),
+		after: rl.inFlight(r.Keys, r.Token, r.Hold)}
 	if n := len(rl.nodes); n <= inlineNodes {
 		x.own, x.got = x.buf[:n], x.buf[n:2*n]
 	} else {
@@ -311,7 +327,8 @@ func (rl *Redlock) Release(ctx context.Context, k *Keys, token, hold any, _ bool
 			x.got[i] = nodeRelease{err: errNodeTimeout}
 		}
 	}
-	return rl.tally("release", x.got)
+	left, err := rl.tally("release", x.got)
+	return ReleaseResult{Left: left}, err
 }
 
 // uncancelled is context.WithoutCancel(ctx), or ctx itself when nothing can cancel it (no Done

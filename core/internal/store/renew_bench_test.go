@@ -44,7 +44,7 @@ func BenchmarkRenew(b *testing.B) {
 		k := &Keys{}
 		k.Init("lockkit:", "bench:"+strconv.Itoa(i))
 		tok := NewToken()
-		res, err := n.Acquire(ctx, k, &AcquireReq{Token: tok, Hold: "0", TTL: time.Hour})
+		res, err := n.Acquire(ctx, &AcquireReq{Keys: k, Token: tok, Hold: "0", TTL: time.Hour})
 		if err != nil || !res.OK {
 			b.Fatalf("acquire: %+v %v", res, err)
 		}

@@ -49,7 +49,7 @@ func TestRenew_clusterBatchesBySlot(t *testing.T) {
 		k := &Keys{}
 		k.Init("lockkit:", nm)
 		tok := "tok" + strconv.Itoa(i)
-		res, err := n.Acquire(ctx, k, &AcquireReq{Token: tok, Hold: "0", TTL: time.Second})
+		res, err := n.Acquire(ctx, &AcquireReq{Keys: k, Token: tok, Hold: "0", TTL: time.Second})
 		if err != nil || !res.OK {
 			t.Fatalf("acquire %s: %+v %v", nm, res, err)
 		}

@@ -34,7 +34,7 @@ func (r *renewRig) take(name, token string, ttl time.Duration) *Keys {
 	r.t.Helper()
 	k := &Keys{}
 	k.Init("lockkit:", name)
-	res, err := r.n.Acquire(context.Background(), k, &AcquireReq{Token: token, Hold: "0", TTL: ttl})
+	res, err := r.n.Acquire(context.Background(), &AcquireReq{Keys: k, Token: token, Hold: "0", TTL: ttl})
 	if err != nil || !res.OK {
 		r.t.Fatalf("acquire %s for %s: %+v %v", name, token, res, err)
 	}
@@ -97,7 +97,7 @@ func TestRenew_batchPerKey(t *testing.T) {
 	add(last, "tokZ", 20*time.Second, "ok")
 	var p Keys
 	p.InitSem("lockkit:", "sem", 2)
-	res, err := r.n.Acquire(ctx, &p, &AcquireReq{Token: "tokP", Hold: "0", TTL: time.Second, Limit: 2})
+	res, err := r.n.Acquire(ctx, &AcquireReq{Keys: &p, Token: "tokP", Hold: "0", TTL: time.Second, Limit: 2})
 	if err != nil || !res.OK {
 		t.Fatalf("permit: %+v %v", res, err)
 	}
@@ -170,7 +170,7 @@ func TestRenew_batchMatchesSingle(t *testing.T) {
 		{name: "longer", token: "b", ttl: time.Second, prepare: held(time.Minute)},
 		{name: "released", token: "c", ttl: 10 * time.Second, prepare: func(name, token string) *Keys {
 			k := r.take(name, token, time.Second)
-			if _, err := r.n.Release(ctx, k, token, "0", false, nil, time.Second); err != nil {
+			if _, err := r.n.Release(ctx, ReleaseReq{Keys: k, Token: token, Hold: "0", LockTTL: time.Second}); err != nil {
 				t.Fatal(err)
 			}
 			return k
@@ -199,7 +199,7 @@ func TestRenew_batchMatchesSingle(t *testing.T) {
 			}
 		} else {
 			for i := range items {
-				items[i].OK, items[i].Err = r.n.Extend(ctx, items[i].K, items[i].Token, items[i].TTL)
+				_, items[i].OK, items[i].Err = r.n.TTL(ctx, TTLReq{Keys: items[i].K, Token: items[i].Token, Extend: items[i].TTL})
 			}
 		}
 		for i, it := range items {

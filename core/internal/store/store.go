@@ -13,37 +13,30 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Store is the seam between the lock logic and Redis: node talks to one go-redis client
-// (standalone, Sentinel or Cluster), redlock fans out to independent nodes. Both run the scripts of
-// core/internal/script.
+// Store is the seam between the lock logic and Redis: Node talks to one go-redis client
+// (standalone, Sentinel or Cluster), Redlock fans out to independent nodes. Both run the scripts of
+// core/internal/script. Each operation takes one request value; errors are the store's own (a
+// *QuorumError, ErrUnsupported, an *AckError, or go-redis's), which core translates in one place.
 type Store interface {
-	Acquire(ctx context.Context, k *Keys, r *AcquireReq) (AcquireResult, error)
-	// Release drops one hold of token (with set, also writes set.value under set.key, only if the
-	// token still holds the lock: ReleaseSet); it returns the holds left, or -1 when token does not
-	// hold the lock. fair hands the lock to the first waiter of the Redis-side queue. lockTTL (the
-	// lock's TTL) sets Redlock's per-node timeout, here and in pttl.
-	Release(ctx context.Context, k *Keys, token, hold any, fair bool, set *ReleaseSet, lockTTL time.Duration) (int64, error)
-	// Renew fills in ok/err of every item; it returns an error when the whole batch failed.
+	// Acquire is one attempt of r: on the lock, fair lock or semaphore r.Keys, or, with r.Set, on
+	// every lock of the set at once, all or nothing (AcquireAll).
+	Acquire(ctx context.Context, r *AcquireReq) (AcquireResult, error)
+	// Release gives back what r names: one hold, one hold on each lock of a set, or a waiter's
+	// place in a Redis-side queue (see ReleaseReq).
+	Release(ctx context.Context, r ReleaseReq) (ReleaseResult, error)
+	// Renew fills in OK and Err of every item; it returns an error when the whole batch failed.
 	Renew(ctx context.Context, items []RenewItem) error
-	// PTTL returns the remaining TTL, or ok=false when token does not hold the lock.
-	PTTL(ctx context.Context, k *Keys, token any, lockTTL time.Duration) (time.Duration, bool, error)
-	Extend(ctx context.Context, k *Keys, token any, ttl time.Duration) (bool, error)
-	// Dequeue takes the waiter of r out of the Redis-side queue (fair mode, permits), handing on a
-	// lock or permit a release granted it meanwhile.
-	Dequeue(ctx context.Context, k *Keys, r *AcquireReq) error
-	// Inspect reads the lock without changing anything (Client.Inspect); forceRelease deletes it
-	// and publishes msg, or wakes the fair queue's head (Client.ForceRelease).
-	// lock and sem are the name's keys as a lock and as a semaphore.
-	Inspect(ctx context.Context, lock, sem *Keys) (Info, error)
-	ForceRelease(ctx context.Context, lock, sem *Keys, msg string) (bool, error)
-	// TakeAll is one all-or-nothing attempt on the locks ks (names of one slot) for r's token;
-	// releaseAll releases one hold of token on each (AcquireAll, LockSet.Release).
-	TakeAll(ctx context.Context, ks []*Keys, r *AcquireReq) (SetResult, error)
-	ReleaseAll(ctx context.Context, ks []*Keys, token, hold any, fences []int64) ([]int64, error)
-	// Router tells where release channels are subscribed.
-	Router() wait.Router
-	// Caps says what the store can do; close stops its background work (Client.Close).
+	// TTL returns what remains of the TTL of r.Token's hold, or with r.Extend sets it to that
+	// (Lock.Extend); ok is false when r.Token does not hold the lock.
+	TTL(ctx context.Context, r TTLReq) (d time.Duration, ok bool, err error)
+	// Inspect reads the name of r without changing anything (Client.Inspect).
+	Inspect(ctx context.Context, r NameReq) (Info, error)
+	// ForceRelease deletes every hold of the name of r and publishes r.Msg, or wakes the fair
+	// queue's head (Client.ForceRelease); it reports whether there was a hold to delete.
+	ForceRelease(ctx context.Context, r NameReq) (bool, error)
+	// Caps says what the store can do, and where release channels are subscribed.
 	Caps() Caps
+	// Close stops the store's background work (Client.Close).
 	Close()
 }
 
@@ -62,7 +55,59 @@ type Caps struct {
 	// ReentryFence: a re-entry names the fence of the acquisition it enters; off where nodes may
 	// record different fences for one acquisition (Redlock).
 	ReentryFence bool
+	// Router tells where release channels are subscribed.
+	Router wait.Router
 }
+
+// ReleaseReq is one release: of one hold of Token on Keys, or on each lock of Set; or, with
+// Waiter, of a waiting acquisition's place in Keys's Redis-side queue (fair mode, permits), handing
+// on a lock or permit a release granted it meanwhile.
+type ReleaseReq struct {
+	Keys        *Keys
+	Set         []*Keys // in place of Keys: the locks of one slot (LockSet.Release)
+	Fences      []int64 // with Set: the acquisitions' fences, one per lock (nil: the locks' own)
+	Token, Hold any
+	Fair        bool          // Keys is a fair lock: the release hands it to the queue's first waiter
+	Write       *ReleaseSet   // also writes a value, only if Token still holds the lock (ReleaseSet)
+	LockTTL     time.Duration // the lock's TTL: it sets Redlock's per-node timeout
+	Waiter      *AcquireReq   // the acquisition to take out of the queue (Token and Hold are its own)
+}
+
+// ReleaseResult is what a release left: the holds of Token left on the lock (-1 when Token does
+// not hold it; Vanished), or, for a set, per lock.
+type ReleaseResult struct {
+	Left    int64
+	SetLeft []int64
+}
+
+// TTLReq reads or sets what remains of the TTL of Token's hold on Keys.
+type TTLReq struct {
+	Keys    *Keys
+	Token   any
+	LockTTL time.Duration // the lock's TTL: it sets Redlock's per-node timeout
+	Extend  time.Duration // more than 0: set the TTL to this (Lock.Extend)
+}
+
+// NameReq names a name as every kind of hold keys it: Lock as a lock, Sem as a semaphore (the
+// read-write lock's keys follow from Lock). Msg is what ForceRelease publishes.
+type NameReq struct {
+	Lock, Sem *Keys
+	Msg       string
+}
+
+// ErrUnsupported is what a store answers to an operation it cannot do (Redlock: fair mode, sets
+// of locks); core answers ErrInvalid, and refuses such calls before they reach the store.
+var ErrUnsupported = errors.New("not supported over Redlock")
+
+// QuorumError is a Redlock operation that did not reach a quorum: core.QuorumError, with the same
+// fields and meaning, is what core returns for it (and whose message says it all).
+type QuorumError struct {
+	Op                         string
+	Nodes, Quorum, OK, Refused int
+	Errs                       []string
+}
+
+func (e *QuorumError) Error() string { return "redlock " + e.Op + ": no quorum" }
 
 // ReleaseSet is what ReleaseSet writes with the release.
 type ReleaseSet struct {
@@ -71,9 +116,12 @@ type ReleaseSet struct {
 	TTL   time.Duration
 }
 
+// AcquireResult is the outcome of an acquire attempt.
 type AcquireResult struct {
 	OK         bool
 	Fence      int64
+	Fences     []int64 // a set's: one per lock, in the order of AcquireReq.Set
+	BusyAt     int     // a set's: the index of the first lock another owner holds (with Busy)
 	Holds      int64
 	RetryAfter time.Duration
 	Busy       bool   // another owner holds the lock, for retryAfter more (0: it is about to expire)
@@ -90,6 +138,8 @@ type AcquireResult struct {
 
 // AcquireReq is one acquire attempt.
 type AcquireReq struct {
+	Keys      *Keys   // the lock, fair lock or semaphore
+	Set       []*Keys // in place of Keys: the locks of a set, names of one slot (AcquireAll)
 	Token     any
 	Hold      any // this hold's id, unique among the owner's holds
 	TTL       time.Duration
@@ -158,14 +208,7 @@ func parseAcquire(v any) (AcquireResult, error) {
 	return AcquireResult{}, errAcquireReply
 }
 
-// SetResult is the outcome of one all-or-nothing attempt (takeAll): the fences, one per lock, or
-// the index of the first lock held by another owner (busy >= 0) and how long it stays held.
-type SetResult struct {
-	Fences     []int64
-	Busy       int
-	RetryAfter time.Duration
-}
-
+// RenewItem is one renewal of a batch (Store.Renew).
 type RenewItem struct {
 	K     *Keys // the lock's or permit's keys (the fence: a hold renews only its acquisition)
 	Token any
