@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,13 +17,24 @@ import (
 )
 
 // With Redis down, acquisitions that fail to dial were never sent: nothing is given back, and
-// Close returns within 200 ms plus one dial timeout (it took the failed acquisitions' TTL, up to
-// 5 s, and logged a failed give-back per acquisition). Losing Redis and finding it back are logged
-// once each, not once per request.
+// Close does not wait for go-redis's dials (it took the failed acquisitions' TTL, up to 5 s, and
+// logged a failed give-back per acquisition). Losing Redis and finding it back are logged once
+// each, not once per request.
+//
+// Close's bound is 200 ms; the test does not time that, which a loaded CI host stretches (845 ms
+// once, beside the checker): while Close runs, go-redis waits 10 s between dial attempts, so a
+// Close that waited for a dial would take 10 s, and the test allows 3 s.
 func TestOutage_closeIsShortAndQuiet(t *testing.T) {
 	srv := redistest.Start(t)
 	o := srv.Options()
 	o.DialTimeout = 300 * time.Millisecond
+	var slowDials atomic.Bool
+	o.DialerRetryBackoff = func(int) time.Duration {
+		if slowDials.Load() {
+			return 10 * time.Second
+		}
+		return 100 * time.Millisecond // (go-redis's default)
+	}
 	rdb := redis.NewClient(o)
 	t.Cleanup(func() { _ = rdb.Close() })
 	var out locktest.SyncBuffer
@@ -48,12 +60,13 @@ func TestOutage_closeIsShortAndQuiet(t *testing.T) {
 	}
 	srv.Stop(t)
 	failAll()
+	slowDials.Store(true)
 	start := time.Now()
 	err := c.Close(ctx)
 	took := time.Since(start)
 	t.Logf("Close with Redis down took %v (%v); log:\n%s", took, err, out.String())
-	if limit := 200*time.Millisecond + o.DialTimeout; took > limit {
-		t.Errorf("Close took %v with Redis down, want at most %v", took, limit)
+	if limit := 3 * time.Second; took > limit {
+		t.Errorf("Close took %v with Redis down, want at most %v: it waited for go-redis's dials", took, limit)
 	}
 	log := out.String()
 	if n := strings.Count(log, "giving a lock back failed"); n > 0 {
