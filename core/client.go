@@ -223,7 +223,7 @@ func (c *Client) Close(ctx context.Context) error {
 	c.room.Close()
 	c.backs.Close(ctx)
 	closed := func(*Lock) error { return ErrClosed }
-	err := endAll(ctx, flatten(c.wd.close()), stateClosed, closed, giveNow)
+	err := endAll(ctx, flatten(c.wd.close(ctx)), stateClosed, closed, giveNow)
 	c.st.Close()
 	return err
 }

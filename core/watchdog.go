@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -25,6 +26,10 @@ type watchdog struct {
 	stop     chan struct{}
 	done     chan struct{}
 	batches  sync.WaitGroup
+	// renewing bounds the renewals in flight, besides each one's validity deadline: close ends
+	// it when its caller stops waiting for them.
+	renewing    context.Context
+	endRenewing context.CancelFunc
 	// pipelines and scripts count renewal round trips and the scripts they carried.
 	pipelines, scripts atomic.Int64
 	started            bool
@@ -35,8 +40,10 @@ type watchdog struct {
 }
 
 func newWatchdog(c *Client) *watchdog {
-	return &watchdog{c: c, lost: c.lost, endHolds: c.endHolds, held: make(map[string]*entry), stop: make(chan struct{}),
+	w := &watchdog{c: c, lost: c.lost, endHolds: c.endHolds, held: make(map[string]*entry), stop: make(chan struct{}),
 		done: make(chan struct{}), base: time.Now()}
+	w.renewing, w.endRenewing = context.WithCancel(context.Background())
+	return w
 }
 
 // lostSet is an entry given up by the watchdog: its locks, and why.
@@ -208,8 +215,10 @@ func (w *watchdog) lose(e *entry, why string, err error) lostSet {
 	return ls
 }
 
-// close stops the scheduler and returns every entry still held.
-func (w *watchdog) close() []lostSet {
+// close stops the scheduler and returns every entry still held. It waits for the renewals in
+// flight until ctx ends, then cancels them: with Redis down, a renewal would wait for go-redis's
+// dials until its lock's validity deadline.
+func (w *watchdog) close(ctx context.Context) []lostSet {
 	w.mu.Lock()
 	w.stopped = true
 	var sets []lostSet
@@ -219,9 +228,12 @@ func (w *watchdog) close() []lostSet {
 	started := w.started
 	w.mu.Unlock()
 	close(w.stop)
+	stop := context.AfterFunc(ctx, w.endRenewing)
 	if started {
 		<-w.done
 	}
+	stop()
+	w.endRenewing()
 	return sets
 }
 

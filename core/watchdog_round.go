@@ -251,7 +251,7 @@ func (w *watchdog) renew(batch []*entry, items []store.RenewItem) {
 	w.mu.Unlock()
 	w.pipelines.Add(1)
 	w.scripts.Add(int64(len(items)))
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	ctx, cancel := context.WithDeadline(w.renewing, deadline)
 	err := fromStore(w.c.st.Renew(ctx, items))
 	cancel()
 	w.c.reach(err)
