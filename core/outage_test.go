@@ -32,12 +32,7 @@ func TestOutage_closeIsShortAndQuiet(t *testing.T) {
 	o := srv.Options()
 	o.DialTimeout = 300 * time.Millisecond
 	var slowUntil atomic.Int64 // Unix ns; 0: go-redis's default backoff
-	o.DialerRetryBackoff = func(int) time.Duration {
-		if u := slowUntil.Load(); u != 0 {
-			return max(time.Until(time.Unix(0, u)), 0)
-		}
-		return 100 * time.Millisecond
-	}
+	o.DialerRetryBackoff = backOffUntil(&slowUntil)
 	rdb := redis.NewClient(o)
 	t.Cleanup(func() { _ = rdb.Close() })
 	var out locktest.SyncBuffer
@@ -99,12 +94,7 @@ func TestOutage_closeDoesNotWaitForARenewal(t *testing.T) {
 		var d net.Dialer
 		return d.DialContext(ctx, network, addr)
 	}
-	o.DialerRetryBackoff = func(int) time.Duration {
-		if u := slowUntil.Load(); u != 0 {
-			return max(time.Until(time.Unix(0, u)), 0)
-		}
-		return 100 * time.Millisecond
-	}
+	o.DialerRetryBackoff = backOffUntil(&slowUntil)
 	rdb := redis.NewClient(o)
 	t.Cleanup(func() { _ = rdb.Close() })
 	c := locktest.NewClient(t, rdb)
@@ -120,5 +110,16 @@ func TestOutage_closeDoesNotWaitForARenewal(t *testing.T) {
 	err := c.Close(ctx)
 	if took := time.Since(start); took > 1500*time.Millisecond {
 		t.Errorf("Close(300 ms) took %v (%v) with a renewal waiting for a dial", took, err)
+	}
+}
+
+// backOffUntil is a go-redis DialerRetryBackoff: while *until (Unix ns) is 0, go-redis's default
+// 100 ms; then a failed dial is retried only at that instant, and at once after it.
+func backOffUntil(until *atomic.Int64) func(int) time.Duration {
+	return func(int) time.Duration {
+		if u := until.Load(); u != 0 {
+			return max(time.Until(time.Unix(0, u)), 0)
+		}
+		return 100 * time.Millisecond
 	}
 }
