@@ -181,10 +181,14 @@ func (l *Lock) endReported() bool {
 // the first release is sent, so that a slow release does not postpone the end of another hold. It
 // returns the first release error.
 func endAll(ctx context.Context, locks []*Lock, why holdState, cause func(*Lock) error, give giveMode) error {
-	return giveUpAll(ctx, beginAll(locks, why, cause), why, give)
+	ended := beginAll(locks, why, cause)
+	if why == stateLost {
+		reportLost(ended)
+	}
+	return giveUpAll(ctx, ended, why, give)
 }
 
-// beginAll is endAll's steps 1 to 3: it returns the holds it ended, in the order they ended.
+// beginAll is endAll's steps 1 and 2: it returns the holds it ended, in the order they ended.
 func beginAll(locks []*Lock, why holdState, cause func(*Lock) error) []*Lock {
 	depth := func(l *Lock) (d int) {
 		for o := l.outer; o != nil; o = o.outer {
@@ -200,12 +204,14 @@ func beginAll(locks []*Lock, why holdState, cause func(*Lock) error) []*Lock {
 			ended = append(ended, l)
 		}
 	}
-	if why == stateLost {
-		for _, l := range ended {
-			l.reportEnd(true, 0, nil)
-		}
-	}
 	return ended
+}
+
+// reportLost is endAll's step 3 for holds lost: the hook's Lost, for each.
+func reportLost(ended []*Lock) {
+	for _, l := range ended {
+		l.reportEnd(true, 0, nil)
+	}
 }
 
 // giveUpAll is endAll's steps 4 and 5 for the holds beginAll ended; it returns the first release
@@ -283,6 +289,21 @@ func flatten(sets []lostSet) []*Lock {
 // lost ends the holds of an entry the watchdog gave up. A hold declared expired is given back in
 // the background: a renewal still on its way may have re-extended it.
 func (c *Client) lost(ls lostSet) {
+	c.finishLost(ls, cancelLost(ls))
+}
+
+// cancelLost is lost's steps 1 and 2: it cancels the contexts of ls's holds (beginAll) and returns
+// the holds it ended.
+func cancelLost(ls lostSet) []*Lock {
+	if len(ls.locks) == 0 {
+		return nil
+	}
+	return beginAll(ls.locks, stateLost, func(l *Lock) error { return &LostError{Name: l.k.Name, Reason: ls.why, Err: ls.err} })
+}
+
+// finishLost is the rest of lost, for the holds cancelLost ended: the hook's Lost, the log line,
+// then the give-back.
+func (c *Client) finishLost(ls lostSet, ended []*Lock) {
 	if len(ls.locks) == 0 {
 		return
 	}
@@ -290,8 +311,7 @@ func (c *Client) lost(ls lostSet) {
 	if ls.why == "expired" {
 		give = giveBackground
 	}
-	cause := func(l *Lock) error { return &LostError{Name: l.k.Name, Reason: ls.why, Err: ls.err} }
-	ended := beginAll(ls.locks, stateLost, cause)
+	reportLost(ended)
 	attrs := []slog.Attr{slog.String("name", ls.locks[0].k.Name), slog.String("reason", ls.why)}
 	if ls.err != nil {
 		attrs = append(attrs, slog.Any("error", ls.err))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lockkit/lockkit/core/internal/store"
@@ -95,6 +96,43 @@ func (c *valueCtx) Value(key any) any {
 	return c.Context.Value(key)
 }
 
+// holdCtx is a Lock's context. Its Err reads the clock too: once the hold's validity deadline has
+// passed, Err ends the hold (cause a *LostError, reason "expired") and returns its error, without
+// waiting for the watchdog's timer, which fires late in a process starved of CPU (issue #44). Done
+// is closed by whichever comes first. Contexts derived from it end when it is cancelled.
+type holdCtx struct {
+	context.Context // the cancellable context
+	l               *Lock
+	e               atomic.Pointer[entry] // l.entry, once the watchdog has it
+}
+
+func (c *holdCtx) Err() error {
+	if err := c.Context.Err(); err != nil {
+		return err
+	}
+	w := c.l.c.wd
+	e := c.e.Load()
+	if e == nil {
+		if e = w.entryOf(c.l); e == nil {
+			return nil
+		}
+		c.e.Store(e)
+	}
+	if !w.expired(e) {
+		return nil
+	}
+	w.expire(e)
+	// The hold may be ending by another way meanwhile (a Release, the watchdog): its context is
+	// cancelled with the cause that end recorded, before Err says so.
+	c.l.mu.Lock()
+	cause, stop := c.l.ended, c.l.stop
+	c.l.mu.Unlock()
+	if cause != nil {
+		stop(cause)
+	}
+	return c.Context.Err()
+}
+
 // unlinked is a context without its parent's cancellation (the values and the deadline stay).
 type unlinked struct{ context.Context }
 
@@ -176,6 +214,10 @@ func (l *Lock) Holds() int64 {
 // Context returns a context derived from the one passed to Acquire (with its values and its
 // cancellation) that is also cancelled when the lock is released (cause ErrReleased), lost (cause a
 // *LostError), ended by WithMaxHold (cause a *MaxHoldError) or its Client closed (cause ErrClosed). Read the reason with context.Cause.
+// Its Err also reads the clock: once the hold's validity deadline has passed, Err ends the hold
+// (an expired *LostError) and reports it, even when the watchdog's timer runs late in a process
+// starved of CPU; check Err before each step of work that must not outlive the lock
+// (docs/guarantees.md, "Late timers").
 func (l *Lock) Context() context.Context {
 	if l == nil {
 		ctx, cancel := context.WithCancelCause(context.Background())
@@ -186,7 +228,9 @@ func (l *Lock) Context() context.Context {
 	defer l.mu.Unlock()
 	if l.ctx == nil && l.vctx.Context != nil { // (nil while the Acquired hook runs)
 		if l.ended == nil || l.parentEnded {
-			l.ctx, l.stop = context.WithCancelCause(&l.vctx)
+			var ctx context.Context
+			ctx, l.stop = context.WithCancelCause(&l.vctx)
+			l.ctx = &holdCtx{Context: ctx, l: l}
 		} else {
 			// The hold ended while its parent context was live: the context is cancelled with the
 			// hold's cause, as it would have been had it been made at once, whatever the parent

@@ -198,7 +198,7 @@ func (w *watchdog) extended(e *entry, sent time.Time, ttl time.Duration) bool {
 	}
 	e.seq++
 	e.ttl = ttl
-	e.valid = sent.Add(ttl - w.c.opt.drift(ttl))
+	w.setValid(e, sent.Add(ttl-w.c.opt.drift(ttl)))
 	e.next = sent.Add(w.interval(ttl))
 	w.schedule(e)
 	return true

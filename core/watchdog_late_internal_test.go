@@ -3,6 +3,7 @@ package core
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/internal/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 // logLines is a slog handler's output, safe to read while the watchdog writes it.
@@ -78,5 +80,66 @@ func TestWatchdog_lateTimers_warnOnceForAShortTTL(t *testing.T) {
 		if out.count(want) == 0 {
 			t.Errorf("the warning does not say %q; log:\n%s", want, out.buf.String())
 		}
+	}
+}
+
+// A hold whose validity deadline passed before the watchdog's timer fired for it (a process
+// starved of CPU: issue #44's starved runs, where the timer fired up to 47 ms after the deadline)
+// reads as ended through its context's Err at once: the context is cancelled with an "expired"
+// loss, Release answers ErrNotHeld, the Lost hook runs and the lock is given back in Redis.
+func TestHoldCtx_errEndsAHoldPastItsDeadlineBeforeTheTimer(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	lost := make(chan HoldInfo, 1)
+	c, err := New(rdb, WithHook(Hook{Lost: func(_ context.Context, in HoldInfo) { lost <- in }}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	t.Cleanup(func() { _ = c.Close(ctx) })
+	l, err := c.TryAcquire(ctx, "late-timer", time.Minute) // (the watchdog's first wake: 5 s away)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hctx := l.Context()
+	if err := hctx.Err(); err != nil {
+		t.Fatalf("a hold valid for a minute: Err = %v", err)
+	}
+	c.wd.mu.Lock()
+	c.wd.setValid(l.entry, time.Now().Add(-time.Millisecond)) // (as if the timer were late)
+	c.wd.mu.Unlock()
+
+	var le *LostError
+	if err := hctx.Err(); !errors.Is(err, context.Canceled) || !errors.As(context.Cause(hctx), &le) || le.Reason != "expired" {
+		t.Fatalf("past its validity deadline: Err = %v, cause %v; want Canceled, an expired *LostError", err, context.Cause(hctx))
+	}
+	select {
+	case <-hctx.Done():
+	default:
+		t.Fatal("Err reported the hold ended while Done was open")
+	}
+	if err := l.Release(ctx); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("Release after Err ended the hold: %v, want ErrNotHeld", err)
+	}
+	select {
+	case in := <-lost:
+		if in.Lock != l {
+			t.Fatalf("Lost reported %v, want the hold", in.Lock)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the hook's Lost did not run within 10 s")
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		v, err := rdb.Get(ctx, l.k.Main).Result()
+		if err != nil && err != redis.Nil {
+			t.Fatal(err)
+		}
+		if s, _ := ParseLockState(v); !s.Held() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the lock was not given back within 10 s: %q", v)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -47,7 +47,7 @@ func (w *watchdog) add(l *Lock, sent time.Time, held int) bool {
 	// fair grant's shorter first lease (see claim).
 	lease := l.firstLease()
 	if v := sent.Add(lease - w.c.opt.drift(lease)); v.After(e.valid) {
-		e.valid = v
+		w.setValid(e, v)
 	}
 	// A re-entry never postpones the entry's renewal: its own TTL may be far shorter than the
 	// validity the entry must keep up.
@@ -331,7 +331,7 @@ func (w *watchdog) renewed(e *entry, it *store.RenewItem, sent time.Time) {
 		ttl = min(ttl, e.ttl)
 	}
 	if v := sent.Add(ttl - w.c.opt.drift(ttl)); v.After(e.valid) {
-		e.valid = v
+		w.setValid(e, v)
 	}
 	if it.Seq == e.seq {
 		e.next = sent.Add(w.interval(ttl))

@@ -36,9 +36,21 @@ type starvedHold struct {
 	live atomic.Int64 // the last moment (Unix ns) a spinner found ctx live (a lower bound)
 }
 
+// open reports whether ctx's Done is still open. The spinners look at Done, not Err: Err reads the
+// clock and ends a hold past its validity deadline itself (core's holdCtx), while Done is closed by
+// the watchdog's timer, whose lateness is what the late-timer guard covers and this scenario checks.
+func open(ctx context.Context) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	default:
+		return true
+	}
+}
+
 // starvedChild holds "starved" holds times, each for up to 2 TTLs, while starvedRefusers
 // goroutines take refused holds each on names "starved-J-I" whose renewals fail, at GOMAXPROCS=1
-// (its environment) beside 8 goroutines that spin, checking the holds' contexts. Once its Clients
+// (its environment) beside 8 goroutines that spin, checking the holds' contexts' Done (open). Once its Clients
 // are closed it prints "hold KEY FENCE LIVE UNTIL" per hold, LIVE being the last moment (Unix ns) a
 // spinner found the context live and UNTIL the latest moment its key could still be in Redis
 // (keyBound).
@@ -72,7 +84,7 @@ func starvedChild(addr string, holds, refused int, out io.Writer) error {
 			for !stop.Load() {
 				for i := range slots {
 					t := time.Now().UnixNano() // (before the check: a live context was live at t or later)
-					if h := slots[i].Load(); h != nil && h.ctx.Err() == nil && t > h.live.Load() {
+					if h := slots[i].Load(); h != nil && open(h.ctx) && t > h.live.Load() {
 						h.live.Store(t) // (racing spinners may store a slightly earlier t: still a lower bound)
 					}
 				}
