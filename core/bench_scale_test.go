@@ -80,7 +80,7 @@ func BenchmarkTopology(b *testing.B) {
 			if ok, err := rdb.SetNX(ctx, "raw:{t}", "tok", time.Second).Result(); err != nil || !ok {
 				return fmt.Errorf("raw lock: %v %v", ok, err)
 			}
-			return rawRelease.Run(ctx, rdb, []string{"raw:{t}"}, "tok").Err()
+			return rawRelease().Run(ctx, rdb, []string{"raw:{t}"}, "tok").Err()
 		})
 	}
 	b.Run("topology=single/raw-floor", func(b *testing.B) { raw(b, single.Client(b)) })
@@ -107,7 +107,7 @@ func BenchmarkTopology(b *testing.B) {
 		}
 		latency(b, func() error {
 			par(func(rdb *redis.Client) error { return rdb.SetNX(ctx, "raw:{t}", "tok", time.Second).Err() })
-			par(func(rdb *redis.Client) error { return rawRelease.Run(ctx, rdb, []string{"raw:{t}"}, "tok").Err() })
+			par(func(rdb *redis.Client) error { return rawRelease().Run(ctx, rdb, []string{"raw:{t}"}, "tok").Err() })
 			return nil
 		})
 	})
@@ -183,5 +183,5 @@ func rawQuorum(ctx context.Context, rdbs []*redis.Client, key, token string) err
 	if err := par(func(rdb *redis.Client) error { return rdb.SetNX(ctx, key, token, 8*time.Second).Err() }); err != nil {
 		return err
 	}
-	return par(func(rdb *redis.Client) error { return rawRelease.Run(ctx, rdb, []string{key}, token).Err() })
+	return par(func(rdb *redis.Client) error { return rawRelease().Run(ctx, rdb, []string{key}, token).Err() })
 }
