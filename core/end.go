@@ -142,11 +142,22 @@ func (l *Lock) stopLocked(cause error) context.CancelCauseFunc {
 		return nil
 	}
 	l.ended = cause
-	if l.ctx == nil && l.vctx.Context != nil && l.vctx.Context.Err() != nil {
+	if l.ctx == nil && l.vctx.Context != nil && ctxDone(l.vctx.Context) {
 		// The parent ended first: so would the context have.
 		l.ended, l.parentEnded = context.Cause(l.vctx.Context), true
 	}
 	return l.stop
+}
+
+// ctxDone reports whether ctx's Done is closed. (Not ctx.Err: an outer hold's context ends its hold
+// in Err once its deadline passed (holdCtx), which takes the watchdog's and that hold's mutexes.)
+func ctxDone(ctx context.Context) bool {
+	select {
+	case <-ctx.Done():
+		return true
+	default:
+		return false
+	}
 }
 
 // reportEnd runs the hook's Lost (lost) or Released once per hold.

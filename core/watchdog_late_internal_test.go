@@ -143,3 +143,42 @@ func TestHoldCtx_errEndsAHoldPastItsDeadlineBeforeTheTimer(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A re-entered hold whose context was never made is released after the acquisition's validity
+// deadline passed, before the watchdog's timer fired: its release asks whether the outer hold's
+// context ended without reading that context's Err, which would end the acquisition under the
+// inner hold's mutex and deadlock.
+func TestHoldCtx_releaseOfAReentryPastTheDeadline(t *testing.T) {
+	srv := redistest.Start(t)
+	c, err := New(srv.Client(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	t.Cleanup(func() { _ = c.Close(ctx) })
+	outer, err := c.TryAcquire(ctx, "reentered", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	octx := outer.Context()
+	in, err := c.Acquire(octx, "reentered", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.wd.mu.Lock()
+	c.wd.setValid(outer.entry, time.Now().Add(-time.Millisecond))
+	c.wd.mu.Unlock()
+	released := make(chan error, 1)
+	go func() { released <- in.Release(ctx) }()
+	select {
+	case err := <-released:
+		if err != nil {
+			t.Fatalf("the re-entry's release: %v (Redis still held it)", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the re-entry's release did not return within 10 s")
+	}
+	if err := octx.Err(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("the outer hold past its deadline: Err = %v", err)
+	}
+}
