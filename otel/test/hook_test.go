@@ -20,7 +20,9 @@ import (
 func TestHook_acquire_work_release(t *testing.T) {
 	e := setup(t)
 	ctx, req := e.tracer.Start(context.Background(), "request")
+	called := time.Now()
 	l, err := e.c.Acquire(ctx, "orders", time.Second)
+	acquire := time.Since(called) // (bounds the wait the metric records)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,6 +37,7 @@ func TestHook_acquire_work_release(t *testing.T) {
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
+	whole := time.Since(called) // (bounds the hold the metric records)
 	req.End()
 
 	if got := names(e.sr.Ended()); len(got) != 4 {
@@ -90,17 +93,23 @@ func TestHook_acquire_work_release(t *testing.T) {
 	if got := e.sum(t, "lockkit.lock.held", set()); got != 0 {
 		t.Errorf("held after release = %d, want 0", got)
 	}
+	// The metric is core's measure of the wait (WaitInfo.Duration), from the call to the answer; the
+	// lock.wait span starts in the hook's WaitStart, after that call began: the metric can exceed the
+	// span by the goroutine's delays between them (3.07 ms against a 1.95 ms span in a CI run), but
+	// not the Acquire call.
 	wd := e.hist(t, "lockkit.lock.wait.duration", acquired)
-	if waited := wait.EndTime().Sub(wait.StartTime()).Seconds(); wd.Count != 1 || wd.Sum <= 0 || wd.Sum > waited {
-		t.Errorf("wait.duration{acquired} count %d sum %v, want 1 and (0, %v]", wd.Count, wd.Sum, waited)
+	if wd.Count != 1 || wd.Sum <= 0 || wd.Sum > acquire.Seconds() {
+		t.Errorf("wait.duration{acquired} count %d sum %v, want 1 and (0, %v] (the Acquire call)", wd.Count, wd.Sum, acquire.Seconds())
 	}
 	if want := []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}; !slices.Equal(wd.Bounds, want) {
 		t.Errorf("bounds %v, want %v", wd.Bounds, want)
 	}
 	hd := e.hist(t, "lockkit.lock.hold.duration", set("lockkit.lock.hold.outcome", "released"))
 	worked := w.EndTime().Sub(w.StartTime()).Seconds()
-	if held := hold.EndTime().Sub(hold.StartTime()).Seconds(); hd.Count != 1 || hd.Sum < worked || hd.Sum > held {
-		t.Errorf("hold.duration{released} count %d sum %v, want 1 and in [%v, %v]", hd.Count, hd.Sum, worked, held)
+	// (The metric and the lock.hold span each take their own clock readings, neither inside the
+	// other: the bound above is the calls'.)
+	if hd.Count != 1 || hd.Sum < worked || hd.Sum > whole.Seconds() {
+		t.Errorf("hold.duration{released} count %d sum %v, want 1 and in [%v, %v]", hd.Count, hd.Sum, worked, whole.Seconds())
 	}
 	if m := e.metrics(t); m["lockkit.lock.lost"].Data != nil || m["lockkit.lock.renewals"].Data != nil {
 		t.Errorf("lost or renewals recorded: %v %v", m["lockkit.lock.lost"], m["lockkit.lock.renewals"])
