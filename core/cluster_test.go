@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -333,10 +334,12 @@ func TestCluster_failover_unreplicatedLockReportedLost(t *testing.T) {
 // fails (and leaves nothing behind) instead of handing out a lock a failover could lose.
 func TestCluster_replicaAck(t *testing.T) {
 	cl := redistest.StartCluster(t)
-	c := locktest.NewClient(t, cl.Client(t), core.WithReplicaAck(1, 200*time.Millisecond))
+	// (A generous wait and a TTL beyond it: on a loaded host a healthy replica acknowledged later
+	// than 200ms, and a wait past the lock's validity would fail as a late reply, not for the ack.)
+	c := locktest.NewClient(t, cl.Client(t), core.WithReplicaAck(1, 2*time.Second))
 	ctx := context.Background()
 	const name = "acked"
-	l, err := c.Acquire(ctx, name, time.Second)
+	l, err := c.Acquire(ctx, name, 10*time.Second)
 	if err != nil {
 		t.Fatalf("healthy replica: %v", err)
 	}
@@ -347,9 +350,9 @@ func TestCluster_replicaAck(t *testing.T) {
 	replica := cl.ReplicaOf(t, master)
 	replica.Pause(t)
 	defer replica.Resume(t)
-	_, err = c.TryAcquire(ctx, name, time.Second)
-	if !errors.Is(err, core.ErrUnavailable) {
-		t.Fatalf("paused replica: %v, want ErrUnavailable", err)
+	_, err = c.TryAcquire(ctx, name, 10*time.Second)
+	if !errors.Is(err, core.ErrUnavailable) || !strings.Contains(err.Error(), "replicas acknowledged") {
+		t.Fatalf("paused replica: %v, want ErrUnavailable: no replica acknowledged", err)
 	}
 	t.Logf("paused replica: %v", err)
 	if heldOn(t, master, locktest.Key(name)) {
