@@ -324,8 +324,8 @@ func starveReport(t *testing.T, holds []starveHold, done starveDone) {
 	}
 	slices.Sort(late)
 	slices.Sort(cancelled)
-	t.Logf("context found live last − validity deadline (holds that ran to it): %v; cancelled (Done closed, "+
-		"by Err or the watchdog) − validity deadline: %v; acquisitions refused: %d; renewals %d (%d failed), sent "+
+	t.Logf("context found live last − validity deadline (holds that ran to it): %v; its AfterFunc ran (after "+
+		"Err or the watchdog cancelled it) − validity deadline: %v; acquisitions refused: %d; renewals %d (%d failed), sent "+
 		"up to %v late, round trip up to %v (mean %v)", late, cancelled, refused, done.Renewals, done.RenewFails,
 		done.SentLate, done.Took, done.TookMean)
 }
