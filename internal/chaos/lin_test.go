@@ -32,10 +32,11 @@ type linEvent struct {
 	// Release was called). The lock must not have left Redis before then either (see holderView):
 	// core reports a loss right after cancelling the context and before giving the hold back.
 	Live int64 `json:"l,omitempty"`
-	// GiveBack, for an exp of a lock lost by expiry: its validity deadline (no later than TTL −
-	// drift after the last script that set its expiry was sent). Declared expired at that deadline
-	// or after it, the hold is given back (released) at once, so the lock may leave Redis from
-	// then on, before Call.
+	// GiveBack, for an exp of a lock lost by expiry: when its loss was reported (Live). core gives
+	// an expired hold back (releases it) right after reporting its loss, so the lock may leave
+	// Redis from then on, before Call. That is before the validity deadline when the late-timer
+	// guard ended the hold early (docs/guarantees.md, "Late timers"): bounding the give-back by
+	// the deadline reported a Redis view that was not linearizable (stop 51's CI run 1).
 	GiveBack int64 `json:"g,omitempty"`
 }
 
@@ -136,7 +137,7 @@ func linClient(addr string, id int, ttl time.Duration, end time.Time, emit func(
 		sends.acquiring(tok)
 		l, err := c.Acquire(ctx, name, ttl, core.WithToken(tok), core.WithWait(ttl/2+mrand.N(ttl)))
 		ret := time.Now()
-		acqSent, acqLow := sends.acquiring("")
+		acqSent := sends.acquiring("")
 		ev := linEvent{Kind: "acq", Name: name, Client: id, Tok: tok, Call: us(call), Ret: us(ret)}
 		switch {
 		case err == nil:
@@ -178,8 +179,8 @@ func linClient(addr string, id int, ttl time.Duration, end time.Time, emit func(
 		if lost {
 			// Lost before Release: the lock left Redis after earliest, and within slack of the loss.
 			exp.Out, exp.Live, exp.Ret = "lost", us(at), us(at)+slack
-			if expired { // (or after its validity deadline: the give-back)
-				exp.GiveBack = us(sends.renewedAt(l.Context(), acqLow).Add(ttl - linDrift(ttl)))
+			if expired { // (or from the report on: the give-back)
+				exp.GiveBack = us(at)
 			}
 			emit(exp)
 			continue
@@ -206,14 +207,11 @@ func linClient(addr string, id int, ttl time.Duration, end time.Time, emit func(
 // acquisition's (a go-redis hook sees the token go out) and each successful renewal's (core's
 // Renewed hook); and when losses were reported. Locks are told apart by their contexts.
 type sendLog struct {
-	mu   sync.Mutex
-	tok  string    // the token being acquired, "" between acquisitions
-	sent time.Time // when the last script carrying tok was sent
-	// low is no later than core's send time of that script (core's clock reads it before go-redis
-	// sees the script): the WaitStart or Attempt call before it. mark is the latest such call.
-	low, mark time.Time
-	renewed   map[context.Context]time.Time
-	lost      map[context.Context]loss
+	mu      sync.Mutex
+	tok     string    // the token being acquired, "" between acquisitions
+	sent    time.Time // when the last script carrying tok was sent
+	renewed map[context.Context]time.Time
+	lost    map[context.Context]loss
 }
 
 // loss is when a lock's loss was reported, and whether it was declared expired.
@@ -223,14 +221,13 @@ type loss struct {
 }
 
 // acquiring starts recording the scripts that carry tok ("": stops) and returns when the last
-// script of the previous token was sent, and a time no later than core's send time of it: for a
-// successful Acquire, the attempt that took the lock.
-func (s *sendLog) acquiring(tok string) (sent, low time.Time) {
+// script of the previous token was sent: for a successful Acquire, the attempt that took the lock.
+func (s *sendLog) acquiring(tok string) (sent time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sent, low = s.sent, s.low
-	s.tok, s.sent, s.low = tok, time.Time{}, time.Time{}
-	return sent, low
+	sent = s.sent
+	s.tok, s.sent = tok, time.Time{}
+	return sent
 }
 
 func (s *sendLog) renewedAt(lockCtx context.Context, acquired time.Time) time.Time {
@@ -265,20 +262,7 @@ func (s *sendLog) hook() core.Hook {
 			s.lost[lockCtx] = loss{at: time.Now(), expired: expired}
 			s.mu.Unlock()
 		},
-		WaitStart: func(context.Context, core.WaitInfo) context.Context {
-			s.markNow()
-			return nil
-		},
-		Attempt: func(context.Context, core.WaitInfo) { s.markNow() },
 	}
-}
-
-// markNow notes a WaitStart or Attempt call: core reads its clock for the next attempt's send
-// after it.
-func (s *sendLog) markNow() {
-	s.mu.Lock()
-	s.mark = time.Now()
-	s.mu.Unlock()
 }
 
 // DialHook implements redis.Hook.
@@ -313,7 +297,7 @@ func (s *sendLog) note(t0 time.Time, cmd redis.Cmder) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.tok != "" && strings.HasPrefix(strings.ToLower(cmd.Name()), "eval") && slices.Contains(cmd.Args(), any(s.tok)) {
-		s.sent, s.low = t0, s.mark
+		s.sent = t0
 	}
 }
 

@@ -96,6 +96,11 @@ func TestCheckLinHistory_views(t *testing.T) {
 		// Declared expired at its validity deadline (980), the hold was given back: the lock may
 		// leave Redis from 980, but not before its holder stopped (990).
 		{"given back once expired", append(givenBack(holder(990), 980), other(995)), 0, 0, 0},
+		// The late-timer guard ended the hold 30 before its validity deadline (1000 − drift): its
+		// loss was reported at 958 and the hold given back, and another client took the lock at
+		// 960. (The oracle bounded the give-back by the deadline and reported a Redis view that
+		// was not linearizable: stop 51's CI run 1.)
+		{"given back early by the guard", append(givenBack(holder(958), 958), linEvent{Kind: "acq", Name: "n", Client: 1, Tok: "b", Call: 900, Ret: 961, Out: "ok", Fence: 2}), 0, 0, 0},
 		{"given back, taken before the holder stopped", append(givenBack(holder(990), 980), linEvent{Kind: "acq", Name: "n", Client: 1, Tok: "b", Call: 981, Ret: 986, Out: "ok", Fence: 2}), 0, 1, 0},
 		{"given back, taken before its validity", append(givenBack(holder(990), 980), other(500)), 0, 1, 0},
 	}
