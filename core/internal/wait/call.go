@@ -7,8 +7,8 @@ import (
 )
 
 // Call is one waiting call's part in the wake-up machinery: its place in the Client's local queue
-// once it waits, its fallback delay, its wait limit and its timer. Set Q, Handoff, Backoff,
-// MaxBack and Deadline before the first Join.
+// once it waits, its fallback delay and its wait limit. Set Q, Handoff, Backoff, MaxBack and
+// Deadline before the first Join.
 type Call struct {
 	Q        *Queues
 	W        *Waiter          // the call's place in the local queue, once it waits
@@ -18,7 +18,6 @@ type Call struct {
 	Backoff  time.Duration    // the fallback delay: it doubles up to MaxBack
 	MaxBack  time.Duration    //
 	Deadline <-chan time.Time // the call's wait limit
-	timer    *time.Timer      // the fallback delay's, kept from one park to the next
 	// Split and RoundTrip describe the call's last attempt: over Redlock, granted a minority of
 	// the nodes, which it gave back (store.AcquireResult.Split), and how long it took.
 	Split     bool
@@ -35,7 +34,10 @@ func (c *Call) Join(ch string) bool {
 
 // Ready waits until the call's channel subscription is confirmed, or at most the backoff.
 func (c *Call) Ready(ctx context.Context) Parked {
-	return c.Q.Park(ctx, c.W, true, c.Backoff, c.Deadline, &c.timer)
+	if poll(c.W.q.ready) {
+		return Woken // confirmed already
+	}
+	return c.wait(ctx, c.W.q.ready, c.Backoff)
 }
 
 // Park waits for a release message, or for a fallback delay of about d (jittered down to half):
@@ -59,7 +61,7 @@ func (c *Call) Park(ctx context.Context, d time.Duration, rare bool) Parked {
 	case !head && rare:
 		d = max(d, 10*c.MaxBack)
 	}
-	why := c.Q.Park(ctx, c.W, false, d/2+rand.N(d/2+1), c.Deadline, &c.timer)
+	why := c.wait(ctx, c.W.wake, d/2+rand.N(d/2+1))
 	switch {
 	case why == Woken:
 		c.Woken = true
@@ -79,4 +81,20 @@ func (c *Call) Leave(acquired bool) {
 		c.Q.TakeGrant(c.W)
 	}
 	c.Q.Leave(c.W, acquired)
+}
+
+// wait waits at most d for ch, or until ctx ends, the call's wait limit passes or the Queues close.
+func (c *Call) wait(ctx context.Context, ch <-chan struct{}, d time.Duration) Parked {
+	select {
+	case <-ch:
+		return Woken
+	case <-time.After(d):
+		return Elapsed
+	case <-ctx.Done():
+		return Cancelled
+	case <-c.Deadline:
+		return Deadline
+	case <-c.Q.closed:
+		return Closed
+	}
 }

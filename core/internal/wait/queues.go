@@ -1,20 +1,14 @@
 package wait
 
 import (
+	"slices"
 	"strings"
 	"sync"
 	"time"
 )
 
-// The wait path has three parts, each on its own:
-//
-//   - Queues (this file): the Client's waiters, a FIFO queue per release channel, and the rules
-//     for whom a release message wakes;
-//   - subscriber (feeds.go): the pub/sub connections that deliver release messages to the queues;
-//   - quorumCopies (quorum_copies.go): Redlock's counting of the copies of one release that its nodes publish.
-//
-// Lock order: Queues.mu, then subscriber.mu, then a feed's mu. The subscriber never calls into
-// the queues while it holds a mutex of its own.
+// Lock order: Queues.mu, then subscriber.mu. The subscriber never calls into the queues while it
+// holds its mutex.
 
 // Queues parks the Client's waiters. Each release channel has a FIFO queue of local waiters;
 // each release message wakes one.
@@ -22,10 +16,10 @@ type Queues struct {
 	id     string        // this client's id, as published in its release messages
 	subs   *subscriber   // subscribes the channels that have waiters
 	copies *quorumCopies // Redlock only
-	closed chan struct{} // closed by close: waiters return ErrClosed
+	closed chan struct{} // closed by Close: waiters return ErrClosed
+	once   sync.Once     // for Close
 	mu     sync.Mutex    // guards what follows
 	queues map[string]*waitQueue
-	shut   bool
 	yield  time.Duration // yieldAfterOwnRelease (tests lengthen it to tell a yield from a wake)
 }
 
@@ -33,8 +27,7 @@ type waitQueue struct {
 	ch        string
 	waiters   []*Waiter
 	ready     chan struct{} // closed when a server confirmed the subscription
-	confirmed bool
-	members   int // waiters that joined and did not leave, queued or not
+	members   int           // waiters that joined and did not leave, queued or not
 	idleSince time.Time
 	lostAt    time.Time          // when a woken waiter last found the lock taken again
 	foreignAt time.Time          // when another client's release was last delivered
@@ -49,15 +42,8 @@ type Waiter struct {
 	digest  string // fair mode and permits: SHA-1 (hex) of the waiter's token, as messages name it
 	unnamed bool   // fair mode and permits: the digest is not known yet (named)
 	wake    chan struct{}
-	inQueue bool
 	grant   Grant // a lock or permit a release granted it (grant.go)
 }
-
-// Wake is signalled when a release (or a grant) wakes w.
-func (w *Waiter) Wake() <-chan struct{} { return w.wake }
-
-// Ready is closed once a server confirmed the subscription of w's channel.
-func (w *Waiter) Ready() <-chan struct{} { return w.q.ready }
 
 // Channel is the release channel w waits on.
 func (w *Waiter) Channel() string { return w.q.ch }
@@ -100,38 +86,36 @@ func NewQueues(rt Router, id string, quorum int) *Queues {
 // Busy reports whether local waiters are waiting on ch; a newcomer then queues behind them.
 func (r *Queues) Busy(ch string) bool {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	q := r.queues[ch]
-	b := q != nil && q.members > 0
-	r.mu.Unlock()
-	return b
+	return q != nil && q.members > 0
 }
 
-// Join queues a waiter on ch, subscribing the channel if needed. It returns nil after close. A
-// fair waiter is woken by the messages that name its token's digest, once it is named with it
-// (named); digest is that digest when the caller knows it already.
+// Join queues a waiter on ch, subscribing the channel if needed; nil after Close. A fair waiter is
+// woken by the messages that name its token's digest: digest, or the one Named gives it later.
 func (r *Queues) Join(ch, digest string, fair bool) *Waiter {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.shut {
+	if poll(r.closed) {
 		return nil
 	}
+
 	q := r.queues[ch]
 	if q == nil {
-		q = &waitQueue{ch: ch, ready: make(chan struct{})}
+		q = &waitQueue{ch: ch, ready: make(chan struct{}), named: map[string]*Waiter{}}
 		r.queues[ch] = q
 		r.subs.want(ch)
 	}
-	w := &Waiter{q: q, wake: make(chan struct{}, 1), inQueue: true}
-	if fair {
+
+	w := &Waiter{q: q, wake: make(chan struct{}, 1), unnamed: fair && digest == ""}
+	if w.unnamed {
+		q.unnamed++
+	} else if fair {
 		w.digest = digest
-		if digest == "" {
-			w.unnamed = true
-			q.unnamed++
-		}
+		q.named[digest] = w // so that a grant finds it while it makes an attempt too
 	}
 	q.waiters = append(q.waiters, w)
 	q.members++
-	q.name(w)
 	return w
 }
 
@@ -141,11 +125,8 @@ func (r *Queues) Requeue(w *Waiter) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	q := w.q
-	if !w.inQueue {
-		q.waiters = append(q.waiters, nil)
-		copy(q.waiters[1:], q.waiters)
-		q.waiters[0] = w
-		w.inQueue = true
+	if !slices.Contains(q.waiters, w) {
+		q.waiters = slices.Insert(q.waiters, 0, w)
 	}
 	return q.waiters[0] == w
 }
@@ -160,19 +141,18 @@ func (r *Queues) Leave(w *Waiter, acquired bool) {
 	if !acquired && len(q.waiters) > 1 && q.waiters[0] == w {
 		signal(q.waiters[1].wake)
 	}
-	if w.inQueue {
-		q.remove(w)
+	q.remove(w)
+	if q.named[w.digest] == w {
+		delete(q.named, w.digest)
 	}
-	q.unname(w)
 	if w.unnamed {
 		w.unnamed = false
 		q.forgetUnclaimed()
 	}
-	select {
-	case <-w.wake:
+	if poll(w.wake) {
 		q.wakeOne("")
-	default:
 	}
+
 	q.members--
 	if q.members == 0 {
 		q.idleSince = time.Now()
@@ -183,12 +163,10 @@ func (r *Queues) Leave(w *Waiter, acquired bool) {
 func (r *Queues) PassOn(w *Waiter) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, x := range w.q.waiters {
-		if x != w {
-			w.q.remove(x)
-			signal(x.wake)
-			return
-		}
+	q := w.q
+	if i := slices.IndexFunc(q.waiters, func(x *Waiter) bool { return x != w }); i >= 0 {
+		signal(q.waiters[i].wake)
+		q.waiters = slices.Delete(q.waiters, i, i+1)
 	}
 }
 
@@ -200,37 +178,27 @@ func (r *Queues) LostRace(w *Waiter) {
 	r.mu.Unlock()
 }
 
-// remove takes w out of q; the caller holds the queues' mutex.
+// remove takes w out of q, if it is there; the caller holds the queues' mutex.
 func (q *waitQueue) remove(w *Waiter) {
-	for i, x := range q.waiters {
-		if x == w {
-			q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
-			break
-		}
+	if i := slices.Index(q.waiters, w); i >= 0 {
+		q.waiters = slices.Delete(q.waiters, i, i+1)
 	}
-	w.inQueue = false
 }
 
 // wakeOne wakes the waiter whose token digest is named, or the first one; the caller holds the
 // queues' mutex.
 func (q *waitQueue) wakeOne(digest string) {
-	i := 0
-	if digest != "" {
+	i := slices.IndexFunc(q.waiters, func(w *Waiter) bool { return digest == "" || w.digest == digest })
+	if i < 0 {
 		// Fair mode names the waiter whose turn it is; if it is not here, it is another process's
 		// (or one of this Client's that does not know its digest yet: named).
-		for i < len(q.waiters) && q.waiters[i].digest != digest {
-			i++
-		}
-	}
-	if i >= len(q.waiters) {
 		if digest != "" && q.named[digest] == nil {
 			q.keepUnclaimed(digest)
 		}
 		return
 	}
-	w := q.waiters[i]
-	q.remove(w)
-	signal(w.wake)
+	signal(q.waiters[i].wake)
+	q.waiters = slices.Delete(q.waiters, i, i+1)
 }
 
 // deliver handles a release message on ch (called by the subscriber).
@@ -238,24 +206,20 @@ func (r *Queues) deliver(ch, payload string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	q := r.queues[ch]
-	if q == nil {
+	switch id, _, _ := strings.Cut(payload, "/"); {
+	case q == nil:
 		return
-	}
-	if strings.HasPrefix(payload, grantPrefix) {
+	case strings.HasPrefix(payload, grantPrefix):
 		q.granted(payload)
 		return
-	}
-	if !strings.HasPrefix(payload, ClientIDPrefix) {
+	case !strings.HasPrefix(payload, ClientIDPrefix):
 		q.wakeOne(payload)
 		return
-	}
-	if r.copies != nil && !r.copies.count(ch, payload) {
-		return
-	}
-	id, _, _ := strings.Cut(payload, "/")
-	if id != r.id {
+	case r.copies != nil && !r.copies.count(ch, payload):
+		return // not the quorum-th copy
+	case id != r.id:
 		q.foreignAt = time.Now()
-	} else if time.Since(q.lostAt) < contestedFor && time.Since(q.foreignAt) < contestedFor {
+	case time.Since(q.lostAt) < contestedFor && time.Since(q.foreignAt) < contestedFor:
 		time.AfterFunc(r.yield, func() {
 			r.mu.Lock()
 			q.wakeOne("")
@@ -271,8 +235,7 @@ func (r *Queues) deliver(ch, payload string) {
 func (r *Queues) confirm(ch string, reconnected bool) {
 	r.mu.Lock()
 	if q := r.queues[ch]; q != nil {
-		if !q.confirmed {
-			q.confirmed = true
+		if !poll(q.ready) {
 			close(q.ready)
 		} else if reconnected {
 			q.wakeOne("")
@@ -281,14 +244,16 @@ func (r *Queues) confirm(ch string, reconnected bool) {
 	r.mu.Unlock()
 }
 
-// missed wakes the first waiter of ch: its subscription broke or moved, and a release may have been
-// missed (called by the subscriber).
-func (r *Queues) missed(ch string) {
+// missed wakes the first waiter of each of chs: their subscriptions broke or moved, and a release
+// may have been missed (called by the subscriber).
+func (r *Queues) missed(chs []string) {
 	r.mu.Lock()
-	if q := r.queues[ch]; q != nil {
-		q.wakeOne("")
+	defer r.mu.Unlock()
+	for _, ch := range chs {
+		if q := r.queues[ch]; q != nil {
+			q.wakeOne("")
+		}
 	}
-	r.mu.Unlock()
 }
 
 // sweep forgets the queues that had no waiters for idleAfter and stops subscribing their channels.
@@ -308,20 +273,14 @@ func (r *Queues) sweep(now time.Time) {
 	r.subs.unwant(idle)
 }
 
-// Closed is closed by Close: waiters return ErrClosed.
-func (r *Queues) Closed() <-chan struct{} { return r.closed }
-
 // Close wakes every waiter with ErrClosed and stops the subscriber.
 func (r *Queues) Close() {
-	r.mu.Lock()
-	if r.shut {
+	r.once.Do(func() {
+		r.mu.Lock()
+		close(r.closed) // (under r.mu: no Join succeeds after it)
 		r.mu.Unlock()
-		return
-	}
-	r.shut = true
-	close(r.closed)
-	r.mu.Unlock()
-	r.subs.close()
+		r.subs.close()
+	})
 }
 
 // Parked counts the waiters (tests).
@@ -333,25 +292,6 @@ func (r *Queues) Parked() int {
 		n += q.members
 	}
 	return n
-}
-
-// name records w under its digest, queued or not, so that a grant finds it while it makes an
-// attempt too; the caller holds the queues' mutex.
-func (q *waitQueue) name(w *Waiter) {
-	if w.digest == "" {
-		return
-	}
-	if q.named == nil {
-		q.named = make(map[string]*Waiter)
-	}
-	q.named[w.digest] = w
-}
-
-// unname forgets w's digest; the caller holds the queues' mutex.
-func (q *waitQueue) unname(w *Waiter) {
-	if w.digest != "" && q.named[w.digest] == w {
-		delete(q.named, w.digest)
-	}
 }
 
 // granted hands a grant message to the waiter it names, if it is this Client's, and wakes it; the
@@ -366,19 +306,16 @@ func (q *waitQueue) granted(payload string) {
 		return
 	}
 	w.grant = g
-	if w.inQueue {
-		q.remove(w)
-	}
+	q.remove(w)
 	signal(w.wake)
 }
 
 // Subscribed reports whether this Client has ch subscribed already (confirmed by the server).
 func (r *Queues) Subscribed(ch string) bool {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	q := r.queues[ch]
-	ok := q != nil && q.confirmed
-	r.mu.Unlock()
-	return ok
+	return q != nil && poll(q.ready)
 }
 
 // TakeGrant returns and forgets the grant w received, if any; the wake-up that came with it is
@@ -389,10 +326,17 @@ func (r *Queues) TakeGrant(w *Waiter) Grant {
 	g := w.grant
 	w.grant = Grant{}
 	if g.OK {
-		select {
-		case <-w.wake:
-		default:
-		}
+		poll(w.wake)
 	}
 	return g
+}
+
+// poll receives from ch if it is ready, and reports whether it was.
+func poll(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }

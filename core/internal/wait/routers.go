@@ -16,25 +16,18 @@ type Router interface {
 	// open returns a new, empty subscription for a feed key.
 	open(ctx context.Context, key string) *redis.PubSub
 	Sharded() bool
-	// refresh is called when a feed broke (e.g. a cluster failover): reload topology.
+	// refresh reloads the topology, without blocking (a feed broke, e.g. a cluster failover).
 	refresh(ctx context.Context)
 }
 
 // PlainRouter subscribes everything on one connection of rdb (a plain or Sentinel client).
-func PlainRouter(rdb redis.UniversalClient) Router { return plainRouter{rdb} }
+func PlainRouter(rdb redis.UniversalClient) Router {
+	return NewFanRouter([]redis.UniversalClient{rdb})
+}
 
 // ClusterRouter subscribes each channel on the master that owns its slot (sharded pub/sub).
 func ClusterRouter(rdb *redis.ClusterClient) Router { return clusterRouter{rdb} }
 
-// plainRouter subscribes everything on one connection of a plain or Sentinel client.
-type plainRouter struct{ rdb redis.UniversalClient }
-
-func (p plainRouter) route(context.Context, string) ([]string, error)  { return []string{""}, nil }
-func (p plainRouter) open(ctx context.Context, _ string) *redis.PubSub { return p.rdb.Subscribe(ctx) }
-func (p plainRouter) Sharded() bool                                    { return false }
-func (p plainRouter) refresh(context.Context)                          {}
-
-// clusterRouter subscribes each channel on the master that owns its slot (SSUBSCRIBE).
 type clusterRouter struct{ rdb *redis.ClusterClient }
 
 func (c clusterRouter) route(ctx context.Context, ch string) ([]string, error) {
@@ -53,7 +46,7 @@ func (c clusterRouter) open(ctx context.Context, _ string) *redis.PubSub {
 func (c clusterRouter) Sharded() bool               { return true }
 func (c clusterRouter) refresh(ctx context.Context) { c.rdb.ReloadState(ctx) }
 
-// fanRouter subscribes every channel on every node (Redlock).
+// fanRouter subscribes every channel on every node (Redlock; a plain client is a fan of one).
 type fanRouter struct {
 	nodes []redis.UniversalClient
 	keys  []string

@@ -1,5 +1,7 @@
 package wait
 
+import "strings"
+
 // Release messages name a fair or permit waiter by the SHA-1 of its token (docs/keys.md), which the
 // scripts compute with redis.sha1hex. The client computes no SHA-1, so that it runs in FIPS
 // 140-only mode (GODEBUG=fips140=only, where crypto/sha1 panics): a waiting call asks the server
@@ -20,23 +22,15 @@ func (r *Queues) Named(w *Waiter, digest string) {
 	}
 	q := w.q
 	w.unnamed, w.digest = false, digest
-	q.name(w)
-	var mine []string
-	kept := q.unclaimed[:0]
-	for _, m := range q.unclaimed {
-		if d, _ := parseGrant(m); m == digest || d == digest {
-			mine = append(mine, m)
-		} else {
-			kept = append(kept, m)
-		}
-	}
-	q.unclaimed = kept
+	q.named[digest] = w
+	kept := q.unclaimed
+	q.unclaimed = nil
 	q.forgetUnclaimed()
-	for _, m := range mine {
-		if m == digest {
-			q.wakeOne(digest)
-		} else {
+	for _, m := range kept { // handed to w, or kept again for the others
+		if strings.HasPrefix(m, grantPrefix) {
 			q.granted(m)
+		} else {
+			q.wakeOne(m)
 		}
 	}
 }
