@@ -73,17 +73,12 @@ func (s *subscriber) want(ch string) {
 	signal(s.kick)
 }
 
-// unwant unsubscribes chs.
-func (s *subscriber) unwant(chs []string) {
-	if len(chs) == 0 {
-		return
-	}
+// unwant unsubscribes ch.
+func (s *subscriber) unwant(ch string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, ch := range chs {
-		delete(s.wanted, ch)
-		s.ops = append(s.ops, subOp{ch: ch})
-	}
+	delete(s.wanted, ch)
+	s.ops = append(s.ops, subOp{ch: ch})
 	signal(s.kick)
 }
 

@@ -256,21 +256,20 @@ func (r *Queues) missed(chs []string) {
 	}
 }
 
-// sweep forgets the queues that had no waiters for idleAfter and stops subscribing their channels.
+// sweep forgets the queues that had no waiters for idleAfter and stops subscribing their channels
+// (under r.mu: a Join that makes the queue again wants the channel after that).
 func (r *Queues) sweep(now time.Time) {
 	r.mu.Lock()
-	var idle []string
+	defer r.mu.Unlock()
 	for ch, q := range r.queues {
 		if q.members == 0 && now.Sub(q.idleSince) >= idleAfter {
 			delete(r.queues, ch)
-			idle = append(idle, ch)
+			r.subs.unwant(ch)
 		}
 	}
 	if r.copies != nil {
 		r.copies.sweep(now)
 	}
-	r.mu.Unlock()
-	r.subs.unwant(idle)
 }
 
 // Close wakes every waiter with ErrClosed and stops the subscriber.
