@@ -1,9 +1,12 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -11,14 +14,14 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-func (rl *Redlock) quorumErr(op string, ok int, errs []error) error {
+func quorumErr[T any](rl *Redlock, op string, ok int, got []answer[T]) error {
 	var failed []string
 	refused := 0
-	for i, err := range errs {
-		if err != nil {
-			failed = append(failed, rl.nodes[i].addr(i)+": "+err.Error())
+	for i, a := range got {
+		if a.err != nil {
+			failed = append(failed, rl.nodes[i].addr(i)+": "+a.err.Error())
 		}
-		if Refused(err) != "" {
+		if Refused(a.err) != "" {
 			refused++
 		}
 	}
@@ -28,10 +31,11 @@ func (rl *Redlock) quorumErr(op string, ok int, errs []error) error {
 // NewRedlock returns the store over nodes (see core.NewRedlock); id is the Client's id.
 func NewRedlock(nodes []redis.UniversalClient, id string, cfg *Config) *Redlock {
 	rl := &Redlock{quorum: len(nodes)/2 + 1, timeout: cfg.NodeTimeout, rt: wait.NewFanRouter(nodes), opt: cfg, work: newWorkers(),
-		rtts: make([]rtt, len(nodes))}
+		rtts: make([]rtt, len(nodes)), flights: flights{m: map[flightKey]*rlAcquire{}}}
 	for _, n := range nodes {
 		rl.nodes = append(rl.nodes, NewNode(n, id, cfg)) // (not fenced: see Node.Fenced)
 	}
+	rl.timers.New = func() any { return time.NewTimer(time.Hour) } // (reset before use)
 	return rl
 }
 
@@ -50,7 +54,7 @@ type Redlock struct {
 	timeout time.Duration // WithNodeTimeout; 0: from the nodes' round trips (nodeTimeout)
 	rtts    []rtt         // each node's round-trip estimate
 	rt      wait.Router
-	timers  sync.Pool // of *time.Timer, stopped: the waits of releases
+	timers  sync.Pool // of *time.Timer, stopped once used: the waits of releases
 	work    *workers  // run the requests to the nodes
 	flights flights   // acquisitions whose requests to some nodes still run (redlock_flight.go)
 }
@@ -69,35 +73,21 @@ func (rl *Redlock) Close() { rl.work.stop() }
 
 // releaseSet is release with ReleaseSet's write (r.Write), on every node that holds the lock.
 func (rl *Redlock) releaseSet(ctx context.Context, r *ReleaseReq) (int64, error) {
-	k := r.Keys
-	// The nodes' goroutines write own, oerrs and short; a late one still may after the fan:
-	// read settle's copies only.
-	own := make([]int64, len(rl.nodes))
-	oerrs := make([]error, len(rl.nodes))
-	short := make([]error, len(rl.nodes)) // done, but too few replicas acknowledged (WithReplicaAck)
-	after := rl.inFlight(k, r.Token, r.Hold)
-	answered := rl.fan(ctx, r.LockTTL, 0, func(ctx context.Context, i int, n *Node) bool {
-		if after != nil {
-			if oerrs[i] = after.releaseAfter(ctx, i); oerrs[i] != nil {
-				return true
-			}
-		}
-		own[i], oerrs[i] = n.releaseWith(ctx, r, n.id, nil)
+	x := &rlRelease{req: *r, payload: rl.nodes[0].id, after: rl.inFlight(r.Keys, r.Token, r.Hold)}
+	rl.fanWithin(ctx, rl.nodeTimeout(r.LockTTL), 0, &x.fan, x)
+
+	// Too few replicas acknowledged (WithReplicaAck): released all the same, and reported.
+	var short []error
+	for i, g := range x.got {
 		var ae *AckError
-		if errors.As(oerrs[i], &ae) {
-			short[i], oerrs[i] = oerrs[i], nil
+		if errors.As(g.err, &ae) {
+			short = append(short, g.err)
+			x.got[i].err = nil
 		}
-		return true
-	}, nil)
-	shortIn, _ := settle(answered, short, oerrs)
-	holds, errs := settle(answered, own, oerrs)
-	got := make([]nodeRelease, len(holds))
-	for i := range got {
-		got[i] = nodeRelease{holds: holds[i], err: errs[i]}
 	}
-	left, err := rl.tally("release", got)
+	left, err := rl.tally(x.got)
 	if err == nil && left >= 0 {
-		err = errors.Join(shortIn...)
+		err = errors.Join(short...)
 	}
 	return left, err
 }
@@ -105,68 +95,70 @@ func (rl *Redlock) releaseSet(ctx context.Context, r *ReleaseReq) (int64, error)
 // tally turns per-node release answers into one. Released if some node released and, with the
 // nodes that say the token does not hold the lock there, a quorum is free of us; -1 if a quorum
 // says the token does not hold it; else a *QuorumError.
-func (rl *Redlock) tally(op string, got []nodeRelease) (int64, error) {
+func (rl *Redlock) tally(got []answer[int64]) (int64, error) {
 	var ok, notHeld int
 	var left int64
 	for _, r := range got {
 		switch {
 		case r.err != nil:
-		case r.holds < 0:
+		case r.v < 0:
 			notHeld++
 		default:
 			ok++
-			left = max(left, r.holds)
+			left = max(left, r.v)
 		}
 	}
+
 	switch {
 	case ok > 0 && ok+notHeld >= rl.quorum:
 		return left, nil
 	case notHeld >= rl.quorum:
 		return -1, nil
 	}
-	errs := make([]error, len(got))
-	for i := range got {
-		errs[i] = got[i].err
-	}
-	return 0, rl.quorumErr(op, ok, errs)
+	return 0, quorumErr(rl, "release", ok, got)
 }
 
-// Renew is the watchdog's batched renewal. A node that does not answer within the renewal bound is
-// left behind: waiting for it until the validity deadline would lose locks that a quorum renewed.
+// Renew is the watchdog's batched renewal. It waits for the nodes a sixth of the shortest TTL in
+// the batch (half the slack between a renewal and the validity deadline), at least the node
+// timeout: waiting for a node until the validity deadline would lose locks that a quorum renewed.
 func (rl *Redlock) Renew(ctx context.Context, items []RenewItem) error {
-	rl.renewWithin(ctx, items, rl.renewBound(ctx, items), 0)
+	ttl := items[0].TTL
+	for _, it := range items {
+		ttl = min(ttl, it.TTL)
+	}
+	rl.renewWithin(ctx, items, max(ttl/6, rl.nodeTimeout(ttl)), 0)
 	return nil
 }
+
+// errNotRenewed: a node did not renew every item (it does not count toward renewWithin's need).
+var errNotRenewed = errors.New("not every item renewed")
 
 // renewWithin renews items on every node, waiting at most bound, or only until need nodes renewed
 // every item (need 0: every node), and fills in each item's outcome.
 func (rl *Redlock) renewWithin(ctx context.Context, items []RenewItem, bound time.Duration, need int) {
 	per := make([][]RenewItem, len(rl.nodes))
-	errs := make([]error, len(rl.nodes))
-	for i := range rl.nodes {
+	for i := range per {
 		per[i] = append([]RenewItem(nil), items...)
 	}
-	answered := rl.fanFor(ctx, bound, need, func(ctx context.Context, i int, n *Node) bool {
-		errs[i] = n.Renew(ctx, per[i])
-		for _, it := range per[i] {
-			if it.Err != nil || !it.OK {
-				return false
-			}
+
+	got := each(ctx, rl, bound, need, func(ctx context.Context, i int, n *Node) ([]RenewItem, error) {
+		err := n.Renew(ctx, per[i])
+		if err == nil && slices.ContainsFunc(per[i], func(it RenewItem) bool { return it.Err != nil || !it.OK }) {
+			err = errNotRenewed
 		}
-		return errs[i] == nil
-	}, nil)
+		return per[i], err
+	})
+
 	for j := range items {
 		var ok, notOurs int
-		nerrs := make([]error, len(rl.nodes))
-		for i := range rl.nodes {
-			if !answered[i] { // its goroutine may still be writing per[i]: do not read it
-				nerrs[i] = errNodeTimeout
-				continue
-			}
-			switch it := per[i][j]; {
-			case it.Err != nil:
-				nerrs[i] = it.Err
-			case it.OK:
+		errs := make([]answer[bool], len(got)) // the nodes' errors for item j
+		for i, a := range got {
+			switch {
+			case a.err == errNodeTimeout: // (per[i] may still be written: not read)
+				errs[i].err = a.err
+			case a.v[j].Err != nil:
+				errs[i].err = a.v[j].Err
+			case a.v[j].OK:
 				ok++
 			default:
 				notOurs++
@@ -178,24 +170,9 @@ func (rl *Redlock) renewWithin(ctx context.Context, items []RenewItem, bound tim
 		case notOurs > len(rl.nodes)-rl.quorum: // a quorum can no longer be ours
 			items[j].OK, items[j].Err = false, nil
 		default:
-			items[j].OK, items[j].Err = false, rl.quorumErr("renew", ok, nerrs)
+			items[j].OK, items[j].Err = false, quorumErr(rl, "renew", ok, errs)
 		}
 	}
-}
-
-// renewBound is how long a renewal round waits for the nodes: a sixth of the shortest TTL in the
-// batch (half the slack between a renewal and the validity deadline), at least the node timeout,
-// and never past ctx's deadline.
-func (rl *Redlock) renewBound(ctx context.Context, items []RenewItem) time.Duration {
-	ttl := items[0].TTL
-	for _, it := range items {
-		ttl = min(ttl, it.TTL)
-	}
-	d := max(ttl/6, rl.nodeTimeout(ttl))
-	if dl, ok := ctx.Deadline(); ok {
-		d = min(d, time.Until(dl))
-	}
-	return d
 }
 
 // TTL: a read takes the shortest TTL among a quorum of nodes that hold the lock; an extension
@@ -206,74 +183,71 @@ func (rl *Redlock) TTL(ctx context.Context, r TTLReq) (time.Duration, bool, erro
 		rl.renewWithin(ctx, items, rl.nodeTimeout(r.Extend), rl.quorum)
 		return r.Extend, items[0].OK, items[0].Err
 	}
-	ds := make([]time.Duration, len(rl.nodes))
-	oks := make([]bool, len(rl.nodes))
-	errs := make([]error, len(rl.nodes))
-	in := rl.fan(ctx, r.LockTTL, 0, func(ctx context.Context, i int, n *Node) bool {
-		ds[i], oks[i], errs[i] = n.TTL(ctx, r)
-		return true
-	}, nil)
-	d, _ := settle(in, ds, errs)
-	held1, e := settle(in, oks, errs)
+
+	got := each(ctx, rl, rl.nodeTimeout(r.LockTTL), 0, func(ctx context.Context, _ int, n *Node) (time.Duration, error) {
+		d, held, err := n.TTL(ctx, r)
+		if !held {
+			d = -1 // not held on n
+		}
+		return d, err
+	})
+
 	var held, answered int
-	var least time.Duration
-	for i := range d {
-		if e[i] != nil {
+	least := time.Duration(math.MaxInt64)
+	for _, a := range got {
+		if a.err != nil {
 			continue
 		}
 		answered++
-		if held1[i] {
-			if held == 0 || d[i] < least {
-				least = d[i]
-			}
+		if a.v >= 0 {
 			held++
+			least = min(least, a.v)
 		}
 	}
+
 	switch {
 	case held >= rl.quorum:
 		return least, true, nil
 	case answered-held > len(rl.nodes)-rl.quorum:
 		return 0, false, nil
 	}
-	return 0, false, rl.quorumErr("pttl", held, e)
+	return 0, false, quorumErr(rl, "pttl", held, got)
 }
 
-// inspectTimeout bounds each node's answer to Inspect and ForceRelease on Redlock when
-// WithNodeTimeout is not set (there is no lock TTL to derive it from).
+// inspectTimeout is the node timeout of Inspect and ForceRelease without WithNodeTimeout.
 const inspectTimeout = time.Second
 
 func (rl *Redlock) Inspect(ctx context.Context, r NameReq) (Info, error) {
-	own := make([]Info, len(rl.nodes))
-	oerrs := make([]error, len(rl.nodes))
-	in := rl.fanFor(ctx, rl.opNodeTimeout(), 0, func(ctx context.Context, i int, n *Node) bool {
-		own[i], oerrs[i] = n.Inspect(ctx, r)
-		return true
-	}, nil)
-	infos, errs := settle(in, own, oerrs) // (a late node still writes own, oerrs)
+	got := each(ctx, rl, cmp.Or(rl.timeout, inspectTimeout), 0, func(ctx context.Context, _ int, n *Node) (Info, error) {
+		return n.Inspect(ctx, r)
+	})
+
 	answered := 0
 	count := map[string]int{}
 	var out Info
-	for i, x := range infos {
-		if errs[i] != nil {
+	for _, a := range got {
+		if a.err != nil {
 			continue
 		}
 		answered++
-		out.Fence = max(out.Fence, x.Fence)
-		for _, h := range x.Holders {
+		out.Fence = max(out.Fence, a.v.Fence)
+		for _, h := range a.v.Holders {
 			count[h.Digest]++
 		}
 	}
 	if answered < rl.quorum {
-		return Info{}, rl.quorumErr("inspect", answered, errs)
+		return Info{}, quorumErr(rl, "inspect", answered, got)
 	}
+
 	for d, n := range count {
 		if n < rl.quorum {
 			continue
 		}
 		var h Holder
 		fences := map[int64]int{}
-		for i, x := range infos {
-			if errs[i] != nil || len(x.Holders) == 0 || x.Holders[0].Digest != d {
+		for _, a := range got {
+			x := a.v
+			if a.err != nil || len(x.Holders) == 0 || x.Holders[0].Digest != d {
 				continue
 			}
 			if !out.Held || x.TTL < out.TTL {
@@ -308,29 +282,19 @@ func quorumFence(fences map[int64]int, quorum int) int64 {
 }
 
 func (rl *Redlock) ForceRelease(ctx context.Context, r NameReq) (bool, error) {
-	own := make([]bool, len(rl.nodes))
-	oerrs := make([]error, len(rl.nodes))
-	in := rl.fanFor(ctx, rl.opNodeTimeout(), 0, func(ctx context.Context, i int, n *Node) bool {
-		own[i], oerrs[i] = n.ForceRelease(ctx, r)
-		return true
-	}, nil)
-	deleted, errs := settle(in, own, oerrs) // (a late node still writes own, oerrs)
+	got := each(ctx, rl, cmp.Or(rl.timeout, inspectTimeout), 0, func(ctx context.Context, _ int, n *Node) (bool, error) {
+		return n.ForceRelease(ctx, r)
+	})
+
 	gone, answered := false, 0
-	for i := range deleted {
-		if errs[i] == nil {
+	for _, a := range got {
+		if a.err == nil {
 			answered++
-			gone = gone || deleted[i]
+			gone = gone || a.v
 		}
 	}
 	if answered < rl.quorum {
-		return gone, rl.quorumErr("force release", answered, errs)
+		return gone, quorumErr(rl, "force release", answered, got)
 	}
 	return gone, nil
-}
-
-func (rl *Redlock) opNodeTimeout() time.Duration {
-	if rl.timeout > 0 {
-		return rl.timeout
-	}
-	return inspectTimeout
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -12,21 +13,14 @@ import (
 // rlAcquire is one Redlock acquisition attempt: its request, the nodes' answers, and what becomes
 // of the grants that arrive after it stopped waiting for them. One allocation holds all of it.
 type rlAcquire struct {
-	fan
-	rl *Redlock
-	k  *Keys // &keys: the attempt's own copy
-	// keys is the caller's keys as they were when the attempt began: the nodes that answer after
-	// it returned (late grants, raised or given back) read them while the caller's copy becomes
-	// the hold's (Keys.Held writes its fence: a data race the checker's -race run found).
+	answers[AcquireResult]
+	// keys is a copy of the caller's keys: late answers (raised or given back) read it while the
+	// caller's becomes the hold's (Keys.Held writes its fence: a data race -race found).
 	keys Keys
-	r    AcquireReq  // the request, with the fence floor of this attempt
-	own  []nodeGrant // each node's answer, written by its goroutine
-	got  []nodeGrant // the answers that came while the attempt waited; errNodeTimeout for the others
-	buf  [2 * inlineNodes]nodeGrant
+	r    AcquireReq // the request, on &keys, with the fence floor of this attempt
 
-	// Late grants are kept when the acquisition succeeded (the lock then lives on more nodes than
-	// the quorum, which is what lets it survive the loss of a node; such a node is made to agree
-	// with the acquisition's fence), and given back when it failed.
+	// Late grants are kept when the acquisition succeeded (the lock then survives the loss of a
+	// node; such a node is made to agree with its fence), and given back when it failed.
 	smu      sync.Mutex
 	decided  bool
 	keepLate bool
@@ -35,26 +29,29 @@ type rlAcquire struct {
 	// Once decided: out counts the requests still running; flying, that the attempt succeeded
 	// with some still running, and is in rl.flights; landed (made by the first release that
 	// waits) is closed when they all returned; dropLate, that a release of the hold stopped
-	// waiting for them, so their grants are given back. See redlock_flight.go.
+	// waiting for them, so their grants are given back.
 	out      int
 	flying   bool
 	landed   chan struct{}
 	dropLate bool
 }
 
-type nodeGrant struct {
-	res AcquireResult
-	err error
+// granted reports whether the node granted the acquisition.
+func granted(g answer[AcquireResult]) bool { return g.err == nil && g.v.OK }
+
+// mayHold reports whether the node may hold a grant that a failed attempt must give back.
+func mayHold(g answer[AcquireResult]) bool {
+	return granted(g) || (g.err != errNodeTimeout && MayHaveRun(g.err))
 }
 
 func (a *rlAcquire) call(ctx context.Context, i int) bool {
 	g := &a.own[i]
-	g.res, g.err = a.rl.nodes[i].Acquire(ctx, &a.r)
-	return g.err == nil && g.res.OK
+	g.v, g.err = a.rl.nodes[i].Acquire(ctx, &a.r)
+	return granted(*g)
 }
 
-func (a *rlAcquire) keep(i int) { a.got[i] = a.own[i] }
-
+// late settles node i's late answer, or leaves it to decide. After the last of the requests still
+// running when a successful attempt returned, releases of its hold wait no more.
 func (a *rlAcquire) late(i int) {
 	a.smu.Lock()
 	if !a.decided {
@@ -63,22 +60,31 @@ func (a *rlAcquire) late(i int) {
 		return
 	}
 	keep := a.keepLate && !a.dropLate
-	a.land()
+	if a.out--; a.flying && a.out == 0 {
+		a.flying = false
+		a.rl.flights.set(a, false)
+		if a.landed != nil {
+			close(a.landed)
+		}
+	}
 	a.smu.Unlock()
 	a.settleLate(i, keep)
 }
 
-// decide settles the late grants once the outcome is known, fence being the acquisition's; late
-// is how many nodes had not answered when the attempt stopped waiting for them.
+// decide settles the late grants once the outcome is known (fence: the acquisition's; late: how
+// many nodes had not answered). A success with requests still running is in flight until they
+// returned: a release of its hold waits for them (releaseAfter).
 func (a *rlAcquire) decide(keep bool, fence int64, late int) {
 	a.smu.Lock()
 	a.decided, a.keepLate, a.fence = true, keep, fence
 	pending := a.pending
 	a.pending = nil
-	if keep {
-		a.fly(late - len(pending))
+	if a.out = late - len(pending); keep && a.out > 0 {
+		a.flying = true
+		a.rl.flights.set(a, true)
 	}
 	a.smu.Unlock()
+
 	for _, i := range pending {
 		go a.settleLate(i, keep) // bounded by the node timeout; the acquisition need not wait
 	}
@@ -87,19 +93,25 @@ func (a *rlAcquire) decide(keep bool, fence int64, late int) {
 // settleLate raises a late grant's fence to the acquisition's (keep), or gives back a late grant,
 // or a lost reply, of a failed acquisition.
 func (a *rlAcquire) settleLate(i int, keep bool) {
-	g, n := &a.own[i], a.rl.nodes[i]
-	granted := g.err == nil && g.res.OK
+	g := a.own[i]
 	switch {
-	case keep && granted && g.res.Fence != a.fence:
+	case keep && granted(g) && g.v.Fence != a.fence:
 		ctx, cancel := context.WithTimeout(context.Background(), a.rl.nodeTimeout(a.r.TTL))
-		_ = n.raiseFence(ctx, a.k, a.r.Token, a.fence)
+		_ = a.rl.nodes[i].raiseFence(ctx, a.r.Keys, a.r.Token, a.fence)
 		cancel()
-	case !keep && (granted || MayHaveRun(g.err)):
+	case !keep && (granted(g) || MayHaveRun(g.err)):
 		ctx, cancel := context.WithTimeout(context.Background(), a.rl.nodeTimeout(a.r.TTL))
-		pipe.Settle(ctx, g.err) // (a grant left running in the node's pipeline: after it)
-		_, _ = n.releaseWith(ctx, &ReleaseReq{Keys: a.k, Token: a.r.Token, Hold: a.r.Hold}, n.id, nil)
+		_, _ = a.giveBack(ctx, i, g.err)
 		cancel()
 	}
+}
+
+// giveBack releases what the attempt may have taken on node i, after its request if that was
+// left running in the node's pipeline (err).
+func (a *rlAcquire) giveBack(ctx context.Context, i int, err error) (int64, error) {
+	n := a.rl.nodes[i]
+	pipe.Settle(ctx, err)
+	return n.releaseWith(ctx, &ReleaseReq{Keys: a.r.Keys, Token: a.r.Token, Hold: a.r.Hold}, n.id, nil)
 }
 
 // Acquire asks every node at once and settles on a quorum of grants (see rlAcquire).
@@ -110,71 +122,61 @@ func (rl *Redlock) Acquire(ctx context.Context, r *AcquireReq) (AcquireResult, e
 	case r.Fair:
 		return AcquireResult{}, fmt.Errorf("fair mode is %w", ErrUnsupported)
 	}
-	k := r.Keys
+
 	start := time.Now()
-	a := &rlAcquire{rl: rl, keys: *k, r: *r}
-	a.k = &a.keys
-	a.r.Keys = a.k
+	a := &rlAcquire{keys: *r.Keys, r: *r}
+	a.r.Keys = &a.keys
 	// One fence floor for every node, from this client's clock: nodes whose counters agree answer
 	// the same fence, and the write-back is only needed when they diverged.
 	a.r.Floor = start.UnixMilli() * 1000
 	a.r.FloorArg = a.r.Floor
-	if n := len(rl.nodes); n <= inlineNodes {
-		a.own, a.got = a.buf[:n], a.buf[n:2*n]
-	} else {
-		s := make([]nodeGrant, 2*n)
-		a.own, a.got = s[:n], s[n:]
-	}
+
 	// A quorum of grants settles an acquisition, unless a guard is checked: any node may hold the
 	// guard key, so every node must answer.
 	need := rl.quorum
 	if r.Guard != "" {
 		need = 0
 	}
-	answered := rl.fanWithin(ctx, rl.nodeTimeout(r.TTL), need, &a.fan, a)
-	late := 0
-	for i := range a.got {
-		if !answered[i] {
-			a.got[i] = nodeGrant{err: errNodeTimeout}
-			late++
-		}
-	}
-	res, err := rl.acquireQuorum(ctx, k, &a.r, a.got, start)
+	late := rl.fanWithin(ctx, rl.nodeTimeout(r.TTL), need, &a.fan, a)
+
+	res, err := a.outcome(ctx, start)
 	a.decide(err == nil && res.OK, res.Fence, late)
 	return res, err
 }
 
-// acquireQuorum turns the nodes' answers to an acquisition into one; it writes the fence back or
-// undoes the grants as needed.
-func (rl *Redlock) acquireQuorum(ctx context.Context, k *Keys, r *AcquireReq, got []nodeGrant, start time.Time) (AcquireResult, error) {
+// outcome turns the nodes' answers into one, writing the fence back or undoing grants as needed.
+func (a *rlAcquire) outcome(ctx context.Context, start time.Time) (AcquireResult, error) {
+	rl, ttl := a.rl, a.r.TTL
 	var ok, failed, notHeld int
 	var out AcquireResult
-	for _, g := range got {
+	for _, g := range a.got {
 		switch {
 		case g.err != nil:
 			failed++
-		case g.res.NotHeld:
+		case g.v.NotHeld:
 			notHeld++
-		case g.res.Guarded:
-			out.Guarded, out.Value = true, g.res.Value
-		case g.res.OK:
+		case g.v.Guarded:
+			out.Guarded, out.Value = true, g.v.Value
+		case g.v.OK:
 			ok++
-			out.Fence = max(out.Fence, g.res.Fence)
-			out.Holds = max(out.Holds, g.res.Holds)
-		case g.res.Busy && (!out.Busy || g.res.RetryAfter < out.RetryAfter):
-			out.Busy, out.RetryAfter = true, g.res.RetryAfter
+			out.Fence = max(out.Fence, g.v.Fence)
+			out.Holds = max(out.Holds, g.v.Holds)
+		case g.v.Busy && (!out.Busy || g.v.RetryAfter < out.RetryAfter):
+			out.Busy, out.RetryAfter = true, g.v.RetryAfter
 		}
 	}
-	validity := r.TTL - time.Since(start) - rl.opt.Drift(r.TTL)
+
+	validity := ttl - time.Since(start) - rl.opt.Drift(ttl)
 	if ok >= rl.quorum && !out.Guarded && validity > 0 {
-		if err := rl.writeBack(ctx, k, r, got, out.Fence); err != nil {
-			rl.undo(k, r, got)
+		if err := a.writeBack(ctx, out.Fence); err != nil {
+			a.undo()
 			return AcquireResult{}, err
 		}
 		out.OK = true
 		return out, nil
 	}
-	rl.undo(k, r, got)
+
+	a.undo()
 	switch {
 	case out.Guarded:
 		return AcquireResult{Guarded: true, Value: out.Value}, nil
@@ -182,114 +184,78 @@ func (rl *Redlock) acquireQuorum(ctx context.Context, k *Keys, r *AcquireReq, go
 		// A re-entry: the token cannot hold the lock on a quorum any more.
 		return AcquireResult{NotHeld: true}, nil
 	case failed > len(rl.nodes)-rl.quorum:
-		errs := make([]error, len(got))
-		for i := range got {
-			errs[i] = got[i].err
-		}
-		return AcquireResult{}, rl.quorumErr("acquire", ok, errs)
+		return AcquireResult{}, quorumErr(rl, "acquire", ok, a.got)
 	case ok >= rl.quorum: // validity used up by slow nodes: try again later
-		return AcquireResult{Busy: true, RetryAfter: r.TTL / 10}, nil
+		return AcquireResult{Busy: true, RetryAfter: ttl / 10}, nil
 	}
 	return AcquireResult{Busy: out.Busy, RetryAfter: out.RetryAfter, Split: ok > 0}, nil
 }
 
 // writeBack makes sure a quorum's fence counters are at least fence before the lock is handed out,
 // so that any later quorum sees it. Nodes already there are not written to.
-func (rl *Redlock) writeBack(ctx context.Context, k *Keys, r *AcquireReq, got []nodeGrant, fence int64) error {
-	have := 0
-	var lag []int
-	for i, g := range got {
-		if g.err == nil && g.res.OK {
-			if g.res.Fence >= fence {
-				have++
-			} else {
-				lag = append(lag, i)
-			}
+func (a *rlAcquire) writeBack(ctx context.Context, fence int64) error {
+	rl, have := a.rl, 0
+	for _, g := range a.got {
+		if granted(g) && g.v.Fence >= fence {
+			have++
 		}
 	}
 	if have >= rl.quorum {
 		return nil
 	}
-	werrs := make([]error, len(rl.nodes))
-	todo := make([]bool, len(rl.nodes))
-	for _, j := range lag {
-		todo[j] = true
-	}
-	answered := rl.fan(ctx, r.TTL, 0, func(ctx context.Context, i int, n *Node) bool {
-		if todo[i] {
-			werrs[i] = n.raiseFence(ctx, k, r.Token, fence)
+
+	lags := func(i int) bool { return granted(a.got[i]) && a.got[i].v.Fence < fence }
+	raised := each(ctx, rl, rl.nodeTimeout(a.r.TTL), 0, func(ctx context.Context, i int, n *Node) (bool, error) {
+		if !lags(i) {
+			return false, nil
 		}
-		return true
-	}, nil)
-	_, we := settle(answered, todo, werrs)
-	for i := range todo {
-		if !todo[i] {
-			we[i] = nil
-		} else if we[i] == nil {
+		return true, n.raiseFence(ctx, a.r.Keys, a.r.Token, fence)
+	})
+
+	for i, w := range raised {
+		if !lags(i) {
+			raised[i].err = nil // not asked
+		} else if w.err == nil {
 			have++
 		}
 	}
 	if have < rl.quorum {
-		return rl.quorumErr("fence write-back", have, we)
+		return quorumErr(rl, "fence write-back", have, raised)
 	}
 	return nil
 }
 
-// undo releases what a failed attempt took, on every node that granted it or whose reply was lost
-// (best effort). Nodes that had not answered yet are undone by settleLate when they do.
-func (rl *Redlock) undo(k *Keys, r *AcquireReq, got []nodeGrant) {
-	taken := false
-	for _, g := range got {
-		if g.undo() {
-			taken = true
-		}
-	}
-	if !taken {
+// undo gives back what a failed attempt took, on every node that granted it or whose reply was
+// lost (best effort). Nodes that had not answered yet are undone by settleLate when they do.
+func (a *rlAcquire) undo() {
+	if !slices.ContainsFunc(a.got, mayHold) {
 		return // nothing taken (the common case of a busy lock): no round trip, no goroutine
 	}
-	rl.fan(context.Background(), r.TTL, 0, func(ctx context.Context, i int, n *Node) bool {
-		if got[i].undo() {
-			pipe.Settle(ctx, got[i].err)
-			_, _ = n.releaseWith(ctx, &ReleaseReq{Keys: k, Token: r.Token, Hold: r.Hold}, n.id, nil)
+	t := a.rl.nodeTimeout(a.r.TTL)
+	each(context.Background(), a.rl, t, 0, func(ctx context.Context, i int, n *Node) (int64, error) {
+		if !mayHold(a.got[i]) {
+			return 0, nil
 		}
-		return true
-	}, nil)
-}
-
-// undo reports whether the node may hold a grant that a failed attempt must give back.
-func (g *nodeGrant) undo() bool {
-	return (g.err == nil && g.res.OK) || (g.err != errNodeTimeout && MayHaveRun(g.err))
+		return a.giveBack(ctx, i, a.got[i].err)
+	})
 }
 
 // rlRelease is one Redlock release: the request and the nodes' answers, in one allocation.
 type rlRelease struct {
-	fan
-	rl       *Redlock
-	req      ReleaseReq
-	payload  any
-	after    *rlAcquire    // the hold's acquisition, if requests of it still run
-	own, got []nodeRelease // as in rlAcquire
-	buf      [2 * inlineNodes]nodeRelease
-}
+	answers[int64] // the holds left per node (-1: the token holds none there)
 
-type nodeRelease struct {
-	holds int64
-	err   error
+	req     ReleaseReq
+	payload any
+	after   *rlAcquire // the hold's acquisition, if requests of it still run
 }
 
 func (x *rlRelease) call(ctx context.Context, i int) bool {
 	r := &x.own[i]
-	if x.after != nil {
-		if r.err = x.after.releaseAfter(ctx, i); r.err != nil {
-			return false
-		}
+	if r.err = x.after.releaseAfter(ctx, i); r.err == nil {
+		r.v, r.err = x.rl.nodes[i].releaseWith(ctx, &x.req, x.payload, nil)
 	}
-	r.holds, r.err = x.rl.nodes[i].releaseWith(ctx, &x.req, x.payload, nil)
-	return r.err == nil && r.holds >= 0
+	return r.err == nil && r.v >= 0
 }
-
-func (x *rlRelease) keep(i int) { x.got[i] = x.own[i] }
-func (x *rlRelease) late(int)   {}
 
 // Release gives back one hold on every node (sets and queues are not supported over Redlock).
 func (rl *Redlock) Release(ctx context.Context, r ReleaseReq) (ReleaseResult, error) {
@@ -303,31 +269,29 @@ func (rl *Redlock) Release(ctx context.Context, r ReleaseReq) (ReleaseResult, er
 		left, err := rl.releaseSet(ctx, &r)
 		return ReleaseResult{Left: left}, err
 	}
-	lockTTL := r.LockTTL
-	x := &rlRelease{rl: rl, req: r, payload: rl.nodes[0].id.(string) + "/" + r.Token.(string),
+
+	x := &rlRelease{req: r, payload: rl.nodes[0].id.(string) + "/" + r.Token.(string),
 		after: rl.inFlight(r.Keys, r.Token, r.Hold)}
-	if n := len(rl.nodes); n <= inlineNodes {
-		x.own, x.got = x.buf[:n], x.buf[n:2*n]
-	} else {
-		s := make([]nodeRelease, 2*n)
-		x.own, x.got = s[:n], s[n:]
-	}
+
 	// Release returns once a quorum released (or the node timeout passed, or ctx ended); the
 	// slower nodes' releases go on in the background for up to 2s (bounded by the TTL, after which
 	// there is nothing left to release), so that the lock does not linger on them.
-	nt := rl.nodeTimeout(lockTTL)
-	rctx, cancel := context.WithTimeout(uncancelled(ctx), max(nt, min(lockTTL, 2*time.Second)))
-	x.start(rl, rctx, cancel, rl.quorum, x)
-	t := rl.timer(nt)
-	rl.wait(ctx, &x.fan, t)
-	rl.putTimer(t)
-	answered := x.stop()
-	for i := range x.got {
-		if !answered[i] {
-			x.got[i] = nodeRelease{err: errNodeTimeout}
-		}
+	nt := rl.nodeTimeout(r.LockTTL)
+	rctx, cancel := context.WithTimeout(uncancelled(ctx), max(nt, min(r.LockTTL, 2*time.Second)))
+	x.start(rctx, rl, cancel, rl.quorum, x)
+
+	t := rl.timers.Get().(*time.Timer)
+	t.Reset(nt)
+	select {
+	case <-x.enough:
+	case <-t.C:
+	case <-ctx.Done():
 	}
-	left, err := rl.tally("release", x.got)
+	t.Stop() // (since Go 1.23 a stopped or reset timer delivers no stale value)
+	rl.timers.Put(t)
+	x.stop()
+
+	left, err := rl.tally(x.got)
 	return ReleaseResult{Left: left}, err
 }
 

@@ -3,15 +3,15 @@ package store
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 )
 
-// The default Redlock node timeout follows each node's measured round trip: a node timeout derived
-// from the TTL alone (TTL/20) is missed on a loaded host by nodes that do answer, in tens of
-// milliseconds more, and then no acquisition reaches a quorum (CI at load 5–11: 0 locks in 41 s).
-// The estimate only moves the timeout within [max(TTL/20, 10ms), TTL/3]; safety does not depend on
-// it, since a grant's validity is TTL − elapsed − drift from when the request was sent.
+// The default node timeout follows the nodes' round trips: TTL/20 alone is missed on a loaded host
+// by nodes that do answer, and then no acquisition reaches a quorum (CI at load 5–11: 0 locks in
+// 41 s). It stays within [max(TTL/20, 10ms), TTL/3]; safety does not depend on it, since a grant's
+// validity is TTL − elapsed − drift from when the request was sent.
 
 // rtt is one node's round-trip estimate: RFC 6298's smoothed round trip and its variation, from the
 // time each request to the node took (with the process's own scheduling delays, which is the point).
@@ -31,7 +31,7 @@ func (e *rtt) add(d time.Duration, cut bool) {
 	if e.srtt == 0 {
 		e.srtt, e.rttvar = d, d/2
 	} else {
-		e.rttvar += (abs(e.srtt-d) - e.rttvar) / 4
+		e.rttvar += (max(e.srtt-d, d-e.srtt) - e.rttvar) / 4
 		e.srtt += (d - e.srtt) / 8
 	}
 	e.mu.Unlock()
@@ -48,17 +48,9 @@ func (e *rtt) timeout(unknown time.Duration) time.Duration {
 	return e.srtt + 4*e.rttvar
 }
 
-func abs(d time.Duration) time.Duration {
-	if d < 0 {
-		return -d
-	}
-	return d
-}
-
-// nodeTimeout is how long one node may take to answer: WithNodeTimeout, or else the time within
-// which a quorum of nodes is expected to answer from their round trips so far (the quorum-th
-// smallest of their timeouts; a node not measured yet counts as the longest), at least TTL/20 and
-// 10 ms, and at most TTL/3: a node slower than that could not renew the lock in time either.
+// nodeTimeout is how long one node may take to answer: WithNodeTimeout, or else the quorum-th
+// smallest of the nodes' timeouts (a node not measured yet counts as the longest), at least
+// TTL/20 and 10 ms, and at most TTL/3: a node slower than that could not renew the lock in time.
 func (rl *Redlock) nodeTimeout(ttl time.Duration) time.Duration {
 	if rl.timeout > 0 {
 		return rl.timeout
@@ -70,24 +62,16 @@ func (rl *Redlock) nodeTimeout(ttl time.Duration) time.Duration {
 	for i := range rl.rtts {
 		ts = append(ts, rl.rtts[i].timeout(hi))
 	}
-	// The quorum-th smallest (an insertion sort: a handful of nodes).
-	for i := 1; i < len(ts); i++ {
-		for j := i; j > 0 && ts[j] < ts[j-1]; j-- {
-			ts[j], ts[j-1] = ts[j-1], ts[j]
-		}
-	}
+	slices.Sort(ts)
 	return min(hi, max(lo, ts[rl.quorum-1]))
 }
 
 // measure records how long node i's request of a fan took, begun at f.began; ctx is the request's.
-// A request its caller cancelled says nothing of the node.
+// A request its caller cancelled says nothing of the node; WithNodeTimeout needs no estimate.
 func (f *fan) measure(ctx context.Context, i int) {
-	if f.rtts == nil {
-		return
-	}
 	err := ctx.Err()
-	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+	if f.rl.timeout > 0 || (err != nil && !errors.Is(err, context.DeadlineExceeded)) {
 		return
 	}
-	f.rtts[i].add(time.Since(f.began), err != nil)
+	f.rl.rtts[i].add(time.Since(f.began), err != nil)
 }
