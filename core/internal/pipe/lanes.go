@@ -13,25 +13,14 @@ import (
 //   - split: at most half of the Sender's commands in flight are in the pipeliner, the others go
 //     straight out on their own connections.
 //
-// Why both. go-redis's pipeliner keeps one batch in flight and, by default, waits for the whole
-// wave of callers its last batch woke before it sends the next: client and Redis then work in
-// turn, never at once. On a machine with idle cores that lockstep leaves much of it idle (a
-// closed loop of 16 goroutines on 2 cores: batches of 16, ~300 µs in Redis, then ~130 µs of
-// client time with Redis idle), and commands sent straight out, which Redis serves while the
-// pipeline's callers run, do better. Lock + unlock, 16 goroutines, rounds paired with
-// bsm/redislock in quiet spells of a shared 2-core machine: all piped 0.74× redislock's ops/s,
-// at most 8 in the pipeliner 0.93× (16 rounds); split 1.00× where all piped had 0.85× (3 rounds).
-// On a machine whose cores are busy, the CPU saved per command is what counts, and splitting
-// costs half of the throughput (the same rows beside other engineers' builds: all piped 1.8×
-// redislock, split 1.0×). At 64 goroutines all piped stays ahead even in quiet spells (1.25×
-// redislock against the split's 1.13×). bench/AUTOPIPELINE.md §9 has the figures.
-//
-// The Sender cannot see the machine, so it measures: the policy under which its commands are
-// done faster (wall time per command over an epoch: in a closed loop, the throughput) is kept,
-// and the other one is tried again now and then, so that the choice follows the load. Time per
-// command rather than latency: splitting costs the callers CPU between their commands, which a
-// command's latency does not show. In an open loop (arrivals at their own pace, both policies
-// done at that pace) neither gains the margin and piping everything, the cheaper, stays.
+// go-redis's pipeliner keeps one batch in flight, so client and Redis work in turn: on a machine
+// with idle cores, commands sent straight out, which Redis serves while the pipeline's callers
+// run, do better; on a busy one, the CPU piping saves is what counts (bench/AUTOPIPELINE.md §9
+// has the figures). The Sender cannot see the machine, so it measures: the policy under which its
+// commands are done faster (wall time per command over an epoch: in a closed loop, the
+// throughput; a command's latency would not show the CPU splitting costs its callers) is kept,
+// and the other one is tried again now and then. In an open loop neither gains the margin and
+// piping everything, the cheaper, stays.
 type lanes struct {
 	split atomic.Bool  // the current epoch's policy
 	piped atomic.Int64 // the Sender's commands in the pipeliner now
@@ -48,18 +37,14 @@ type lanes struct {
 }
 
 const (
-	// epochLen commands make an epoch: 25 ms at 40 000 commands a second, so that a
-	// measurement window of a second sees both policies several times.
+	// epochLen commands make an epoch: 25 ms at 40 000 commands a second.
 	epochLen = 1024
 	// settleLen commands make the unmeasured epoch after a switch (the pipeliner's waves
 	// re-form).
 	settleLen = 256
-	// probeEvery measured epochs, the policy not chosen runs one (after its settling one).
-	// A probe that loses clearly doubles the interval, up to probeMax; one that does not puts it
-	// back. On a busy machine a split epoch takes 2–2.7 times as long as a piped one (16 and 64
-	// goroutines), so a probe every 24 epochs cost 3 % at 16 and 11 % at 64 goroutines (ops/s ÷
-	// every command piped, paired, 18 rounds: 0.97 (0.69–1.71), 0.89 (0.67–1.28)); every 12,
-	// 16 % at 16.
+	// probeEvery measured epochs, the policy not chosen runs one (after its settling one). A
+	// probe that loses clearly doubles the interval, up to probeMax; one that does not puts it
+	// back. Each probe costs on a busy machine (§9: 3 % at 16 goroutines, 11 % at 64).
 	probeEvery = 24
 	probeMax   = 192
 	// margin: the other policy is preferred once its time per command is this much lower.
@@ -123,6 +108,7 @@ func (l *lanes) next(now time.Time) {
 			l.every = probeEvery
 		}
 	}
+
 	want := l.pref
 	switch {
 	case l.mean[l.pref] != 0 && l.mean[1-l.pref] == 0, l.probing:

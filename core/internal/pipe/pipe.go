@@ -20,7 +20,6 @@ type Sender struct {
 	inflight  atomic.Int64
 	ap        atomic.Pointer[redis.AutoPipeliner]
 	mu        sync.Mutex // serialises getting the pipeliner
-	none      bool       // the client has no pipeliner to give (guarded by mu)
 	opts      *redis.AutoPipelineOptions
 	direct    atomic.Int64
 	piped     atomic.Int64
@@ -29,22 +28,15 @@ type Sender struct {
 }
 
 // New returns a Sender over rdb that coalesces a command when at least threshold commands are in
-// flight (1: every command; values below 1 count as 1). Only a *redis.Client (plain or Sentinel
-// failover) and a *redis.ClusterClient have a pipeliner; over any other client every command goes
-// straight out.
+// flight (1, or less: every command). Only a *redis.Client (plain or Sentinel failover) and a
+// *redis.ClusterClient have a pipeliner; over any other client every command goes straight out.
 func New(rdb redis.UniversalClient, threshold int) *Sender {
 	return newSender(rdb, threshold, options())
 }
 
 func newSender(rdb redis.UniversalClient, threshold int, o *redis.AutoPipelineOptions) *Sender {
 	// Threshold 1 promises every command to the pipeliner: no lanes there (see lanes.go).
-	s := &Sender{rdb: rdb, threshold: int64(max(threshold, 1)), opts: o, adapt: threshold > 1}
-	switch rdb.(type) {
-	case *redis.Client, *redis.ClusterClient:
-	default:
-		s.none = true
-	}
-	return s
+	return &Sender{rdb: rdb, threshold: int64(max(threshold, 1)), opts: o, adapt: threshold > 1}
 }
 
 // options are the pipeliner's, when the Sender is the first to ask the client for it: go-redis's
@@ -62,7 +54,7 @@ func (s *Sender) pipeliner() *redis.AutoPipeliner {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if ap := s.ap.Load(); ap != nil || s.none {
+	if ap := s.ap.Load(); ap != nil {
 		return ap
 	}
 	var ap *redis.AutoPipeliner
@@ -102,9 +94,9 @@ func (s *Sender) Process(ctx context.Context, cmd redis.Cmder) error {
 	if !s.adapt {
 		return s.submit(ctx, ap, cmd)
 	}
+
 	// Above the threshold, the lanes' policy: through the pipeliner, or straight out while at
-	// least half of the commands in flight are already in it (lanes.go says why and when). The
-	// lanes count the commands done: they keep the policy under which they are done faster.
+	// least half of the commands in flight are already in it. The lanes count the commands done.
 	var err error
 	if s.lanes.splitNow(n) {
 		s.direct.Add(1)
@@ -122,14 +114,8 @@ func (s *Sender) Process(ctx context.Context, cmd redis.Cmder) error {
 func (s *Sender) submit(ctx context.Context, ap *redis.AutoPipeliner, cmd redis.Cmder) error {
 	f := ap.Submit(ctx, cmd)
 	err := f.WaitContext(ctx)
-	switch {
-	case err == nil:
-		s.piped.Add(1)
-		return nil
-	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
-		s.piped.Add(1)
-		return &abandoned{err: err, f: f}
-	case errors.Is(err, redis.ErrAutoPipelineQueueFull) || errors.Is(err, redis.ErrClosed):
+	left := err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) // the caller stopped waiting
+	if !left && (errors.Is(err, redis.ErrAutoPipelineQueueFull) || errors.Is(err, redis.ErrClosed)) {
 		// Not sent. A closed pipeliner (its user closed it) is asked for afresh next time; a
 		// closed client says so on the direct send.
 		if errors.Is(err, redis.ErrClosed) {
@@ -139,7 +125,11 @@ func (s *Sender) submit(ctx context.Context, ap *redis.AutoPipeliner, cmd redis.
 		cmd.SetErr(nil)
 		return s.rdb.Process(ctx, cmd)
 	}
+
 	s.piped.Add(1)
+	if left {
+		return &abandoned{err: err, f: f}
+	}
 	return err
 }
 
@@ -166,8 +156,7 @@ func Abandoned(err error) bool {
 }
 
 // Settle waits until the command whose call failed with err has run, when err says it was left
-// running (Abandoned), or until ctx ends. It returns at once for any other error. Whatever must
-// follow that command (giving back what it may have taken) then reaches Redis after it.
+// running (Abandoned; else it returns at once), or until ctx ends: what follows reaches Redis after.
 func Settle(ctx context.Context, err error) {
 	if err == nil {
 		return

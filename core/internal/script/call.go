@@ -11,8 +11,7 @@ import (
 )
 
 // Call is one script call with its command line built once: EVALSHA (EVALSHA_RO for a read-only
-// script) HASH NUMKEYS KEYS... ARGV..., where HASH is the one the servers of the Sender that sends
-// it gave for the script (sender.go).
+// script) HASH NUMKEYS KEYS... ARGV..., HASH as the Sender's servers gave it (sender.go).
 type Call struct {
 	s    *Script
 	argv []any
@@ -23,24 +22,26 @@ type Runner interface {
 	Process(ctx context.Context, cmd redis.Cmder) error
 }
 
-// call starts the command line of s with room for n keys and arguments; keys is how many keys.
-func (s *Script) call(keys, n int) Call { return s.callIn(nil, keys, n) }
-
-// callIn is call, in line's room when it is free (see Line).
-func (s *Script) callIn(line *Line, keys, n int) Call {
-	argv := line.take(3 + n)
-	if argv == nil {
-		argv = make([]any, 0, 3+n)
+// call starts the command line of s, for n keys and arguments of which keys are keys, in buf when
+// it has the room (else in a new one).
+func (s *Script) call(buf []any, keys, n int) Call {
+	if cap(buf) < 3+n {
+		buf = make([]any, 0, 3+n)
 	}
-	return Call{s: s, argv: append(argv, s.cmd, nil, keys)}
+	return Call{s: s, argv: append(buf[:0], s.cmd, nil, keys)}
+}
+
+// with is the call of s with these keys and arguments, of which keys are keys.
+func (s *Script) with(keys int, argv ...any) Call {
+	c := s.call(nil, keys, len(argv))
+	c.argv = append(c.argv, argv...)
+	return c
 }
 
 // Line is room for the command line of a call that a longer-lived holder makes once on its hot
-// path (a lock's first acquire attempt, its release: the Lock holds their Lines), so that the
-// call allocates no argv of its own. Only the first call built in a Line takes it (safe for
-// concurrent use: a Redlock acquisition builds its calls to the nodes at once); later calls
-// allocate theirs, for the command of the first may still be on its way (a call abandoned in a
-// pipeline runs on).
+// path (a lock's first acquire attempt, its release), so that the call allocates no argv. Only
+// the first call built in a Line takes it (safe for concurrent use); later calls allocate theirs,
+// for the command of the first may still be on its way (a call abandoned in a pipeline runs on).
 type Line struct {
 	taken atomic.Bool
 	argv  [12]any
@@ -99,26 +100,19 @@ func (l *Line) take(n int) []any {
 	return l.argv[:0]
 }
 
-// Script returns the script called.
-func (c Call) Script() *Script { return c.s }
-
 // Keys returns the call's keys.
 func (c Call) Keys() []any { return c.argv[3 : 3+c.argv[2].(int)] }
 
-// Cmd returns the call as one command for a pipeline that the caller sends (a NOSCRIPT reply is
-// then the caller's to handle, with Eval): EVALSHA with the hash r's servers gave for the script,
-// or EVAL when r is not a Sender or could not learn it. The first time r has no hash for the
-// script, Cmd asks for it (one round trip through r, see Sender).
+// Cmd returns the call as one command for a pipeline the caller sends (and whose NOSCRIPT reply it
+// handles, with Eval): EVALSHA with the hash r's servers gave, asked for the first time (one round
+// trip, see Sender), or EVAL when r is not a Sender or could not learn it.
 func (c Call) Cmd(ctx context.Context, r Runner) *redis.Cmd {
-	s, ok := r.(*Sender)
-	if !ok {
-		return c.Eval(ctx)
+	if s, ok := r.(*Sender); ok {
+		if sha := s.hash(ctx, c.s); sha != nil {
+			return c.evalsha(ctx, sha)
+		}
 	}
-	sha := s.hash(ctx, c.s)
-	if sha == nil {
-		return c.Eval(ctx)
-	}
-	return c.evalsha(ctx, sha)
+	return c.Eval(ctx)
 }
 
 // evalsha is the call as EVALSHA (EVALSHA_RO) of the hash sha.
@@ -134,27 +128,23 @@ func (c Call) evalsha(ctx context.Context, sha *any) *redis.Cmd {
 func (c Call) Eval(ctx context.Context) *redis.Cmd {
 	argv := make([]any, len(c.argv))
 	copy(argv, c.argv)
-	argv[0], argv[1] = "eval", c.s.Source
-	if c.s.ReadOnly {
-		argv[0] = "eval_ro"
-	}
+	argv[0], argv[1] = c.s.eval, c.s.Source
 	cmd := redis.NewCmd(ctx, argv...)
 	cmd.SetFirstKeyPos(3)
 	return cmd
 }
 
-// Run sends the call with r: as EVALSHA when r is a Sender that has (or learns, see Sender) the
-// script's hash and, if the server lacks the script (NOSCRIPT: a restarted server, a newly
-// promoted replica, a flushed script cache, another node of a cluster), again as EVAL; as EVAL
-// otherwise. If r sends through a pipe.Sender and ctx ended while the call was still queued or in
-// flight, the command returned carries that error (pipe.Abandoned, pipe.Settle), and the call runs
-// on without it.
+// Run sends the call with r: as EVALSHA when r is a Sender that has (or learns) the script's hash,
+// and again as EVAL if the server lacks the script (NOSCRIPT: a restarted server, a promoted
+// replica, a flushed script cache, another node of a cluster); as EVAL otherwise. If ctx ended
+// while a pipe.Sender held the call, the command returned carries that error (pipe.Abandoned,
+// pipe.Settle), and the call runs on without it.
 func (c Call) Run(ctx context.Context, r Runner) *redis.Cmd {
 	var sha *any
 	if s, ok := r.(*Sender); ok {
-		sha = s.hash(ctx, c.s)
-		r = s.r
+		sha, r = s.hash(ctx, c.s), s.r
 	}
+
 	if sha != nil {
 		cmd := c.evalsha(ctx, sha)
 		if err := r.Process(ctx, cmd); pipe.Abandoned(err) {
@@ -169,6 +159,7 @@ func (c Call) Run(ctx context.Context, r Runner) *redis.Cmd {
 			}
 		}
 	}
+
 	cmd := c.Eval(ctx)
 	if err := r.Process(ctx, cmd); pipe.Abandoned(err) {
 		return abandoned(ctx, err)

@@ -5,9 +5,8 @@ package script
 // keys, `any` fields arguments (boxed once by callers that reuse them). An optional trailing key
 // ("") or argument (nil) is left out. docs/keys.md documents the keys.
 
-// LockArg is a call's lock key as an argument: boxed, the holder's boxed copy of lock when it keeps
-// one (a string boxed into an interface is an allocation: a lock's acquire and release then share
-// the one its Keys made), else lock boxed for this call.
+// LockArg is a call's lock key as an argument: the holder's boxed copy when it keeps one (a lock's
+// acquire and release then share the one allocation its Keys made), else lock boxed for this call.
 func LockArg(lock string, boxed any) any {
 	if boxed != nil {
 		return boxed
@@ -27,7 +26,7 @@ func (a *Acquire) Call() Call { return a.CallIn(nil) }
 
 // CallIn builds the call in line's room, when it is free (see Line).
 func (a *Acquire) CallIn(line *Line) Call {
-	c := Scripts().Acquire.callIn(line, 1, 9)
+	c := Scripts().Acquire.call(line.take(3+9), 1, 9)
 	c.argv = append(c.argv, LockArg(a.Lock, a.LockArg))
 	if a.Guard != "" {
 		c.argv = append(c.argv, a.Guard)
@@ -57,7 +56,7 @@ type AcquireFair struct {
 
 // Call builds the call.
 func (a *AcquireFair) Call() Call {
-	c := Scripts().AcquireFair.call(3, 10)
+	c := Scripts().AcquireFair.call(nil, 3, 10)
 	c.argv = append(c.argv, a.Lock, a.Queue, a.Deadlines, a.Token, a.TTL, a.Timeout, a.Hold, a.Label, a.Pub)
 	c.opt(a.Entry)
 	return c
@@ -75,7 +74,7 @@ func (a *Release) Call() Call { return a.CallIn(nil) }
 
 // CallIn builds the call in line's room, when it is free (see Line).
 func (a *Release) CallIn(line *Line) Call {
-	c := Scripts().Release.callIn(line, 1, 9)
+	c := Scripts().Release.call(line.take(3+9), 1, 9)
 	c.argv = append(c.argv, LockArg(a.Lock, a.LockArg))
 	if a.Set != "" {
 		c.argv = append(c.argv, a.Set)
@@ -103,9 +102,7 @@ type ReleaseFair struct {
 
 // Call builds the call.
 func (a *ReleaseFair) Call() Call {
-	c := Scripts().ReleaseFair.call(3, 7)
-	c.argv = append(c.argv, a.Lock, a.Queue, a.Deadlines, a.Token, a.Pub, a.Hold, a.Fence)
-	return c
+	return Scripts().ReleaseFair.with(3, a.Lock, a.Queue, a.Deadlines, a.Token, a.Pub, a.Hold, a.Fence)
 }
 
 // Dequeue calls dequeue.lua: a fair waiter gives up.
@@ -116,9 +113,8 @@ type Dequeue struct {
 
 // Call builds the call.
 func (a *Dequeue) Call() Call {
-	c := Scripts().Dequeue.call(3, 9)
-	c.argv = append(c.argv, a.Lock, a.Queue, a.Deadlines, a.Token, a.Pub, a.Hold, a.TTL, a.Timeout, a.Label)
-	return c
+	return Scripts().Dequeue.with(3, a.Lock, a.Queue, a.Deadlines,
+		a.Token, a.Pub, a.Hold, a.TTL, a.Timeout, a.Label)
 }
 
 // Renew calls renew.lua: renew (or Extend) a lock's acquisition.
@@ -129,9 +125,7 @@ type Renew struct {
 
 // Call builds the call.
 func (a *Renew) Call() Call {
-	c := Scripts().Renew.call(1, 4)
-	c.argv = append(c.argv, a.Lock, a.Token, a.TTL, a.Fence)
-	return c
+	return Scripts().Renew.with(1, a.Lock, a.Token, a.TTL, a.Fence)
 }
 
 // PTTL calls pttl.lua: a lock's remaining TTL, owner-checked.
@@ -142,9 +136,7 @@ type PTTL struct {
 
 // Call builds the call.
 func (a *PTTL) Call() Call {
-	c := Scripts().PTTL.call(1, 3)
-	c.argv = append(c.argv, a.Lock, a.Token, a.Fence)
-	return c
+	return Scripts().PTTL.with(1, a.Lock, a.Token, a.Fence)
 }
 
 // RaiseFence calls raise_fence.lua: Redlock's fence write-back.
@@ -155,9 +147,7 @@ type RaiseFence struct {
 
 // Call builds the call.
 func (a *RaiseFence) Call() Call {
-	c := Scripts().RaiseFence.call(1, 3)
-	c.argv = append(c.argv, a.Lock, a.Fence, a.Token)
-	return c
+	return Scripts().RaiseFence.with(1, a.Lock, a.Fence, a.Token)
 }
 
 // Inspect calls inspect.lua: what Client.Inspect reports. Read-only.
@@ -168,10 +158,8 @@ type Inspect struct {
 
 // Call builds the call.
 func (a *Inspect) Call() Call {
-	c := Scripts().Inspect.call(13, 13)
-	c.argv = append(c.argv, a.Lock, a.Queue, a.Deadlines, a.Permits, a.Limits, a.Fences, a.PQueue, a.PDeadlines,
-		a.RW, a.RWLimits, a.RWFences, a.RWQueue, a.RWDeadlines)
-	return c
+	return Scripts().Inspect.with(13, a.Lock, a.Queue, a.Deadlines, a.Permits, a.Limits, a.Fences,
+		a.PQueue, a.PDeadlines, a.RW, a.RWLimits, a.RWFences, a.RWQueue, a.RWDeadlines)
 }
 
 // ForceRelease calls force_release.lua: an operator frees a lock, its semaphore's permits and its
@@ -184,10 +172,8 @@ type ForceRelease struct {
 
 // Call builds the call.
 func (a *ForceRelease) Call() Call {
-	c := Scripts().ForceRelease.call(13, 15)
-	c.argv = append(c.argv, a.Lock, a.Queue, a.Deadlines, a.Permits, a.Limits, a.Fences, a.PQueue, a.PDeadlines,
-		a.RW, a.RWLimits, a.RWFences, a.RWQueue, a.RWDeadlines, a.Pub, a.Msg)
-	return c
+	return Scripts().ForceRelease.with(13, a.Lock, a.Queue, a.Deadlines, a.Permits, a.Limits, a.Fences,
+		a.PQueue, a.PDeadlines, a.RW, a.RWLimits, a.RWFences, a.RWQueue, a.RWDeadlines, a.Pub, a.Msg)
 }
 
 // SemAcquire calls sem_acquire.lua: take a permit (or a read-write lock's lease), or queue for one.
@@ -198,10 +184,8 @@ type SemAcquire struct {
 
 // Call builds the call.
 func (a *SemAcquire) Call() Call {
-	c := Scripts().SemAcquire.call(6, 13)
-	c.argv = append(c.argv, a.Permits, a.Limits, a.Fences, a.Lock, a.Queue, a.Deadlines,
+	return Scripts().SemAcquire.with(6, a.Permits, a.Limits, a.Fences, a.Lock, a.Queue, a.Deadlines,
 		a.Token, a.TTL, a.Limit, a.Label, a.Timeout, a.Fair, a.Pub)
-	return c
 }
 
 // SemRelease calls sem_release.lua: release a permit, handing it on.
@@ -212,10 +196,8 @@ type SemRelease struct {
 
 // Call builds the call.
 func (a *SemRelease) Call() Call {
-	c := Scripts().SemRelease.call(7, 11)
-	c.argv = append(c.argv, a.Permits, a.Limits, a.Fences, a.Lock, a.Queue, a.Deadlines, a.Receipt,
-		a.Token, a.Pub, a.Msg, a.Fair)
-	return c
+	return Scripts().SemRelease.with(7, a.Permits, a.Limits, a.Fences, a.Lock, a.Queue, a.Deadlines,
+		a.Receipt, a.Token, a.Pub, a.Msg, a.Fair)
 }
 
 // SemDequeue calls sem_dequeue.lua: a permit waiter gives up.
@@ -226,10 +208,8 @@ type SemDequeue struct {
 
 // Call builds the call.
 func (a *SemDequeue) Call() Call {
-	c := Scripts().SemDequeue.call(6, 13)
-	c.argv = append(c.argv, a.Permits, a.Limits, a.Fences, a.Lock, a.Queue, a.Deadlines,
+	return Scripts().SemDequeue.with(6, a.Permits, a.Limits, a.Fences, a.Lock, a.Queue, a.Deadlines,
 		a.Token, a.Pub, a.TTL, a.Timeout, a.Limit, a.Label, a.Msg)
-	return c
 }
 
 // SemRenew calls sem_renew.lua: renew (or Extend) a permit's lease.
@@ -240,9 +220,7 @@ type SemRenew struct {
 
 // Call builds the call.
 func (a *SemRenew) Call() Call {
-	c := Scripts().SemRenew.call(4, 7)
-	c.argv = append(c.argv, a.Permits, a.Limits, a.Fences, a.Lock, a.Token, a.TTL, a.Fence)
-	return c
+	return Scripts().SemRenew.with(4, a.Permits, a.Limits, a.Fences, a.Lock, a.Token, a.TTL, a.Fence)
 }
 
 // SemPTTL calls sem_pttl.lua: a permit's remaining lease, owner-checked.
@@ -253,9 +231,7 @@ type SemPTTL struct {
 
 // Call builds the call.
 func (a *SemPTTL) Call() Call {
-	c := Scripts().SemPTTL.call(2, 4)
-	c.argv = append(c.argv, a.Permits, a.Fences, a.Token, a.Fence)
-	return c
+	return Scripts().SemPTTL.with(2, a.Permits, a.Fences, a.Token, a.Fence)
 }
 
 // AcquireAll calls acquire_all.lua: take every lock of a set (one slot), or none.
@@ -266,7 +242,7 @@ type AcquireAll struct {
 
 // Call builds the call.
 func (a *AcquireAll) Call() Call {
-	c := Scripts().AcquireAll.call(len(a.Locks), len(a.Locks)+5)
+	c := Scripts().AcquireAll.call(nil, len(a.Locks), len(a.Locks)+5)
 	for _, k := range a.Locks {
 		c.argv = append(c.argv, k)
 	}
@@ -283,7 +259,7 @@ type ReleaseAll struct {
 
 // Call builds the call.
 func (a *ReleaseAll) Call() Call {
-	c := Scripts().ReleaseAll.call(len(a.Locks), 2*len(a.Locks)+4)
+	c := Scripts().ReleaseAll.call(nil, len(a.Locks), 2*len(a.Locks)+4)
 	for _, k := range a.Locks {
 		c.argv = append(c.argv, k)
 	}
@@ -301,20 +277,12 @@ type RenewMany struct {
 	Items []any
 }
 
-// Call builds the call.
-func (a *RenewMany) Call() Call { return a.CallIn(nil) }
-
 // CallIn builds the call in buf when it is large enough (the caller reuses it once the call's
 // reply was read). The keys after the first are sent from Locks in place, as *string (no copy per
 // lock): leave Locks unchanged until then. The first is a string, which routes the call.
 func (a *RenewMany) CallIn(buf []any) Call {
-	s, n := Scripts().RenewMany, len(a.Locks)
-	c := Call{s: s, argv: buf[:0]}
-	if cap(buf) < 3+n+len(a.Items) {
-		c = s.call(n, n+len(a.Items))
-	} else {
-		c.argv = append(c.argv, s.cmd, nil, n)
-	}
+	n := len(a.Locks)
+	c := Scripts().RenewMany.call(buf, n, n+len(a.Items))
 	for i := range a.Locks {
 		if i == 0 {
 			c.argv = append(c.argv, a.Locks[0])

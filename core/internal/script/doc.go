@@ -1,8 +1,6 @@
-// Package script owns lockkit's Redis protocol: the Lua scripts and how they are called. It is
-// internal to core.
+// Package script owns lockkit's Redis protocol: the Lua scripts and how they are called.
 //
-// Each script is one entry file in lua/ whose header declares, once, what the script takes and
-// needs:
+// Each script is one entry file in lua/ whose header declares what it takes and needs:
 //
 //	--! keys: lock guard?          KEYS, by name; a trailing "?" marks an optional one
 //	--! args: token ttl hold ...   ARGV, by name

@@ -19,25 +19,24 @@ type Script struct {
 	// Keys and Args are the KEYS and ARGV names its header declares, in order; Parts the files it
 	// is made of (the entry file last).
 	Keys, Args, Parts []string
-	// ReadOnly reports flags: no-writes: the script writes nothing and is sent with EVALSHA_RO (EVAL_RO),
-	// which Redis checks against the caller's read permissions only, so that a read-only ACL user
-	// (%R~) can run it. (No "#!lua flags=no-writes" line: EVALSHA_RO already refuses writes, and
-	// the embedded server of the lockkittest helper cannot parse one.)
+	// ReadOnly reports flags: no-writes: the script is sent with EVALSHA_RO (EVAL_RO), which a
+	// read-only ACL user (%R~) can run. (No "#!lua flags=no-writes" line: EVALSHA_RO already
+	// refuses writes, and the embedded server of the lockkittest helper cannot parse one.)
 	ReadOnly bool
 	// Source is the assembled Lua, as sent to Redis.
 	Source string
 
-	id  int  // its index in Set.All (a Sender's hashes are kept by it)
-	cmd any  // "evalsha" or "evalsha_ro", boxed once
-	sha *any // its SHA-1 (hex) from hashes.go, boxed once; nil if hashes.go lacks it
+	id   int  // its index in Set.All (a Sender's hashes are kept by it)
+	cmd  any  // "evalsha" or "evalsha_ro", boxed once
+	eval any  // "eval" or "eval_ro", likewise
+	sha  *any // its SHA-1 (hex) from hashes.go, boxed once; nil if hashes.go lacks it
 }
 
 // load assembles the script of entry file name.
 func load(name string) (*Script, error) {
 	s := &Script{Name: strings.TrimSuffix(name, ".lua")}
 	var body strings.Builder
-	seen := map[string]bool{}
-	if err := s.expand(name, &body, seen, true); err != nil {
+	if err := s.expand(name, &body, map[string]bool{}, true); err != nil {
 		return nil, err
 	}
 	var src strings.Builder
@@ -45,19 +44,17 @@ func load(name string) (*Script, error) {
 	bind(&src, "a_", "ARGV", s.Args)
 	src.WriteString(body.String())
 	s.Source = src.String()
-	s.cmd = "evalsha"
+	s.cmd, s.eval = "evalsha", "eval"
 	if s.ReadOnly {
-		s.cmd = "evalsha_ro"
+		s.cmd, s.eval = "evalsha_ro", "eval_ro"
 	}
 	return s, nil
 }
 
 // bind declares locals for the named KEYS or ARGV. The table is read once into a local (KEYS_,
-// ARGV_), and each name is an index of it: a global's lookup costs Redis about 270 instructions
-// (a script's globals are reached through a protected table), an index of a local table a few
-// dozen, and a call of unpack (a C function) more than both (`make server-instructions`: 1,800
-// instructions per lock + unlock less than one unpack per table). A last name ending in "..."
-// takes the rest of them, as a table.
+// ARGV_), and each name is an index of it: a global's lookup costs Redis about 270 instructions,
+// an index of a local table a few dozen, and a call of unpack more than both (`make
+// server-instructions`). A last name ending in "..." takes the rest of them, as a table.
 func bind(b *strings.Builder, prefix, table string, names []string) {
 	if len(names) == 0 {
 		return
@@ -80,9 +77,8 @@ func bind(b *strings.Builder, prefix, table string, names []string) {
 	fmt.Fprintf(b, "local %s = %s\n", strings.Join(vars, ", "), strings.Join(idx, ", "))
 }
 
-// expand writes file name to b, with the parts it includes in its place (each part once per
-// script); entry says whether it is the script's entry file, whose header declares keys, args
-// and flags.
+// expand writes file name to b, with the parts it includes in its place (each once per script);
+// entry says whether it is the entry file, whose header declares keys, args and flags.
 func (s *Script) expand(name string, b *strings.Builder, seen map[string]bool, entry bool) error {
 	seen[name] = true
 	src, err := files.ReadFile(path.Join("lua", name))
@@ -124,9 +120,8 @@ func (s *Script) expand(name string, b *strings.Builder, seen map[string]bool, e
 	return sc.Err()
 }
 
-// inline writes file name to b where it stands, each time it is inlined: a fragment of code, not
-// functions, for a hot path that must create no closure. It holds no directives. It is listed in
-// Parts once.
+// inline writes the fragment name (code, not functions, and no directives) to b each time it is
+// inlined, for a hot path that must create no closure; it is listed in Parts once.
 func (s *Script) inline(name string, b *strings.Builder, seen map[string]bool) error {
 	src, err := files.ReadFile(path.Join("lua", name))
 	if err != nil {

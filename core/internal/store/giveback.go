@@ -77,16 +77,9 @@ func (g *GiveBacks) Close(ctx context.Context) {
 	g.mu.Lock()
 	g.done = true
 	g.mu.Unlock()
-	done := make(chan struct{})
-	go func() {
-		g.wg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		g.stop()
-		<-done
-	}
+
+	cut := context.AfterFunc(ctx, g.stop)
+	g.wg.Wait()
+	cut()
 	g.stop()
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -13,8 +14,8 @@ import (
 	"github.com/lockkit/lockkit/core/internal/script"
 )
 
-// holderLabel is the label the acquire scripts record: "host pid label".
-func holderLabel(label string) string {
+// HolderLabel is the label the acquire scripts record for a Client's WithLabel: "host pid label".
+func HolderLabel(label string) string {
 	host, err := os.Hostname()
 	if err != nil || host == "" || strings.ContainsAny(host, " \x00") {
 		host = "unknown"
@@ -52,11 +53,11 @@ func parseInspect(v []any) (Info, error) {
 		}
 		info.Fence = lv.fence
 		if lv.token != "" && !isMark(lv.token) {
-			info.Held = true
 			if pttl > 0 {
 				info.TTL = time.Duration(pttl) * time.Millisecond
 			}
-			h := Holder{Mode: "lock", Digest: digest(lv.token), Holds: int64(len(splitHolds(lv.holds))), Fence: lv.fence, TTL: info.TTL}
+			h := Holder{Mode: "lock", Digest: digest(lv.token), Holds: int64(len(strings.Fields(lv.holds))),
+				Fence: lv.fence, TTL: info.TTL}
 			at, _ := parseAcquired(lv.acquired)
 			parseHolder(&h, strconv.FormatInt(at.UnixMilli(), 10)+" "+lv.label, nowMS)
 			info.Holders = append(info.Holders, h)
@@ -80,18 +81,17 @@ func parseInspect(v []any) (Info, error) {
 		}
 		info.Holders = append(info.Holders, h)
 	})
+
+	// The holders' longest TTL and highest fence, where the lock's own do not say.
+	var ttl time.Duration
+	var fence int64
+	for _, h := range info.Holders {
+		ttl, fence = max(ttl, h.TTL), max(fence, h.Fence)
+	}
 	if len(info.Holders) > 0 {
-		info.Held, info.Mode = true, info.Holders[0].Mode
-		if info.TTL == 0 {
-			for _, h := range info.Holders {
-				info.TTL = max(info.TTL, h.TTL)
-			}
-		}
+		info.Held, info.Mode, info.TTL = true, info.Holders[0].Mode, cmp.Or(info.TTL, ttl)
 		if info.Mode != "lock" {
-			info.Fence = 0
-			for _, h := range info.Holders {
-				info.Fence = max(info.Fence, h.Fence)
-			}
+			info.Fence = fence
 		}
 	}
 	return info, nil
@@ -167,9 +167,6 @@ func parseAcquired(s string) (time.Time, bool) {
 	return time.Unix(a, b*1000), err1 == nil && err2 == nil
 }
 
-// splitHolds returns the hold ids of a lock's value.
-func splitHolds(holds string) []string { return strings.Fields(holds) }
-
 // parseHolder fills h from the label an acquisition recorded, "acquired-ms host pid label" (empty
 // when taken by an older lockkit version).
 func parseHolder(h *Holder, m string, nowMS int64) {
@@ -191,11 +188,8 @@ func parseHolder(h *Holder, m string, nowMS int64) {
 // the fence (core's tests read what Redis records through it).
 func ReadValue(v string) (token string, holds []string, fence int64, ok bool) {
 	lv, ok := parseLockValue(v)
-	return lv.token, splitHolds(lv.holds), lv.fence, ok
+	return lv.token, strings.Fields(lv.holds), lv.fence, ok
 }
-
-// HolderLabel is the label the acquire scripts record for a Client's WithLabel: "host pid label".
-func HolderLabel(label string) string { return holderLabel(label) }
 
 // Inspect reads the name with inspect.lua.
 func (n *Node) Inspect(ctx context.Context, r NameReq) (Info, error) {

@@ -55,11 +55,6 @@ func (k *Keys) InitNew(prefix, name string) (token string) {
 	return s[keys:]
 }
 
-// setMain sets the names derived from main: its release channel, queue and deadlines.
-func (k *Keys) setMain(name, main string) {
-	k.slice(name, main+":released"+main+":queue:deadlines", len(main))
-}
-
 // slice sets k's names from s, main + ":released" + main + ":queue:deadlines" with main n bytes
 // long: each name is a substring of s.
 func (k *Keys) slice(name, s string, n int) {
@@ -76,20 +71,21 @@ func (k *Keys) slice(name, s string, n int) {
 // key prefix{name}, which holds the family's mark and the name's fence while permits are held.
 func (k *Keys) InitSem(prefix, name string, limit int) {
 	tag := prefix + "{" + name + "}"
-	p := tag + ":permits"
-	k.setMain(name, p)
-	k.Sem = &SemKeys{Limit: limit, Limits: p + ":limits", Fences: p + ":fences", Lock: tag,
-		Receipt: p + ":receipt"}
+	k.initSem(name, tag, tag+":permits", limit, false)
 }
 
 // InitRW sets k to the keys of the read-write lock name, whose lock key is tag (prefix{name}): a
 // semaphore's keys under tag:rw (tag:rw ZSET token -> lease expiry, :rw:limits, :rw:fences,
 // :rw:queue, :rw:receipt; docs/keys.md) and the lock key itself, limit being 1 for a writer.
 func (k *Keys) InitRW(tag, name string, limit int) {
-	m := tag + RWSuffix
-	k.setMain(name, m)
-	k.Sem = &SemKeys{Limit: limit, Limits: m + ":limits", Fences: m + ":fences", Lock: tag,
-		Receipt: m + ":receipt", Strict: true}
+	k.initSem(name, tag, tag+RWSuffix, limit, true)
+}
+
+// initSem sets k to the keys of a semaphore of name whose permits are main, and lock key tag.
+func (k *Keys) initSem(name, tag, main string, limit int, strict bool) {
+	k.slice(name, main+":released"+main+":queue:deadlines", len(main))
+	k.Sem = &SemKeys{Limit: limit, Limits: main + ":limits", Fences: main + ":fences", Lock: tag,
+		Receipt: main + ":receipt", Strict: strict}
 }
 
 // RWSuffix follows a lock's key in the keys of the read-write lock of the same name.
@@ -107,11 +103,10 @@ func (s *SemKeys) fairArg(fair bool) string {
 	return "0"
 }
 
-// Held records the fence of the acquisition the holder took or entered. A lock's release passes it
-// (a replayed release finds it in the lock's chain of owner releases, lk_drop in lock.lua); a
-// permit's release receipt is named after it, so a replayed release finds its own receipt whatever
-// other permits were released in between. It is called once per Keys: the script arguments
-// built afterwards point at Fence.
+// Held records the fence of the acquisition the holder took or entered, once per Keys (script
+// arguments point at Fence). A lock's release passes it (a replayed release finds it in the lock's
+// chain of owner releases); a permit's release receipt is named after it, so that a replayed
+// release finds its own receipt whatever other permits were released in between.
 func (k *Keys) Held(fence int64) {
 	k.Fence = fence
 	if k.Sem != nil {
@@ -121,10 +116,9 @@ func (k *Keys) Held(fence int64) {
 	}
 }
 
-// GivenBack returns the keys a give-back of token's acquisition releases with (see giveBack): the
-// fence is unknown then, so a permit's release receipt is named after the token instead. Under the
-// permits' bare receipt name, the receipt another give-back of the name left could answer
-// "released" for a permit that has not reached Redis yet, and the give-back would stop trying.
+// GivenBack returns the keys a give-back of token's acquisition releases with: the fence is
+// unknown, so a permit's receipt is named after the token. Under the bare name, another give-back's
+// receipt could answer "released" for a permit that has not reached Redis yet.
 func (k Keys) GivenBack(token string) Keys {
 	if k.Sem != nil && k.Fence == 0 {
 		s := *k.Sem
@@ -135,8 +129,7 @@ func (k Keys) GivenBack(token string) Keys {
 }
 
 // sentFence is the held acquisition's fence as a release's argument that counts its sends
-// (script.Sends, in the Lines of the release's scratch), when the release has Lines (a release
-// sent to one server: a Redlock Client has no scratch); else nil.
+// (script.Sends, in k.Lines), when k has Lines (not over Redlock); else nil.
 func (k *Keys) sentFence() *script.Sends {
 	if k.Lines == nil || k.Fence == 0 {
 		return nil
@@ -145,8 +138,8 @@ func (k *Keys) sentFence() *script.Sends {
 	return &k.Lines.Fence
 }
 
-// fenceArg is the held acquisition's fence as a script argument (0 before Held: unknown): once
-// held, &Fence, which go-redis writes as the number, and which boxes without an allocation.
+// fenceArg is the held acquisition's fence as a script argument: 0 before Held (unknown), then
+// &Fence, which go-redis writes as the number and which boxes without an allocation.
 func (k *Keys) fenceArg() any {
 	if k.Fence == 0 {
 		return int64(0)

@@ -28,8 +28,7 @@ type Node struct {
 	renewChunk  int       // the most locks per renew_many.lua call (Config.RenewChunk)
 	renewBufs   sync.Pool // of *renewBufs, a renewal round's buffers (renew.go)
 	// Fenced: owner checks (renewal, TTL, Extend) also match the acquisition's fence. Off on
-	// Redlock's nodes, which may record different fences for one acquisition (the quorum's is
-	// written back only where needed).
+	// Redlock's nodes, which may record different fences for one acquisition.
 	Fenced bool
 	// primed records the masters whose client set up a connection before a Conn of it (prime).
 	primeMu sync.Mutex
@@ -38,9 +37,10 @@ type Node struct {
 
 // NewNode returns the store over rdb; id is the Client's id.
 func NewNode(rdb redis.UniversalClient, id string, o *Config) *Node {
-	n := &Node{rdb: rdb, send: script.NewSender(rdb), pubCmd: any("PUBLISH"), id: id, replicas: o.Replicas, replicaWait: o.ReplicaWait,
-		label: holderLabel(o.Label), renewChunk: RenewChunk}
+	n := &Node{rdb: rdb, send: script.NewSender(rdb), pubCmd: any("PUBLISH"), id: id, replicas: o.Replicas,
+		replicaWait: o.ReplicaWait, label: HolderLabel(o.Label), renewChunk: RenewChunk, primed: map[string]bool{}}
 	n.caps = Caps{Fair: true, Permits: true, Sets: true, ReentryFence: true, Router: wait.PlainRouter(rdb)}
+	n.renewBufs.New = func() any { return new(renewBufs) }
 	if o.RenewChunk > 0 {
 		n.renewChunk = o.RenewChunk
 	}
@@ -69,35 +69,42 @@ func (n *Node) addr(i int) string {
 	return "node " + strconv.Itoa(i)
 }
 
-// Acquire is one attempt of r (acquire.lua, acquire_fair.lua, sem_acquire.lua; a set's:
-// acquire_all.lua). Under WithReplicaAck, a grant too few replicas acknowledged is given back
-// and answered with an *AckError.
+// Acquire is one attempt of r. Under WithReplicaAck, a grant too few replicas acknowledged is
+// given back and answered with an *AckError.
 func (n *Node) Acquire(ctx context.Context, r *AcquireReq) (AcquireResult, error) {
 	if r.Set != nil {
 		return n.takeAll(ctx, r)
 	}
-	k := r.Keys
-	call := n.acquireCall(k, r)
+
+	res, acked, err := n.grant(ctx, n.acquireCall(r.Keys, r), parseAcquire)
+	if err != nil || !res.OK || acked >= int64(n.replicas) {
+		return res, err
+	}
+
+	rel := ReleaseReq{Keys: r.Keys, Token: r.Token, Hold: r.Hold, Fair: r.Fair, LockTTL: r.TTL}
+	_, _ = n.Release(context.WithoutCancel(ctx), rel)
+	return AcquireResult{}, n.ackError("the lock", acked)
+}
+
+// grant runs call, an acquisition, and reads its reply with parse. Under WithReplicaAck, it also
+// returns how many replicas acknowledged a grant (n.replicas when nothing needed them).
+func (n *Node) grant(ctx context.Context, call script.Call,
+	parse func(any) (AcquireResult, error)) (AcquireResult, int64, error) {
 	if n.replicas == 0 {
 		v, err := call.Run(ctx, n.send).Result()
 		if err != nil {
-			return AcquireResult{}, err
+			return AcquireResult{}, 0, err
 		}
-		return parseAcquire(v)
+		res, err := parse(v)
+		return res, 0, err
 	}
+
 	var res AcquireResult
 	acked, err := n.acked(ctx, call, func(v any) (need bool, err error) {
-		res, err = parseAcquire(v)
+		res, err = parse(v)
 		return err == nil && res.OK, err // only what the caller will hold must reach the replicas
 	})
-	if err != nil || !res.OK {
-		return res, err
-	}
-	if acked < int64(n.replicas) {
-		_, _ = n.Release(context.WithoutCancel(ctx), ReleaseReq{Keys: k, Token: r.Token, Hold: r.Hold, Fair: r.Fair, LockTTL: r.TTL})
-		return AcquireResult{}, &AckError{what: "the lock", acked: acked, want: int64(n.replicas), wait: n.replicaWait}
-	}
-	return res, nil
+	return res, acked, err
 }
 
 // acquireCall is the script call of an acquire attempt.
@@ -125,8 +132,7 @@ func (n *Node) acquireCall(k *Keys, r *AcquireReq) script.Call {
 		Floor: floor, Waiting: r.Waiting.arg(), Entry: r.Entry}).CallIn(k.acquireLine())
 }
 
-// Release gives back what r names (ReleaseReq): release.lua, release_fair.lua, sem_release.lua,
-// release_all.lua, or a dequeue script.
+// Release gives back what r names (ReleaseReq).
 func (n *Node) Release(ctx context.Context, r ReleaseReq) (ReleaseResult, error) {
 	switch {
 	case r.Waiter != nil:
@@ -139,17 +145,17 @@ func (n *Node) Release(ctx context.Context, r ReleaseReq) (ReleaseResult, error)
 	return ReleaseResult{Left: left}, err
 }
 
-// Vanished is what a release answers (in place of -1, not held) when the lock's key was missing
-// as a second send of it ran (script.Sends): the key's chain of owner releases, by which a replayed
-// release recognises its own earlier run, was gone. That run may have freed the lock, and the next
-// holder's key expired since; or the key was lost before the release ran. The caller tells the two
-// apart as well as it can: core counts the release done when the hold's validity deadline had not
-// passed (the lock could not have expired on its own); a key lost before the first run then goes
-// unreported, as it went unseen by the work, which ended under a live context.
+// Vanished is what a release answers (in place of -1, not held) when the lock's key, whose chain
+// of owner releases lets a replayed release recognise its earlier run, was missing as a second
+// send of it ran (script.Sends). That run may have freed the lock, and the next holder's key
+// expired since; or the key was lost before it. core counts the release done when the hold's
+// validity deadline had not passed (the lock could not have expired on its own).
 const Vanished = -2
 
-// releaseReply maps a release script's reply: -2 (the key was missing) is Vanished when the release was
-// sent more than once (sent, nil when not counted), else -1.
+var errReleaseReply = errors.New("unexpected release reply")
+
+// releaseReply maps a release script's reply: -2 (the key was missing) is Vanished when the
+// release was sent more than once (sent, nil when not counted), else -1.
 func releaseReply(v int64, sent *script.Sends) int64 {
 	if v == -2 && (sent == nil || !sent.Replayed()) {
 		return -1
@@ -157,10 +163,9 @@ func releaseReply(v int64, sent *script.Sends) int64 {
 	return v
 }
 
-// releaseWith releases with payload as the release message (Redlock names the token in it), and
-// with sent, when not nil, as a lock's fence argument (Vanished). With set under WithReplicaAck,
-// it returns an *AckError with the holds left when the value was written and the release done,
-// but too few replicas acknowledged them.
+// releaseWith releases with payload as the release message, and sent, when not nil, as a lock's
+// fence argument (Vanished). Under WithReplicaAck, a value written with too few acknowledgements
+// returns the holds left and an *AckError.
 func (n *Node) releaseWith(ctx context.Context, r *ReleaseReq, payload any, sent *script.Sends) (int64, error) {
 	k, token, hold, fair, set := r.Keys, r.Token, r.Hold, r.Fair, r.Write
 	var call script.Call
@@ -191,7 +196,7 @@ func (n *Node) releaseWith(ctx context.Context, r *ReleaseReq, payload any, sent
 	acked, err := n.acked(ctx, call, func(v any) (bool, error) {
 		var ok bool
 		if holds, ok = v.(int64); !ok {
-			return false, errors.New("unexpected release reply")
+			return false, errReleaseReply
 		}
 		holds = releaseReply(holds, sent)
 		return holds >= 0, nil // the value was written
@@ -200,7 +205,7 @@ func (n *Node) releaseWith(ctx context.Context, r *ReleaseReq, payload any, sent
 		return 0, err
 	}
 	if holds >= 0 && acked < int64(n.replicas) {
-		return holds, &AckError{what: ackedValue, acked: acked, want: int64(n.replicas), wait: n.replicaWait}
+		return holds, n.ackError(ackedValue, acked)
 	}
 	return holds, nil
 }
@@ -221,9 +226,8 @@ func (n *Node) renewCall(it *RenewItem) script.Call {
 	return (&script.Renew{Lock: k.Main, Token: it.Token, TTL: MS(it.TTL), Fence: n.fenceArg(k)}).Call()
 }
 
-// Renew renews items in one pipeline (renewVia): the plain locks' in renew_many.lua calls of up to
-// n.renewChunk locks (on a cluster, of one slot), each permit or read-write lease with sem_renew.lua;
-// under WithReplicaAck, per master, followed by WAIT (renewAcked).
+// Renew renews items in one pipeline (renewVia); under WithReplicaAck, one per master, followed by
+// WAIT (renewAcked).
 func (n *Node) Renew(ctx context.Context, items []RenewItem) error {
 	if n.replicas > 0 {
 		return n.renewAcked(ctx, items)
@@ -240,10 +244,9 @@ func (n *Node) fenceArg(k *Keys) any {
 	return k.fenceArg()
 }
 
-// TTL reads what remains of the TTL of r.Token's hold (pttl.lua, sem_pttl.lua), or with r.Extend
-// sets it (as a renewal does). Under WithReplicaAck an extension counts only once the replicas
-// have it (a replica promoted without it would let the lock expire earlier than the holder counts
-// on): too few acknowledgements answer an *AckError.
+// TTL reads the TTL left on r.Token's hold, or with r.Extend sets it (as a renewal does). Under
+// WithReplicaAck an extension counts only once the replicas have it (a replica promoted without it
+// would let the lock expire early): too few acknowledgements answer an *AckError.
 func (n *Node) TTL(ctx context.Context, r TTLReq) (time.Duration, bool, error) {
 	k, token := r.Keys, r.Token
 	if r.Extend > 0 {
@@ -261,6 +264,7 @@ func (n *Node) TTL(ctx context.Context, r TTLReq) (time.Duration, bool, error) {
 	return time.Duration(max(v, 0)) * time.Millisecond, true, nil
 }
 
+// extend sets the TTL of token's hold on k to ttl, as a renewal does (see TTL).
 func (n *Node) extend(ctx context.Context, k *Keys, token any, ttl time.Duration) (bool, error) {
 	call := n.renewCall(&RenewItem{K: k, Token: token, TTL: ttl})
 	if n.replicas == 0 {
@@ -273,13 +277,12 @@ func (n *Node) extend(ctx context.Context, k *Keys, token any, ttl time.Duration
 		return v == 1, nil
 	})
 	if err == nil && v == 1 && acked < int64(n.replicas) {
-		err = &AckError{what: "the extension", acked: acked, want: int64(n.replicas), wait: n.replicaWait}
+		err = n.ackError("the extension", acked)
 	}
 	return v == 1 && err == nil, err
 }
 
-// dequeue takes the waiting acquisition r out of k's Redis-side queue, handing on a lock or
-// permit a release granted it meanwhile.
+// dequeue takes the waiting acquisition r out of k's queue, handing on what a release granted it.
 func (n *Node) dequeue(ctx context.Context, k *Keys, r *AcquireReq) error {
 	if k.Sem != nil {
 		return (&script.SemDequeue{Permits: k.Main, Limits: k.Sem.Limits, Fences: k.Sem.Fences, Lock: k.Sem.Lock,

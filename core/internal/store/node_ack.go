@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/lockkit/lockkit/core/internal/script"
@@ -12,11 +13,9 @@ import (
 
 // WithReplicaAck: a write that a holder will count on (an acquisition, a renewal, an extension,
 // ReleaseSet's value) counts only once n replicas acknowledged it (Redis WAIT). WAIT counts the
-// replicas that received the writes made on its own connection, so the script and WAIT share one:
-// the master's connection for the script's first key. WAIT is sent only after a reply that says
-// the script wrote what must survive a failover; a refusal, a queued waiter or a failed owner
-// check wait for nothing, and a NOSCRIPT reply (a master promoted a moment ago has no scripts)
-// costs an EVAL, not a second WAIT.
+// writes made on its own connection, so the script and WAIT share one: the master's for the
+// script's first key. WAIT follows only a reply that says the script wrote what must survive a
+// failover; a NOSCRIPT reply (a newly promoted master) costs an EVAL, not a second WAIT.
 
 // conn returns a connection of its own to the master that holds key, or nil when the client
 // cannot give one (then a pipeline carries the script and WAIT together).
@@ -40,10 +39,9 @@ func (n *Node) conn(ctx context.Context, key string) (*redis.Conn, error) {
 }
 
 // prime makes m set up one connection of its own before any Conn of it does. go-redis v9.23 shares
-// a client's Options with its Conns, and the first connection that finds the server without
-// maintenance notifications (Redis before 8) turns them off in those Options, under the lock of
-// whichever client or Conn set it up: Conns that set up connections concurrently would race on it
-// (go test -race). Once m has set one up, the Options say so and no later connection writes them.
+// a client's Options with its Conns, and the first connection to a server without maintenance
+// notifications (Redis before 8) turns them off in those Options: Conns that set up connections
+// concurrently would race on it (go test -race). Once m has set one up, no later one writes them.
 func (n *Node) prime(ctx context.Context, m *redis.Client) error {
 	addr := m.Options().Addr
 	n.primeMu.Lock()
@@ -52,13 +50,12 @@ func (n *Node) prime(ctx context.Context, m *redis.Client) error {
 	if done {
 		return nil
 	}
+
 	if err := m.Ping(ctx).Err(); err != nil {
 		return err
 	}
+
 	n.primeMu.Lock()
-	if n.primed == nil {
-		n.primed = map[string]bool{}
-	}
 	if len(n.primed) < 1024 { // (the masters of a cluster: a few)
 		n.primed[addr] = true
 	}
@@ -66,17 +63,11 @@ func (n *Node) prime(ctx context.Context, m *redis.Client) error {
 	return nil
 }
 
-// firstKey is the first key of call, which routes it on a cluster.
-func firstKey(call script.Call) string {
-	k, _ := call.Keys()[0].(string)
-	return k
-}
-
 // acked runs call on one connection and, when need says its reply wrote what must survive a
-// failover, WAITs there for the replicas. It returns how many acknowledged (n.replicas when
-// nothing needed them).
+// failover, WAITs there. It returns how many replicas acknowledged (n.replicas if none needed to).
 func (n *Node) acked(ctx context.Context, call script.Call, need func(reply any) (bool, error)) (int64, error) {
-	cn, err := n.conn(ctx, firstKey(call))
+	key, _ := call.Keys()[0].(string) // (which routes it on a cluster)
+	cn, err := n.conn(ctx, key)
 	if err != nil {
 		return 0, err
 	}
@@ -125,22 +116,18 @@ func (n *Node) ackedPipeline(ctx context.Context, call script.Call, need func(re
 
 // renewAcked is a renewal round under WithReplicaAck: the scripts in one pipeline per master, then
 // WAIT on the same connection when any renewed. A renewal the replicas did not acknowledge in time
-// fails with an *AckError: the watchdog does not count it toward the lock's validity and tries
-// again, so a holder whose replicas stall loses its lock at its validity deadline, before a
-// replica promoted with an older copy can let anyone else take it.
+// fails with an *AckError: the watchdog does not count it, so a holder whose replicas stall loses
+// its lock at its validity deadline, before a replica promoted with an older copy can give it away.
 func (n *Node) renewAcked(ctx context.Context, items []RenewItem) error {
 	groups := map[string][]int{}
 	conns := map[string]*redis.Conn{}
 	var order []string
 	for i := range items {
-		key := ""
-		if n.cluster {
-			key = items[i].K.Main
-		} else if i > 0 {
+		if !n.cluster && i > 0 {
 			groups[order[0]] = append(groups[order[0]], i) // one master: one connection
 			continue
 		}
-		cn, err := n.conn(ctx, key)
+		cn, err := n.conn(ctx, items[i].K.Main)
 		if err != nil {
 			for _, c := range conns {
 				_ = c.Close()
@@ -150,6 +137,7 @@ func (n *Node) renewAcked(ctx context.Context, items []RenewItem) error {
 		if cn == nil { // no connection of its own: WAIT in the renewals' pipeline
 			return n.renewGroup(ctx, nil, items, nil)
 		}
+
 		addr := cn.String()
 		if _, ok := conns[addr]; ok {
 			_ = cn.Close()
@@ -159,6 +147,7 @@ func (n *Node) renewAcked(ctx context.Context, items []RenewItem) error {
 		}
 		groups[addr] = append(groups[addr], i)
 	}
+
 	var errs []error
 	for _, addr := range order {
 		errs = append(errs, n.renewGroup(ctx, conns[addr], items, groups[addr]))
@@ -170,46 +159,39 @@ func (n *Node) renewAcked(ctx context.Context, items []RenewItem) error {
 // renewGroup renews items[idx] (every item when idx is nil) over cn and waits for the replicas;
 // with cn nil, WAIT travels in the renewals' pipeline.
 func (n *Node) renewGroup(ctx context.Context, cn *redis.Conn, items []RenewItem, idx []int) error {
-	if idx == nil {
-		idx = make([]int, len(items))
-		for i := range idx {
-			idx[i] = i
+	part := items
+	if idx != nil {
+		part = make([]RenewItem, len(idx))
+		for j, i := range idx {
+			part[j] = items[i]
 		}
 	}
-	part := make([]RenewItem, len(idx))
-	for j, i := range idx {
-		part[j] = items[i]
-	}
+
 	newPipe := n.rdb.Pipeline
 	if cn != nil {
 		newPipe = cn.Pipeline
 	}
 	w, err := n.renewVia(ctx, newPipe, part, cn == nil)
-	renewed := false
-	for j := range part {
-		renewed = renewed || (part[j].Err == nil && part[j].OK)
-	}
-	if renewed {
+
+	renewed := func(it RenewItem) bool { return it.OK && it.Err == nil }
+	if slices.ContainsFunc(part, renewed) {
 		var acked int64
-		var werr error
+		var werr error // what each renewal fails with: WAIT's error, or too few acknowledgements
 		if cn != nil {
 			acked, werr = n.wait(ctx, cn)
 		} else {
 			acked, werr = w.Result()
 		}
+		if werr == nil && acked < int64(n.replicas) {
+			werr = n.ackError("the renewal", acked)
+		}
 		for j := range part {
-			if part[j].Err != nil || !part[j].OK {
-				continue
-			}
-			switch {
-			case werr != nil:
-				part[j].OK, part[j].Err = false, werr
-			case acked < int64(n.replicas):
-				part[j].OK, part[j].Err = false, &AckError{what: "the renewal", acked: acked,
-					want: int64(n.replicas), wait: n.replicaWait}
+			if renewed(part[j]) {
+				part[j].OK, part[j].Err = werr == nil, werr
 			}
 		}
 	}
+
 	for j, i := range idx {
 		items[i].OK, items[i].Err = part[j].OK, part[j].Err
 	}
@@ -229,6 +211,11 @@ func (e *AckError) Error() string {
 		msg += ": the value was written and the lock released, but the write may not survive a failover"
 	}
 	return msg
+}
+
+// ackError is the *AckError of what, which only acked replicas acknowledged in time.
+func (n *Node) ackError(what string, acked int64) *AckError {
+	return &AckError{what: what, acked: acked, want: int64(n.replicas), wait: n.replicaWait}
 }
 
 // ErrorType returns "replica_ack": instrumentation counts such errors apart.

@@ -14,10 +14,9 @@ import (
 )
 
 // RenewChunk is the most locks one renew_many.lua call renews unless Config.RenewChunk says
-// otherwise. A script blocks the server while it runs (2 to 4 µs per lock on a 2-core VM: a GET
-// and a PEXPIRE from Lua): chunks keep a foreground command from waiting behind a whole batch (100
-// locks: about an idle round trip), while the call's own cost is shared by many locks. The
-// watchdog's batch of up to 1000 renewals goes in one pipeline of such calls.
+// otherwise. A script blocks the server while it runs (2 to 4 µs per lock on a 2-core VM): chunks
+// keep a foreground command from waiting behind a whole batch (100 locks: about an idle round
+// trip), while the call's own cost is shared. A watchdog batch goes in one pipeline of them.
 const RenewChunk = 100
 
 // errRenewReply is a renewal reply of an unexpected shape.
@@ -32,8 +31,8 @@ type renewSend struct {
 	many   bool
 }
 
-// renewBufs are a renewal round's buffers, reused from round to round (Node.renewBufs): a round of a
-// thousand renewals would otherwise allocate about 90 KB more.
+// renewBufs are a renewal round's buffers, reused from round to round (Node.renewBufs): a round of
+// a thousand renewals would otherwise allocate about 90 KB more.
 type renewBufs struct {
 	sends []renewSend
 	order []int    // the items, as the sends take them
@@ -65,6 +64,7 @@ func (n *Node) renewPlan(b *renewBufs, items []RenewItem) {
 			b.order = append(b.order, i)
 		}
 	}
+
 	locks := b.order[plain:]
 	if n.cluster {
 		b.slots = slices.Grow(b.slots[:0], len(items))[:len(items)]
@@ -83,6 +83,7 @@ func (n *Node) renewPlan(b *renewBufs, items []RenewItem) {
 	if n.cluster || mixed {
 		slices.SortStableFunc(locks, apart)
 	}
+
 	for lo := 0; lo < len(locks); {
 		hi := min(lo+n.renewChunk, len(locks))
 		for j := lo + 1; j < hi; j++ {
@@ -104,26 +105,24 @@ func batchable(it *RenewItem) bool {
 
 // renewCalls builds the round's calls: renew_many.lua's in b's buffers, the others with renewCall.
 func (n *Node) renewCalls(b *renewBufs, items []RenewItem) {
-	var calls, locks int
-	for _, s := range b.sends {
-		if s.many {
-			calls++
-			locks += s.hi - s.lo
-		}
-	}
 	// The owner checks' prefixes, token NUL (fence NUL), in one string for the round.
+	var calls, locks int
 	b.pre = b.pre[:0]
 	for _, s := range b.sends {
-		if s.many {
-			for _, i := range b.order[s.lo:s.hi] {
-				b.pre = append(append(b.pre, items[i].Token.(string)...), 0)
-				if n.Fenced {
-					b.pre = append(strconv.AppendInt(b.pre, items[i].K.Fence, 10), 0)
-				}
+		if !s.many {
+			continue
+		}
+		calls++
+		locks += s.hi - s.lo
+		for _, i := range b.order[s.lo:s.hi] {
+			b.pre = append(append(b.pre, items[i].Token.(string)...), 0)
+			if n.Fenced {
+				b.pre = append(strconv.AppendInt(b.pre, items[i].K.Fence, 10), 0)
 			}
 		}
 	}
 	pre := string(b.pre)
+
 	// Grown once, before any call refers to them: each call sends its keys and prefixes in place.
 	need := 4*calls + 2*locks
 	b.argv = slices.Grow(b.argv[:0], need)[:need]
@@ -167,18 +166,15 @@ func (b *renewBufs) release(pool *sync.Pool) {
 	pool.Put(b)
 }
 
-// renewVia sends the renewals of items in a pipeline of newPipe's (and, for the scripts the server
-// lacked, a second one with EVAL) and fills in their outcomes. With wait, each pipeline ends with
-// WAIT for the replicas (WithReplicaAck over a client that gives no connection of its own); the
-// last WAIT is returned. It returns an error when every renewal failed.
+// renewVia sends the renewals of items in a pipeline of newPipe's (those whose script the server
+// lacked again, as EVAL, in a second) and fills in their outcomes; it fails when every one did.
+// With wait, each pipeline ends with WAIT (see ackedPipeline), and the last WAIT is returned.
 func (n *Node) renewVia(ctx context.Context, newPipe func() redis.Pipeliner, items []RenewItem, wait bool) (*redis.IntCmd, error) {
-	b, _ := n.renewBufs.Get().(*renewBufs)
-	if b == nil {
-		b = new(renewBufs)
-	}
+	b := n.renewBufs.Get().(*renewBufs)
 	defer b.release(&n.renewBufs)
 	n.renewPlan(b, items)
 	n.renewCalls(b, items)
+
 	var w *redis.IntCmd
 	exec := func(p redis.Pipeliner) error {
 		if wait {
@@ -188,6 +184,7 @@ func (n *Node) renewVia(ctx context.Context, newPipe func() redis.Pipeliner, ite
 		_, err := p.Exec(ctx)
 		return err
 	}
+
 	p := newPipe()
 	for j := range b.sends {
 		s := &b.sends[j]
@@ -195,6 +192,7 @@ func (n *Node) renewVia(ctx context.Context, newPipe func() redis.Pipeliner, ite
 		_ = p.Process(ctx, s.cmd)
 	}
 	err := exec(p)
+
 	var again redis.Pipeliner
 	for j := range b.sends {
 		s := &b.sends[j]
@@ -209,6 +207,7 @@ func (n *Node) renewVia(ctx context.Context, newPipe func() redis.Pipeliner, ite
 	if again != nil {
 		err = exec(again)
 	}
+
 	failed := 0
 	for j := range b.sends {
 		failed += b.sends[j].outcomes(items, b.order)
@@ -223,14 +222,14 @@ func (n *Node) renewVia(ctx context.Context, newPipe func() redis.Pipeliner, ite
 func (s *renewSend) outcomes(items []RenewItem, order []int) (failed int) {
 	idx := order[s.lo:s.hi]
 	if !s.many {
-		it := &items[idx[0]]
 		v, err := s.cmd.Int64()
-		it.OK, it.Err = v == 1, err
+		items[idx[0]].OK, items[idx[0]].Err = v == 1, err
 		if err != nil {
 			return 1
 		}
 		return 0
 	}
+
 	v, err := s.cmd.Result()
 	if n, ok := v.(int64); ok && err == nil && n == int64(len(idx)) { // every one renewed
 		for _, i := range idx {
@@ -242,21 +241,21 @@ func (s *renewSend) outcomes(items []RenewItem, order []int) (failed int) {
 	if err == nil && (!ok || len(vals) != len(idx)) {
 		err = errRenewReply
 	}
+
 	for j, i := range idx {
 		it := &items[i]
-		if err != nil {
-			it.OK, it.Err = false, err
-			failed++
-			continue
+		it.OK, it.Err = false, err
+		if err == nil {
+			switch v := vals[j].(type) {
+			case int64:
+				it.OK = v == 1
+			case error:
+				it.Err = v
+			default:
+				it.Err = errRenewReply
+			}
 		}
-		switch v := vals[j].(type) {
-		case int64:
-			it.OK, it.Err = v == 1, nil
-		case error:
-			it.OK, it.Err = false, v
-			failed++
-		default:
-			it.OK, it.Err = false, errRenewReply
+		if it.Err != nil {
 			failed++
 		}
 	}

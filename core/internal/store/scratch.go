@@ -6,10 +6,9 @@ import (
 	"github.com/lockkit/lockkit/core/internal/script"
 )
 
-// Scratch is what one acquisition or one release of a plain lock needs only while it runs: the
-// acquire request, its TTL argument and the rooms of the command lines (Keys.Lines). Scratches
-// pools them, so that a lone caller's lock + unlock allocates none of it and a held lock keeps
-// none of it (issue #38: allocations per lock + unlock, memory per held lock).
+// Scratch is what one acquisition or release of a plain lock needs only while it runs: the acquire
+// request, its TTL argument and the rooms of the command lines (Keys.Lines). Pooled, so that a lock
+// + unlock allocates none of it and a held lock keeps none of it (issue #38).
 type Scratch struct {
 	Req   AcquireReq
 	TTLMS int64

@@ -2,17 +2,15 @@ package store
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/lockkit/lockkit/core/internal/script"
 )
 
 // TakeSet is one all-or-nothing attempt of a set of locks (AcquireAll) on groups, the keys of one
-// slot each, in slot order, for r's token: one script per group, in turn. It returns when every
-// group was taken (busy nil; fences and sent, one entry per group, filled in), or the keys found
-// taken and how long they stay taken, after giving back what the attempt took; or the error that
-// ended it, after giving back what the attempt may have taken (through gb when a reply was lost).
+// slot each, in slot order: one script per group, in turn. It returns when every group was taken
+// (busy nil; fences and sent filled in, one entry per group), or the keys found taken and for how
+// long, or the error that ended it, after giving back what the attempt took or may have taken.
 func TakeSet(ctx context.Context, st Store, gb *GiveBacks, groups [][]*Keys, r *AcquireReq, fences [][]int64, sent []time.Time) (busy *Keys, retry time.Duration, err error) {
 	for gi, g := range groups {
 		sent[gi] = time.Now()
@@ -34,9 +32,8 @@ func TakeSet(ctx context.Context, st Store, gb *GiveBacks, groups [][]*Keys, r *
 	return nil, 0, nil
 }
 
-// ReleaseGroups gives back what an attempt of TakeSet took of groups (fences: its fences per
-// group), one script per group, so that nothing stays held by a failed attempt; a group whose
-// reply was lost is given back through gb.
+// ReleaseGroups gives back what an attempt of TakeSet took of groups (fences: per group), one
+// script per group; a group whose reply was lost is given back through gb.
 func ReleaseGroups(ctx context.Context, st Store, gb *GiveBacks, groups [][]*Keys, r *AcquireReq, fences [][]int64) {
 	for gi, g := range groups {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(r.TTL, 5*time.Second))
@@ -48,6 +45,7 @@ func ReleaseGroups(ctx context.Context, st Store, gb *GiveBacks, groups [][]*Key
 	}
 }
 
+// giveBackAll gives back, through gb, r's holds on the locks g, which an attempt may have taken.
 func giveBackAll(gb *GiveBacks, g []*Keys, r *AcquireReq, after error) {
 	for _, k := range g {
 		gb.Give(*k, r.Token, r.Hold, false, r.TTL, after)
@@ -63,28 +61,15 @@ func (n *Node) takeAll(ctx context.Context, r *AcquireReq) (AcquireResult, error
 	}
 	call := (&script.AcquireAll{Locks: locks, Token: r.Token, TTL: MS(r.TTL), Hold: r.Hold, Label: n.label,
 		Waiting: r.Waiting.arg()}).Call()
-	var res AcquireResult
-	if n.replicas == 0 {
-		v, err := call.Run(ctx, n.send).Result()
-		if err != nil {
-			return AcquireResult{}, err
-		}
-		return parseSet(v, len(ks))
-	}
-	acked, err := n.acked(ctx, call, func(v any) (need bool, err error) {
-		res, err = parseSet(v, len(ks))
-		return err == nil && res.OK, err
-	})
-	if err != nil || !res.OK {
+	parse := func(v any) (AcquireResult, error) { return parseSet(v, len(ks)) }
+	res, acked, err := n.grant(ctx, call, parse)
+	if err != nil || !res.OK || acked >= int64(n.replicas) {
 		return res, err
 	}
-	if acked < int64(n.replicas) {
-		k := *ks[0]
-		_, _ = n.releaseAll(context.WithoutCancel(ctx), &ReleaseReq{Set: ks, Token: r.Token, Hold: r.Hold, Fences: res.Fences})
-		return AcquireResult{}, &AckError{what: "the locks of " + k.Name + "'s set", acked: acked, want: int64(n.replicas),
-			wait: n.replicaWait}
-	}
-	return res, nil
+
+	rel := ReleaseReq{Set: ks, Token: r.Token, Hold: r.Hold, Fences: res.Fences}
+	_, _ = n.releaseAll(context.WithoutCancel(ctx), &rel)
+	return AcquireResult{}, n.ackError("the locks of "+ks[0].Name+"'s set", acked)
 }
 
 // parseSet reads acquire_all.lua's reply for n locks: the fences, one per lock, or the index of
@@ -117,11 +102,9 @@ func (n *Node) releaseAll(ctx context.Context, r *ReleaseReq) ([]int64, error) {
 	a := script.ReleaseAll{Locks: make([]string, len(ks)), Token: r.Token, Pub: n.pubCmd, Msg: n.id, Hold: r.Hold,
 		Fences: make([]any, len(ks))}
 	for i, k := range ks {
-		a.Locks[i] = k.Main
+		a.Locks[i], a.Fences[i] = k.Main, k.fenceArg()
 		if fences != nil {
 			a.Fences[i] = fences[i]
-		} else {
-			a.Fences[i] = k.fenceArg()
 		}
 	}
 	v, err := a.Call().Run(ctx, n.send).Slice()
@@ -134,7 +117,7 @@ func (n *Node) releaseAll(ctx context.Context, r *ReleaseReq) ([]int64, error) {
 		left[i] = releaseReply(left[i], nil)
 	}
 	if len(left) != len(ks) {
-		return nil, errors.New("unexpected release reply")
+		return nil, errReleaseReply
 	}
 	return left, nil
 }

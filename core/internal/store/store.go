@@ -13,26 +13,23 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Store is the seam between the lock logic and Redis: Node talks to one go-redis client
-// (standalone, Sentinel or Cluster), Redlock fans out to independent nodes. Both run the scripts of
-// core/internal/script. Each operation takes one request value; errors are the store's own (a
-// *QuorumError, ErrUnsupported, an *AckError, or go-redis's), which core translates in one place.
+// Store is the seam between the lock logic and Redis (Node, Redlock). Each operation takes one
+// request; errors are the store's own (a *QuorumError, ErrUnsupported, an *AckError, or
+// go-redis's), which core translates in one place.
 type Store interface {
-	// Acquire is one attempt of r: on the lock, fair lock or semaphore r.Keys, or, with r.Set, on
-	// every lock of the set at once, all or nothing (AcquireAll).
+	// Acquire is one attempt of r: on r.Keys, or on every lock of r.Set, all or nothing.
 	Acquire(ctx context.Context, r *AcquireReq) (AcquireResult, error)
-	// Release gives back what r names: one hold, one hold on each lock of a set, or a waiter's
-	// place in a Redis-side queue (see ReleaseReq).
+	// Release gives back what r names (see ReleaseReq).
 	Release(ctx context.Context, r ReleaseReq) (ReleaseResult, error)
 	// Renew fills in OK and Err of every item; it returns an error when the whole batch failed.
 	Renew(ctx context.Context, items []RenewItem) error
-	// TTL returns what remains of the TTL of r.Token's hold, or with r.Extend sets it to that
-	// (Lock.Extend); ok is false when r.Token does not hold the lock.
+	// TTL returns the TTL left on r.Token's hold, or with r.Extend sets it (Lock.Extend); ok is
+	// false when r.Token does not hold the lock.
 	TTL(ctx context.Context, r TTLReq) (d time.Duration, ok bool, err error)
 	// Inspect reads the name of r without changing anything (Client.Inspect).
 	Inspect(ctx context.Context, r NameReq) (Info, error)
-	// ForceRelease deletes every hold of the name of r and publishes r.Msg, or wakes the fair
-	// queue's head (Client.ForceRelease); it reports whether there was a hold to delete.
+	// ForceRelease deletes every hold of the name and publishes r.Msg, or wakes the fair queue's
+	// head; it reports whether there was a hold to delete.
 	ForceRelease(ctx context.Context, r NameReq) (bool, error)
 	// Caps says what the store can do, and where release channels are subscribed.
 	Caps() Caps
@@ -42,15 +39,13 @@ type Store interface {
 
 // Caps are what a store can do, or does itself.
 type Caps struct {
-	// Fair and Permits: Fair mode (a Redis-side queue) and semaphores. Not over Redlock: each
-	// node would keep its own queue, and majorities of nodes do not bound a count. Sets:
-	// AcquireAll (not over Redlock, see AcquireAll).
+	// Fair mode (a Redis-side queue), semaphores, AcquireAll: not over Redlock, where each node
+	// would keep its own queue and majorities of nodes do not bound a count (sets: see AcquireAll).
 	Fair, Permits, Sets bool
 	// AttemptHolds: each acquire attempt after the first takes its own hold id (Redlock: a
 	// failed attempt's late give-back must drop only its own hold on a node).
 	AttemptHolds bool
-	// Undoes: the store gives back what a failed or unanswered attempt may have taken itself
-	// (Redlock), so the Client does not.
+	// Undoes: the store itself gives back what a failed or unanswered attempt may have taken.
 	Undoes bool
 	// ReentryFence: a re-entry names the fence of the acquisition it enters; off where nodes may
 	// record different fences for one acquisition (Redlock).
@@ -60,8 +55,7 @@ type Caps struct {
 }
 
 // ReleaseReq is one release: of one hold of Token on Keys, or on each lock of Set; or, with
-// Waiter, of a waiting acquisition's place in Keys's Redis-side queue (fair mode, permits), handing
-// on a lock or permit a release granted it meanwhile.
+// Waiter, of a waiting acquisition's place in Keys's queue, handing on what a release granted it.
 type ReleaseReq struct {
 	Keys        *Keys
 	Set         []*Keys // in place of Keys: the locks of one slot (LockSet.Release)
@@ -88,8 +82,8 @@ type TTLReq struct {
 	Extend  time.Duration // more than 0: set the TTL to this (Lock.Extend)
 }
 
-// NameReq names a name as every kind of hold keys it: Lock as a lock, Sem as a semaphore (the
-// read-write lock's keys follow from Lock). Msg is what ForceRelease publishes.
+// NameReq is a name's keys as a lock and as a semaphore (a read-write lock's follow from Lock).
+// Msg is what ForceRelease publishes.
 type NameReq struct {
 	Lock, Sem *Keys
 	Msg       string
@@ -99,8 +93,7 @@ type NameReq struct {
 // of locks); core answers ErrInvalid, and refuses such calls before they reach the store.
 var ErrUnsupported = errors.New("not supported over Redlock")
 
-// QuorumError is a Redlock operation that did not reach a quorum: core.QuorumError, with the same
-// fields and meaning, is what core returns for it (and whose message says it all).
+// QuorumError is a Redlock operation that did not reach a quorum (core.QuorumError says it all).
 type QuorumError struct {
 	Op                         string
 	Nodes, Quorum, OK, Refused int
@@ -129,10 +122,9 @@ type AcquireResult struct {
 	Guarded    bool   // the guard key exists; nothing was taken
 	Value      string // the guard key's value
 	NotHeld    bool   // a re-entry found no acquisition of its token to enter (lk_entry in lock.lua)
-	// Split: over Redlock, the attempt was granted on some nodes, fewer than a quorum, and gave
-	// them back. Callers that arrived together may have split the vote, each giving its minority
-	// back at once, which wakes no waiter (a waiter wakes on a release a quorum of nodes publish):
-	// the lock may be free a round trip later.
+	// Split: over Redlock, fewer than a quorum of nodes granted the attempt, which gave them back.
+	// Callers may have split the vote, and such give-backs wake no waiter (a waiter wakes on a
+	// release a quorum of nodes publish): the lock may be free a round trip later.
 	Split bool
 }
 
@@ -151,8 +143,8 @@ type AcquireReq struct {
 	FloorArg  any           // floor, boxed once (nil: boxed per call)
 	Limit     int           // a semaphore's permits (Permits); 0 for a lock
 	Waiting   WaitMark      // what the acquire script records about the caller's waiting
-	// Entry marks a re-Entry (through a lock's context, or WithOwner): the fence of the acquisition
-	// it enters, or "0" for any acquisition of the token. nil: the call may take the lock afresh.
+	// Entry marks a re-entry: the fence of the acquisition it enters, or "0" for any acquisition
+	// of the token; nil: the call may take the lock afresh.
 	Entry any
 }
 
@@ -222,49 +214,41 @@ type RenewItem struct {
 // was sent, and its reply was lost (a timeout, a cancellation, a broken connection). An error reply
 // from Redis means it did not run; neither did a call that found no connection (a failed dial).
 func MayHaveRun(err error) bool {
-	var ne net.Error
-	switch {
-	case err == nil, notSent(err):
-		return false
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne),
-		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET),
-		errors.Is(err, syscall.EPIPE):
-		return true
-	}
-	return false
+	return err != nil && !notSent(err) && (ended(err) || broken(err))
 }
 
+// MS is d in whole milliseconds, as the scripts take times.
 func MS(d time.Duration) int64 { return int64(d / time.Millisecond) }
 
-// notSent reports whether err says the command never reached Redis: no connection could be made
-// (go-redis returns the dial's error, a *net.OpError whose Op is "dial": refused, unreachable, or
-// its timeout), or none was free in the pool in time.
+// notSent reports whether err says the command never reached Redis: the dial failed (a
+// *net.OpError whose Op is "dial"), or no connection was free in the pool in time.
 func notSent(err error) bool {
 	var op *net.OpError
 	return (errors.As(err, &op) && op.Op == "dial") || errors.Is(err, syscall.ECONNREFUSED) ||
 		errors.Is(err, redis.ErrPoolTimeout)
 }
 
-// Unreached reports whether err says Redis could not be reached: no connection (see notSent), a
-// connection broken or closed, or a network timeout. An error reply is an answer (false), and so
-// is an ended context, which says nothing about Redis.
-func Unreached(err error) bool {
+// ended reports whether err says the caller's context ended.
+func ended(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// broken reports whether err says the connection broke, closed or timed out.
+func broken(err error) bool {
 	var ne net.Error
-	switch {
-	case err == nil:
-		return false
-	case notSent(err):
-		return true
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return false
-	}
 	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
-// Refused returns why Redis refused a command for a reason that no retry changes, or "" for any
-// other error: "credentials" (WRONGPASS, NOAUTH), "permission" (NOPERM, or a command a script runs
-// that the ACL user lacks) or "command" (unknown to the server, or renamed away).
+// Unreached reports whether err says Redis could not be reached: no connection (notSent), or a
+// broken one. An error reply is an answer, and an ended context says nothing about Redis.
+func Unreached(err error) bool {
+	return err != nil && (notSent(err) || !ended(err) && broken(err))
+}
+
+// Refused returns why Redis refused a command for good, or "": "credentials" (WRONGPASS,
+// NOAUTH), "permission" (NOPERM, or a command a script runs that the ACL user lacks) or "command"
+// (unknown to the server, or renamed away).
 func Refused(err error) string {
 	var re redis.Error
 	if err == nil || !errors.As(err, &re) {
