@@ -39,8 +39,7 @@ type lanes struct {
 const (
 	// epochLen commands make an epoch: 25 ms at 40 000 commands a second.
 	epochLen = 1024
-	// settleLen commands make the unmeasured epoch after a switch (the pipeliner's waves
-	// re-form).
+	// settleLen commands make the unmeasured epoch after a switch (the pipeliner's waves re-form).
 	settleLen = 256
 	// probeEvery measured epochs, the policy not chosen runs one (after its settling one). A
 	// probe that loses clearly doubles the interval, up to probeMax; one that does not puts it

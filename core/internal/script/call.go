@@ -180,13 +180,6 @@ func IsNoScript(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
 }
 
-// opt appends the optional trailing key or argument v, if given.
-func (c *Call) opt(v any) {
-	if !absent(v) {
-		c.argv = append(c.argv, v)
-	}
-}
-
 // absent reports whether the optional argument v is not given: nil or "".
 func absent(v any) bool {
 	s, ok := v.(string)

@@ -58,7 +58,9 @@ type AcquireFair struct {
 func (a *AcquireFair) Call() Call {
 	c := Scripts().AcquireFair.call(nil, 3, 10)
 	c.argv = append(c.argv, a.Lock, a.Queue, a.Deadlines, a.Token, a.TTL, a.Timeout, a.Hold, a.Label, a.Pub)
-	c.opt(a.Entry)
+	if !absent(a.Entry) { // (an optional trailing argument)
+		c.argv = append(c.argv, a.Entry)
+	}
 	return c
 }
 
