@@ -23,25 +23,20 @@ const (
 	giveBackground                 // release in the background (giveBack): a hold declared expired
 )
 
-// end ends the hold: the one way every hold ends, whether by Release or ReleaseSet (why
-// stateReleased), Client.Close (stateClosed), WithMaxHold's limit (stateEnded) or a loss
-// (stateLost, through endAll). In this order, every time:
+// end ends the hold, the one way every hold ends: Release or ReleaseSet (stateReleased),
+// Client.Close (stateClosed), WithMaxHold (stateEnded) or a loss (stateLost, through endAll).
+// In this order, every time:
 //
-//  1. cancel and state, in one step under l.mu: the lock's context is cancelled with cause and the
-//     hold marked ended, so that nobody sees the one without the other;
+//  1. in one step under l.mu, the lock's context is cancelled with cause and the hold marked ended;
 //  2. the watchdog stops renewing it;
-//  3. a loss is reported to the hook (Lost), before anything is given back: whoever observes Lost
-//     sees it before this Client lets anybody else have the name;
-//  4. the hold is given back in Redis as give says. The reply may correct the state: a release
-//     that finds the lock gone makes the end a loss (and the Client's other holds of it too); a
-//     Release that cannot reach Redis leaves the hold to be released again;
-//  5. any other end is reported to the hook (Released), with the release's outcome: a release that
-//     found the lock gone reports its error (and the Client's other holds of it lost, through
-//     Client.lost, after the reply). The hook hears of each hold once.
+//  3. a loss is reported to the hook (Lost) before this Client lets anybody else have the name;
+//  4. the hold is given back in Redis as give says. A release that finds the lock gone makes the
+//     end a loss (and, after the reply, the Client's other holds of it); a Release that cannot
+//     reach Redis leaves the hold to be released again;
+//  5. any other end is reported to the hook (Released), with the release's outcome.
 //
 // It reports false when the hold had ended already (nothing is done), and the release's error.
-// (A LockSet ends its holds in the same steps, sending their releases together: begin, then one
-// round trip per slot, then finish for each.)
+// (A LockSet sends its holds' releases together: begin, one round trip per slot, finish.)
 func (l *Lock) end(ctx context.Context, why holdState, cause error, give giveMode, set *store.ReleaseSet) (bool, error) {
 	if !l.begin(why, cause) {
 		return false, nil
@@ -49,7 +44,7 @@ func (l *Lock) end(ctx context.Context, why holdState, cause error, give giveMod
 	return true, l.giveUp(ctx, why, give, set)
 }
 
-// giveUp is end's steps 4 and 5 for a hold that begin ended: the release (give) and its outcome.
+// giveUp is end's steps 4 and 5.
 func (l *Lock) giveUp(ctx context.Context, why holdState, give giveMode, set *store.ReleaseSet) error {
 	if l.nested {
 		give = giveNone // a nested read-write hold shares its outer hold's acquisition (rwlock.go)
@@ -71,9 +66,7 @@ func (l *Lock) giveUp(ctx context.Context, why holdState, give giveMode, set *st
 			l.c.scratch.Put(sc, err == nil)
 		}
 	case giveBackground:
-		// Declared expired while a renewal may still be on its way: one that reaches Redis in time
-		// re-extends the lock, which nobody would hold for a full TTL (owner-checked: a lock that
-		// passed on is not touched).
+		// A renewal still on its way may re-extend the lock (owner-checked: nothing passed on).
 		l.c.giveBack(l, nil)
 	}
 	return l.finish(why, give == giveNow, n, err)
@@ -87,6 +80,7 @@ func (l *Lock) begin(why holdState, cause error) bool {
 		l.mu.Unlock()
 		return false
 	}
+
 	l.state = why
 	if why != stateReleased {
 		l.cause = cause
@@ -100,17 +94,16 @@ func (l *Lock) begin(why holdState, cause error) bool {
 	return true
 }
 
-// finish is end's steps 4 (the reply of a release that was sent: the holds left n, or err) and 5;
-// it returns the release's error.
+// finish is end's steps 4 (the reply to a release sent: the holds left n, or err) and 5.
 func (l *Lock) finish(why holdState, sent bool, n int64, err error) error {
 	if sent {
 		l.c.reach(err)
 		switch {
-		case err != nil && why == stateReleased && !isAckError(err):
-			l.setState(stateHeld, nil) // not released: Release may be called again
-			err = unavailable("release", err)
 		case err != nil:
-			err = unavailable("release", err) // (a *store.AckError: released, not acknowledged)
+			if why == stateReleased && !isAckError(err) { // (an AckError: released, not acknowledged)
+				l.setState(stateHeld, nil) // not released: Release may be called again
+			}
+			err = unavailable("release", err)
 		case n == store.Vanished && l.c.wd.validNow(l):
 			n = 0 // a replay after the next holder's key expired: released (store.Vanished)
 		case n < 0:
@@ -120,6 +113,7 @@ func (l *Lock) finish(why holdState, sent bool, n int64, err error) error {
 			l.c.wd.notOwner(l.entry) // this Client's other holds of the lock are gone too
 		}
 	}
+
 	if err != nil && why == stateEnded { // nobody waits for this release's outcome
 		l.c.log(slog.LevelWarn, "releasing a hold ended by its maximum hold failed; it expires within its TTL",
 			slog.String("name", l.k.Name), slog.Any("error", err))
@@ -128,8 +122,8 @@ func (l *Lock) finish(why holdState, sent bool, n int64, err error) error {
 	return err
 }
 
-// isAckError reports whether err is (or wraps) a *store.AckError. (A function of its own: errors.As's
-// target escapes, and finish must not allocate for the release that succeeded.)
+// isAckError reports whether err wraps a *store.AckError (a function of its own: errors.As's
+// target escapes, and finish must not allocate for a release that succeeded).
 func isAckError(err error) bool {
 	var short *store.AckError
 	return errors.As(err, &short)
@@ -143,14 +137,12 @@ func (l *Lock) stopLocked(cause error) context.CancelCauseFunc {
 	}
 	l.ended = cause
 	if l.ctx == nil && l.vctx.Context != nil && ctxDone(l.vctx.Context) {
-		// The parent ended first: so would the context have.
-		l.ended, l.parentEnded = context.Cause(l.vctx.Context), true
+		l.ended, l.parentEnded = context.Cause(l.vctx.Context), true // (so would the context have)
 	}
 	return l.stop
 }
 
-// ctxDone reports whether ctx's Done is closed. (Not ctx.Err: an outer hold's context ends its hold
-// in Err once its deadline passed (holdCtx), which takes the watchdog's and that hold's mutexes.)
+// ctxDone reports whether ctx's Done is closed (not Err: an outer hold's holdCtx.Err takes mutexes).
 func ctxDone(ctx context.Context) bool {
 	select {
 	case <-ctx.Done():
@@ -160,12 +152,20 @@ func ctxDone(ctx context.Context) bool {
 	}
 }
 
-// reportEnd runs the hook's Lost (lost) or Released once per hold.
+// reportEnd runs the hook's Lost (lost) or Released, once per hold.
 func (l *Lock) reportEnd(lost bool, holds int64, err error) {
 	h := l.c.hook
-	if h == nil || (lost && h.Lost == nil) || (!lost && h.Released == nil) || !l.endReported() {
+	if h == nil || (lost && h.Lost == nil) || (!lost && h.Released == nil) {
 		return
 	}
+	l.mu.Lock()
+	reported := l.reported
+	l.reported = true
+	l.mu.Unlock()
+	if reported {
+		return
+	}
+
 	held, last := l.c.wd.endOf(l)
 	in := HoldInfo{Lock: l, Held: held, Last: last, Duration: time.Since(l.acquired), Err: err}
 	if lost {
@@ -177,20 +177,9 @@ func (l *Lock) reportEnd(lost bool, holds int64, err error) {
 	h.Released(l.Context(), in)
 }
 
-// endReported marks the hold's end as reported to the hook; it reports false if it was already.
-func (l *Lock) endReported() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	first := !l.reported
-	l.reported = true
-	return first
-}
-
-// endAll ends holds that end together (an entry the watchdog gave up, Close, WithMaxHold), inner
-// holds first: a nested hold's context derives from its outer hold's, and its holder must find it
-// ended by the time that context is done. Every context ends, and every loss is reported, before
-// the first release is sent, so that a slow release does not postpone the end of another hold. It
-// returns the first release error.
+// endAll ends holds that end together (Close, WithMaxHold, nested holds; a lost entry in the same
+// steps), inner holds first: their contexts derive from their outer holds'. Every context ends, and
+// every loss is reported, before the first release is sent. It returns the first release error.
 func endAll(ctx context.Context, locks []*Lock, why holdState, cause func(*Lock) error, give giveMode) error {
 	ended := beginAll(locks, why, cause)
 	if why == stateLost {
@@ -225,8 +214,7 @@ func reportLost(ended []*Lock) {
 	}
 }
 
-// giveUpAll is endAll's steps 4 and 5 for the holds beginAll ended; it returns the first release
-// error.
+// giveUpAll is endAll's steps 4 and 5; it returns the first release error.
 func giveUpAll(ctx context.Context, ended []*Lock, why holdState, give giveMode) error {
 	var first error
 	for _, l := range ended {
@@ -250,18 +238,15 @@ func (c *Client) giveBack(l *Lock, after error) {
 }
 
 // outlived gives back a hold whose acquisition was answered after its validity deadline (sent +
-// TTL − drift, less the watchdog's guard for its own lateness) and returns an error saying so; nil
-// when the reply came in time. Redis may have run
-// the script at any moment since it was sent, so how long such a lock is still ours is unknown: a
-// slow network or a paused Redis must not hand out a lock whose safety margin is spent.
+// TTL − drift: Redis may have run the script at any moment since) and returns an error saying so.
 func (c *Client) outlived(ctx context.Context, l *Lock, sent time.Time) error {
 	lease := l.firstLease()
-	now := time.Now()
-	took := now.Sub(sent)
+	took := time.Since(sent)
 	validity := lease - c.opt.drift(lease)
 	if took < validity {
 		return nil
 	}
+
 	// The lock expires at most TTL from now: there is no point in trying for longer.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.ttl)
 	l.k.Lines = nil // (its own command line: a release that fails may run on from it, see store.Scratches.Put)
@@ -275,9 +260,7 @@ func (c *Client) outlived(ctx context.Context, l *Lock, sent time.Time) error {
 		took.Round(time.Millisecond), validity, back))
 }
 
-// endHolds ends holds whose WithMaxHold deadline passed, in one watchdog round (the watchdog no
-// longer renews them for them): every context is cancelled with a *MaxHoldError, then each hold is
-// released (endAll).
+// endHolds ends the holds whose WithMaxHold deadline passed in one watchdog round (endAll).
 func (c *Client) endHolds(sets []lostSet) {
 	ctx, cancel := context.WithTimeout(c.backs.Context(), 5*time.Second) // the locks expire within their TTL anyway
 	defer cancel()
@@ -287,9 +270,6 @@ func (c *Client) endHolds(sets []lostSet) {
 
 // flatten returns the holds of sets in one slice.
 func flatten(sets []lostSet) []*Lock {
-	if len(sets) == 1 {
-		return sets[0].locks
-	}
 	var all []*Lock
 	for _, set := range sets {
 		all = append(all, set.locks...)
@@ -297,14 +277,12 @@ func flatten(sets []lostSet) []*Lock {
 	return all
 }
 
-// lost ends the holds of an entry the watchdog gave up. A hold declared expired is given back in
-// the background: a renewal still on its way may have re-extended it.
+// lost ends the holds of an entry the watchdog gave up.
 func (c *Client) lost(ls lostSet) {
 	c.finishLost(ls, cancelLost(ls))
 }
 
-// cancelLost is lost's steps 1 and 2: it cancels the contexts of ls's holds (beginAll) and returns
-// the holds it ended.
+// cancelLost is lost's steps 1 and 2 (beginAll): it returns the holds it ended.
 func cancelLost(ls lostSet) []*Lock {
 	if len(ls.locks) == 0 {
 		return nil
@@ -313,7 +291,7 @@ func cancelLost(ls lostSet) []*Lock {
 }
 
 // finishLost is the rest of lost, for the holds cancelLost ended: the hook's Lost, the log line,
-// then the give-back.
+// then the give-back (giveBackground for an expired hold).
 func (c *Client) finishLost(ls lostSet, ended []*Lock) {
 	if len(ls.locks) == 0 {
 		return
@@ -323,6 +301,7 @@ func (c *Client) finishLost(ls lostSet, ended []*Lock) {
 		give = giveBackground
 	}
 	reportLost(ended)
+
 	attrs := []slog.Attr{slog.String("name", ls.locks[0].k.Name), slog.String("reason", ls.why)}
 	if ls.err != nil {
 		attrs = append(attrs, slog.Any("error", ls.err))
@@ -331,13 +310,12 @@ func (c *Client) finishLost(ls lostSet, ended []*Lock) {
 	_ = giveUpAll(context.Background(), ended, stateLost, give)
 }
 
-// endNested ends the holds nested in l (a read-write hold), innermost first, each with l's why
-// and cause, before l itself ends; nothing can nest in l afterwards. (A nested hold's context
-// derives from its outer hold's: its holder finds it ended by the time that context is done.)
+// endNested ends the holds nested in l (read-write) with l's why and cause; none can nest afterwards.
 func (l *Lock) endNested(why holdState, cause error) {
 	if !l.kind.rw() {
 		return
 	}
+
 	w := l.c.wd
 	w.mu.Lock()
 	l.closed = true

@@ -12,15 +12,12 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// A server whose memory is limited evicts keys under a policy, and every key lockkit writes has a
-// TTL: a volatile-* policy (the default of the managed services) evicts exactly them, and a lock
-// whose key is evicted can be taken by another caller before its holder learns it at its next
-// renewal. The eviction check reads INFO memory on every master the Client writes to (each
-// Redlock node, each master of a cluster) and logs one warning per master that may evict. It
-// starts with the Client's first acquisition, in the background, and looks again every
-// evictionEvery for masters it has not checked (a Sentinel or cluster failover promotes a server
-// with another run_id). A server that denies INFO (the ACL of docs/security.md) is said once, at
-// Info level, and the check stops.
+// A volatile-* eviction policy (the managed services' default) evicts exactly the keys with a TTL,
+// as every lock key is: an evicted lock can be taken by another caller before its holder learns it.
+// The eviction check reads INFO on every master the Client writes to and warns once per master
+// that may evict. It starts with the Client's first acquisition, in the background, and looks
+// again every evictionEvery for masters not checked (a failover promotes another run_id). A server
+// that denies INFO (the ACL of docs/security.md) is said once, at Info level, and the check stops.
 
 // evictionEvery is how often the eviction check looks for masters it has not checked.
 const evictionEvery = time.Minute
@@ -38,10 +35,8 @@ type evictionCheck struct {
 	every time.Duration
 
 	mu      sync.Mutex
-	started bool
 	stopped bool
-	cancel  context.CancelFunc // ends the running check's requests
-	stop    chan struct{}
+	cancel  context.CancelFunc // ends the running check; nil until it starts
 	done    chan struct{}
 	checked map[string]bool // run_ids checked
 	denied  bool            // a server denied INFO (said once; the check stops)
@@ -49,8 +44,8 @@ type evictionCheck struct {
 }
 
 func newEvictionCheck(nodes []redis.UniversalClient, log func(slog.Level, string, ...slog.Attr)) *evictionCheck {
-	return &evictionCheck{nodes: nodes, log: log, every: evictionEvery, stop: make(chan struct{}),
-		done: make(chan struct{}), checked: map[string]bool{}}
+	return &evictionCheck{nodes: nodes, log: log, every: evictionEvery, done: make(chan struct{}),
+		checked: map[string]bool{}}
 }
 
 // start starts the check unless it is running or stopped.
@@ -60,10 +55,9 @@ func (e *evictionCheck) start() {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.started || e.stopped {
+	if e.cancel != nil || e.stopped {
 		return
 	}
-	e.started = true
 	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel = cancel
 	go e.run(ctx)
@@ -75,34 +69,23 @@ func (e *evictionCheck) close() {
 		return
 	}
 	e.mu.Lock()
-	started := e.started
-	if !e.stopped {
-		e.stopped = true
-		close(e.stop)
-		if e.cancel != nil {
-			e.cancel()
-		}
-	}
+	e.stopped = true
+	cancel := e.cancel
 	e.mu.Unlock()
-	if started {
+	if cancel != nil {
+		cancel()
 		<-e.done
 	}
 }
 
 func (e *evictionCheck) run(ctx context.Context) {
 	defer close(e.done)
-	t := time.NewTimer(0)
-	defer t.Stop()
-	for {
+	for e.round(ctx) {
 		select {
-		case <-e.stop:
+		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-time.After(e.every):
 		}
-		if !e.round(ctx) {
-			return
-		}
-		t.Reset(e.every)
 	}
 }
 
@@ -140,6 +123,7 @@ func (e *evictionCheck) node(ctx context.Context, rdb redis.Cmdable, name string
 	if done && id != "" {
 		return
 	}
+
 	mem, err := rdb.Info(ctx, "memory").Result()
 	if err != nil {
 		e.failed(name, err)
@@ -152,6 +136,7 @@ func (e *evictionCheck) node(ctx context.Context, rdb redis.Cmdable, name string
 	}
 	e.checked[id] = true
 	e.mu.Unlock()
+
 	if name == "FailoverClient" {
 		name = "the Sentinel master (port " + srv["tcp_port"] + ")"
 	}
@@ -169,13 +154,13 @@ func (e *evictionCheck) failed(name string, err error) {
 		return // (Close, or a round that took too long: asked again later)
 	}
 	denied := strings.HasPrefix(err.Error(), "NOPERM")
-	e.mu.Lock()
-	say := (denied && !e.denied) || (!denied && !e.quiet)
+	said := &e.quiet
 	if denied {
-		e.denied = true
-	} else {
-		e.quiet = true
+		said = &e.denied
 	}
+	e.mu.Lock()
+	say := !*said
+	*said = true
 	e.mu.Unlock()
 	switch {
 	case !say:

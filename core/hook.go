@@ -9,13 +9,10 @@ import (
 // (see package github.com/lockkit/lockkit/otel/lockotel) installs one with WithHook. Calls are
 // synchronous and must be quick.
 //
-// An acquire call is reported by WaitStart, Attempt (once per round trip) and WaitDone, all with a
-// WaitInfo; a hold it produced by Acquired, Renewed, and then Lost or Released, with a HoldInfo whose
-// Lock identifies the hold. Each hold ends with exactly one Lost or Released call.
-//
-// The context flows through the hook: WaitStart and Acquired return the context used from then on,
-// so a span started there becomes the parent of the Redis commands of the wait and of the work done
-// under the lock (Lock.Context derives from the context Acquired returns).
+// An acquire call is reported by WaitStart, Attempt (once per round trip) and WaitDone, with a
+// WaitInfo; a hold by Acquired, Renewed, and then exactly one Lost or Released, with a HoldInfo
+// whose Lock identifies the hold. WaitStart and Acquired return the context used from then on, so
+// a span started there is the parent of the wait's Redis commands and of the work under the lock.
 type Hook struct {
 	// WaitStart is called when Acquire, TryAcquire or Do starts. It returns the context for the rest
 	// of the call (nil keeps ctx).
@@ -27,22 +24,19 @@ type Hook struct {
 	// Acquired is called on success, after WaitDone, with WaitStart's context. It returns the parent
 	// context of the lock's context (nil keeps ctx). HoldInfo.Lock's Context is not set yet.
 	Acquired func(ctx context.Context, h HoldInfo) context.Context
-	// Renewed is called after every renewal attempt of a held lock: once per renewal, for the
-	// outermost hold this Client still has of it (re-entered holds are renewed together), with that
-	// hold's context.
+	// Renewed is called after every renewal attempt of a held lock, once for the outermost hold
+	// this Client still has of it (re-entered holds are renewed together), with its context.
 	Renewed func(lockCtx context.Context, h HoldInfo)
 	// Lost is called when a held lock is lost, for each of this Client's holds of it, with the
-	// hold's context, already cancelled. A hold's end cancels its context first (and records its
-	// state with it); a loss is then reported here before this Client gives anything back in
-	// Redis: while Lost runs, nobody can take the lock through this Client (only through Redis
-	// forgetting it: expiry, a failover, a deleted key). The exception is a lock found gone by a
-	// release (Redis answered "not held"): the Client's other holds of it are reported Lost after
-	// that reply. Last is set on exactly one of the holds: count losses there.
+	// hold's context, already cancelled, and before this Client gives anything back in Redis:
+	// while Lost runs, nobody can take the lock through this Client (only through Redis forgetting
+	// it: expiry, a failover, a deleted key). The exception is a lock found gone by a release
+	// (Redis answered "not held"): the Client's other holds of it are reported Lost after that
+	// reply. Last is set on exactly one of the holds: count losses there.
 	Lost func(lockCtx context.Context, h HoldInfo)
-	// Released is called when Release or Close ended a hold, with the hold's context, after
-	// Redis answered the release (Err matches ErrNotHeld if the lock was gone already): the context
-	// was cancelled before the release was sent, and another client may hold the lock by the time
-	// Released runs.
+	// Released is called when Release or Close ended a hold, with the hold's context (cancelled
+	// before the release was sent), after Redis answered (Err matches ErrNotHeld if the lock was
+	// gone already): another client may hold the lock by then.
 	Released func(lockCtx context.Context, h HoldInfo)
 }
 
@@ -55,11 +49,9 @@ type WaitInfo struct {
 	Names []string
 	// TTL is the requested TTL.
 	TTL time.Duration
-	// Limit is the semaphore's number of permits when the call takes a permit (Permits), 0 for a
-	// lock.
+	// Limit is the semaphore's number of permits when the call takes a permit (Permits), else 0.
 	Limit int
-	// Mode is "read" or "write" when the call takes a side of a read-write lock (Read, Write), ""
-	// otherwise.
+	// Mode is "read" or "write" when the call takes a side of a read-write lock, else "".
 	Mode string
 	// Attempts is the number of acquire round trips so far (Attempt, WaitDone).
 	Attempts int
@@ -79,18 +71,15 @@ type WaitInfo struct {
 	Err error
 }
 
-// HoldInfo describes a hold: a Lock from its acquisition to its end. Which fields are set depends on
-// the event.
+// HoldInfo describes a hold, a Lock from its acquisition to its end; its fields depend on the event.
 type HoldInfo struct {
-	// Lock is the hold; it identifies the hold across events and gives its Name, Key, Fence and
-	// Holds.
+	// Lock is the hold; it identifies the hold across events and gives its Name, Key, Fence, Holds.
 	Lock *Lock
 	// TTL is the hold's TTL (Acquired), or the TTL a renewal asked for (Renewed).
 	TTL time.Duration
 	// Held is the change this event makes to the number of locks this Client holds: +1 on the
-	// acquisition that made the Client hold the lock (not a re-entry into a hold it has), minus as
-	// many on the event that ends the Client's last hold of it (Released, Lost), 0 otherwise.
-	// Summed over events it never drifts.
+	// acquisition that made the Client hold the lock (not a re-entry), minus as many on the event
+	// that ends its last hold of it (Released, Lost), else 0. Summed over events it never drifts.
 	Held int
 	// Last is set on the event that ends this Client's last hold of the lock (Released, Lost).
 	Last bool

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"sync"
@@ -27,8 +28,7 @@ type holdState uint8
 //
 // The methods of a nil *Lock (what a failed acquisition returns) do not panic: Release, ReleaseSet,
 // Extend and TTL return ErrNotHeld and send nothing, the accessors return zero values, and Context
-// returns an already cancelled context whose cause is ErrNotHeld, so that no work proceeds under a
-// lock that does not exist.
+// returns a context already cancelled with cause ErrNotHeld.
 type Lock struct {
 	c      *Client
 	k      store.Keys
@@ -38,8 +38,7 @@ type Lock struct {
 	lease  time.Duration // a fair grant's first lease when shorter than ttl (claim); 0: ttl
 	fence  int64
 	holds  int64
-	// req is the acquire request while the acquisition runs (take), nil once it ended: a held
-	// lock does not keep it (issue #38: memory per held lock).
+	// req is the acquire request while the acquisition runs (take), nil once held (issue #38).
 	req      *store.AcquireReq
 	acquired time.Time
 	limit    time.Duration // WithMaxHold; 0: none
@@ -51,14 +50,13 @@ type Lock struct {
 
 	mu    sync.Mutex
 	cause error
-	// The lock's context is made by the first call of Context (most holders never ask for it):
-	// ctx and stop, its cancel function. ended is the cause the end of the hold gave it, or gives
-	// it when it is made afterwards; parentEnded says that the parent context had ended first.
+	// The lock's context, made by the first call of Context, and its cancel function. ended is the
+	// cause the hold's end gave it (or gives it later); parentEnded: the parent had ended first.
 	ctx   context.Context
 	stop  context.CancelCauseFunc
 	ended error
-	// What the hold's end event carries (HoldInfo.Held, Last): set by the watchdog, under its
-	// mutex, on the hold that ends the Client's hold of the lock.
+	// What the end event of the hold that ends the Client's hold of the lock carries (HoldInfo.Held,
+	// Last), under the watchdog's mutex.
 	endHeld int
 	// The one-byte fields last, packed in one word (issue #38: memory per held lock).
 	parentEnded bool
@@ -66,19 +64,15 @@ type Lock struct {
 	endLast     bool // (see endHeld)
 	fair        bool
 	kind        kind
-	// nested: a read or write hold that shares its outer hold's acquisition (outer; see Read): it
-	// has nothing of its own to give back in Redis. closed: a read or write hold that is ending,
-	// so nothing may nest in it any more (guarded by the watchdog's mu).
+	// nested: a read or write hold sharing its outer hold's acquisition (see Read). closed: a read
+	// or write hold that is ending, so nothing may nest in it any more (under the watchdog's mu).
 	nested, closed bool
 	state          holdState // (under mu)
 }
 
 // firstLease is how long the acquisition left the lock to live in Redis from when it was sent.
 func (l *Lock) firstLease() time.Duration {
-	if l.lease > 0 {
-		return l.lease
-	}
-	return l.ttl
+	return cmp.Or(l.lease, l.ttl)
 }
 
 type heldKey struct{}
@@ -96,10 +90,8 @@ func (c *valueCtx) Value(key any) any {
 	return c.Context.Value(key)
 }
 
-// holdCtx is a Lock's context. Its Err reads the clock too: once the hold's validity deadline has
-// passed, Err ends the hold (cause a *LostError, reason "expired") and returns its error, without
-// waiting for the watchdog's timer, which fires late in a process starved of CPU (issue #44). Done
-// is closed by whichever comes first. Contexts derived from it end when it is cancelled.
+// holdCtx is a Lock's context. Past the hold's validity deadline its Err ends the hold (an "expired"
+// *LostError) without waiting for the watchdog's timer, late in a process starved of CPU (#44).
 type holdCtx struct {
 	context.Context // the cancellable context
 	l               *Lock
@@ -110,6 +102,7 @@ func (c *holdCtx) Err() error {
 	if err := c.Context.Err(); err != nil {
 		return err
 	}
+
 	w := c.l.c.wd
 	e := c.e.Load()
 	if e == nil {
@@ -121,9 +114,9 @@ func (c *holdCtx) Err() error {
 	if !w.expired(e) {
 		return nil
 	}
+
 	w.expire(e)
-	// The hold may be ending by another way meanwhile (a Release, the watchdog): its context is
-	// cancelled with the cause that end recorded, before Err says so.
+	// The hold may be ending by another way meanwhile: its cause is the one that end recorded.
 	c.l.mu.Lock()
 	cause, stop := c.l.ended, c.l.stop
 	c.l.mu.Unlock()
@@ -185,16 +178,13 @@ func (l *Lock) Token() string {
 	return s
 }
 
-// Fence returns the fencing token: a number that strictly increases with every fresh acquisition of
-// the name. Pass it to the resource the lock protects and have the resource reject writes carrying
-// a smaller fence than one it has seen. Re-entering keeps the fence.
-//
-// A fence is the name's counter + 1, but never less than the Redis server's clock in milliseconds
-// × 1000, so fences keep increasing even when Redis loses the counter (a restart without
-// persistence, a failover before the counter was replicated), as long as the server clocks do not
-// step back and the loss comes at least a millisecond after the last acquisition (a restart or a
-// failover always takes longer). Expect large numbers (about 1.8e15 in 2026), well within int64
-// and float64 precision.
+// Fence returns the fencing token, which strictly increases with every fresh acquisition of the
+// name (re-entering keeps it): have the resource the lock protects reject writes carrying a smaller
+// fence than one it has seen. It is the name's counter + 1, but never less than the Redis server's
+// clock in milliseconds × 1000, so fences keep increasing when Redis loses the counter (a restart
+// without persistence, a failover before replication), as long as the server clocks do not step
+// back and the loss comes a millisecond or more after the last acquisition. Expect large numbers
+// (about 1.8e15 in 2026), well within int64 and float64 precision.
 func (l *Lock) Fence() int64 {
 	if l == nil {
 		return 0
@@ -202,8 +192,7 @@ func (l *Lock) Fence() int64 {
 	return l.fence
 }
 
-// Holds returns the owner's hold count right after this acquisition: 1 for a fresh acquisition,
-// more when it re-entered a lock the owner already held.
+// Holds returns the owner's hold count right after this acquisition: 1, or more for a re-entry.
 func (l *Lock) Holds() int64 {
 	if l == nil {
 		return 0
@@ -212,18 +201,19 @@ func (l *Lock) Holds() int64 {
 }
 
 // Context returns a context derived from the one passed to Acquire (with its values and its
-// cancellation) that is also cancelled when the lock is released (cause ErrReleased), lost (cause a
-// *LostError), ended by WithMaxHold (cause a *MaxHoldError) or its Client closed (cause ErrClosed). Read the reason with context.Cause.
-// Its Err also reads the clock: once the hold's validity deadline has passed, Err ends the hold
-// (an expired *LostError) and reports it, even when the watchdog's timer runs late in a process
-// starved of CPU; check Err before each step of work that must not outlive the lock
-// (docs/guarantees.md, "Late timers").
+// cancellation) that is also cancelled when the lock is released (cause ErrReleased), lost (cause
+// a *LostError), ended by WithMaxHold (cause a *MaxHoldError) or its Client closed (cause
+// ErrClosed); context.Cause reads the reason. Its Err also reads the clock: past the hold's
+// validity deadline, Err ends the hold (an expired *LostError), even when the watchdog's timer
+// runs late in a process starved of CPU. Check Err before each step of work that must not outlive
+// the lock (docs/guarantees.md, "Late timers").
 func (l *Lock) Context() context.Context {
 	if l == nil {
 		ctx, cancel := context.WithCancelCause(context.Background())
 		cancel(ErrNotHeld)
 		return ctx
 	}
+
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.ctx == nil && l.vctx.Context != nil { // (nil while the Acquired hook runs)
@@ -232,9 +222,7 @@ func (l *Lock) Context() context.Context {
 			ctx, l.stop = context.WithCancelCause(&l.vctx)
 			l.ctx = &holdCtx{Context: ctx, l: l}
 		} else {
-			// The hold ended while its parent context was live: the context is cancelled with the
-			// hold's cause, as it would have been had it been made at once, whatever the parent
-			// did since.
+			// Ended while its parent was live: cancelled with the hold's cause, whatever the parent did.
 			l.ctx, l.stop = context.WithCancelCause(unlinked{&l.vctx})
 		}
 		if l.ended != nil {

@@ -7,15 +7,13 @@ import (
 	"github.com/lockkit/lockkit/core/internal/store"
 )
 
-// entry is one held lock (key + owner token) as the watchdog sees it. Reentrant Locks of the same
-// owner in this client share it.
+// entry is a held lock (key + owner token) as the watchdog sees it, shared by the owner's re-entries.
 type entry struct {
 	k     *store.Keys
 	token any // owner token
 	ttl   time.Duration
 	valid time.Time // local validity deadline: last successful send + ttl − drift
-	// until is valid in nanoseconds since the watchdog's base, for a hold's context to read
-	// without w.mu (holdCtx.Err).
+	// until is valid in nanoseconds since the watchdog's base, read without w.mu (holdCtx.Err).
 	until    atomic.Int64
 	next     time.Time // next renewal
 	idx      int       // heap index, -1 when not scheduled
@@ -32,13 +30,15 @@ type entry struct {
 // Place is the entry's place in the watchdog's heap (sched.Item).
 func (e *entry) Place() *int { return &e.idx }
 
-// due is when e is due in the watchdog's heap: the earliest of its next renewal (its validity
-// deadline while a renewal is in flight), its validity deadline and its locks' maximum-hold
-// deadlines. WithMaxHold's deadlines live in the heap this way, with no timer of their own.
-func (e *entry) due() time.Time {
-	d := e.next
-	if e.inflight || e.valid.Before(d) {
-		d = e.valid
+// due is when e is due in the watchdog's heap: the earliest of its next renewal (but for one in
+// flight), its validity deadline and its WithMaxHold deadline (which has no timer of its own).
+func (e *entry) due() time.Time { return e.dueEarly(0, 0) }
+
+// dueEarly is due with e's validity deadline guard early and its next renewal lead early.
+func (e *entry) dueEarly(guard, lead time.Duration) time.Time {
+	d := e.valid.Add(-guard)
+	if n := e.next.Add(-lead); !e.inflight && n.Before(d) {
+		d = n
 	}
 	if !e.maxAt.IsZero() && e.maxAt.Before(d) {
 		d = e.maxAt
@@ -67,16 +67,13 @@ func (w *watchdog) setValid(e *entry, v time.Time) {
 	e.until.Store(int64(v.Sub(w.base)))
 }
 
-// expired reports whether e's validity deadline has passed, by the clock, without w.mu: the
-// watchdog's timer may not have fired yet for it.
+// expired reports, without w.mu, whether e's validity deadline has passed by the clock.
 func (w *watchdog) expired(e *entry) bool {
 	return time.Since(w.base) >= time.Duration(e.until.Load())
 }
 
-// expire ends e's holds if its validity deadline has passed: a hold's context found so (holdCtx.Err)
-// before the watchdog's timer fired for it, as happens in a process starved of CPU. The contexts
-// are cancelled before it returns; the loss is reported and the lock given back by another
-// goroutine, as the watchdog does (Err must not run the hook or wait).
+// expire ends e's holds if its validity deadline has passed (holdCtx.Err): their contexts before it
+// returns, the rest in another goroutine (Err must not wait).
 func (w *watchdog) expire(e *entry) {
 	w.mu.Lock()
 	if e.gone || w.stopped || time.Now().Before(e.valid) {
@@ -86,6 +83,7 @@ func (w *watchdog) expire(e *entry) {
 	ls := w.lose(e, "expired", e.lastErr)
 	w.batches.Add(1) // (under w.mu, before close can mark the watchdog stopped: run waits for it)
 	w.mu.Unlock()
+
 	ended := cancelLost(ls)
 	go func() {
 		defer w.batches.Done()
