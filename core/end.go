@@ -100,8 +100,9 @@ func (l *Lock) finish(why holdState, sent bool, n int64, err error) error {
 		l.c.reach(err)
 		switch {
 		case err != nil:
-			if why == stateReleased && !isAckError(err) { // (an AckError: released, not acknowledged)
-				l.setState(stateHeld, nil) // not released: Release may be called again
+			// A failed Release may be called again (an AckError's released, unacknowledged).
+			if _, ack := errors.AsType[*store.AckError](err); why == stateReleased && !ack {
+				l.setState(stateHeld, nil)
 			}
 			err = unavailable("release", err)
 		case n == store.Vanished && l.c.wd.validNow(l):
@@ -120,13 +121,6 @@ func (l *Lock) finish(why holdState, sent bool, n int64, err error) error {
 	}
 	l.reportEnd(why == stateLost, max(n, 0), err)
 	return err
-}
-
-// isAckError reports whether err wraps a *store.AckError (a function of its own: errors.As's
-// target escapes, and finish must not allocate for a release that succeeded).
-func isAckError(err error) bool {
-	var short *store.AckError
-	return errors.As(err, &short)
 }
 
 // stopLocked records cause as the end of the lock's context and returns the function that cancels

@@ -32,8 +32,9 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 
 // Extend makes the lock live at least ttl (10ms to 24h) from now, if it is still ours; renewals
 // and the validity deadline follow the new TTL. It never shortens the TTL Redis holds (a co-owner
-// may count on it). It returns ErrNotHeld when the lock is not ours any more (it is then treated
-// as lost). It does not move a WithMaxHold deadline.
+// may count on it): a shorter TTL takes effect as the longer one runs down. It returns ErrNotHeld
+// when the lock is not ours any more (it is then treated as lost). It does not move a WithMaxHold
+// deadline.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if l == nil {
 		return ErrNotHeld
