@@ -16,12 +16,11 @@ import (
 
 // Client takes locks on Redis. It is safe for concurrent use. One Client runs at most four
 // goroutines whatever the number of locks: the renewal watchdog, the reader and writer of the
-// shared release subscription, and the eviction check (eviction.go). They start when first needed
-// (the eviction check with the first acquisition) and stop on Close. (A Redlock Client
-// also sends its requests to the nodes from worker goroutines, as many as requests in flight; a
-// worker exits after one to two seconds without work, or on Close. Pipelining (WithPipelining) uses
-// the go-redis client's automatic pipeliner, built when many commands are first in flight at once,
-// whose goroutines belong to the go-redis client and stop when it is closed.)
+// shared release subscription, and the eviction check. They start when first needed (the eviction
+// check with the first acquisition) and stop on Close. (A Redlock Client also has one worker per
+// request in flight, see NewRedlock. The automatic pipeliner of WithPipelining, built when many
+// commands are first in flight at once, runs goroutines of the go-redis client, which stop when
+// that client is closed.)
 type Client struct {
 	id      string       // random, published in release messages and prefixed to hold ids
 	holdIDs atomic.Int64 // hold ids of re-entering acquisitions
@@ -37,10 +36,10 @@ type Client struct {
 	evict   *evictionCheck   // whether the servers may evict lock keys (eviction.go)
 }
 
-// log reports msg at level with attrs, unless the Client was given a discarding logger.
+// log reports msg at level with attrs to the Client's logger (WithLogger).
 func (c *Client) log(level slog.Level, msg string, attrs ...slog.Attr) {
 	lg := c.opt.logger
-	if !c.opt.loggerSet || lg == nil {
+	if lg == nil {
 		lg = slog.Default()
 	}
 	lg.LogAttrs(context.Background(), level, "lockkit: "+msg, attrs...)
@@ -59,9 +58,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	id := wait.ClientIDPrefix + store.NewToken()[:16]
 	n := store.NewNode(rdb, id, o.store())
 	n.Fenced = true
-	c := newClient(n, o, id, 0)
-	c.evict = newEvictionCheck([]redis.UniversalClient{rdb}, c.log)
-	return c, nil
+	return newClient(n, o, id, 0, []redis.UniversalClient{rdb}), nil
 }
 
 // NewRedlock returns a Client whose locks live on a quorum of independent Redis nodes (the Redlock
@@ -91,15 +88,14 @@ func NewRedlock(nodes []redis.UniversalClient, opts ...Option) (*Client, error) 
 			return nil, invalid("redlock node %d is a cluster client; use independent masters", i)
 		}
 	}
+
 	o, err := buildOptions(opts)
 	if err != nil {
 		return nil, err
 	}
 	id := wait.ClientIDPrefix + store.NewToken()[:16]
 	rl := store.NewRedlock(nodes, id, o.store())
-	c := newClient(rl, o, id, rl.Quorum())
-	c.evict = newEvictionCheck(nodes, c.log)
-	return c, nil
+	return newClient(rl, o, id, rl.Quorum(), nodes), nil
 }
 
 func buildOptions(opts []Option) (options, error) {
@@ -113,8 +109,7 @@ func buildOptions(opts []Option) (options, error) {
 	return o, o.validate()
 }
 
-// isNil reports whether rdb is nil, or a nil pointer of a client type (a *redis.Client variable
-// never set): either would only fail, with a nil dereference, at the first command.
+// isNil reports whether rdb is nil or a typed nil pointer, which would panic at the first command.
 func isNil(rdb redis.UniversalClient) bool {
 	if rdb == nil {
 		return true
@@ -123,7 +118,8 @@ func isNil(rdb redis.UniversalClient) bool {
 	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
-func newClient(st store.Store, o options, id string, quorum int) *Client {
+// newClient returns the Client over st, on the Redis servers nodes; quorum > 0: Redlock's.
+func newClient(st store.Store, o options, id string, quorum int, nodes []redis.UniversalClient) *Client {
 	c := &Client{id: id, st: st, opt: o, hook: chainHooks(o.hooks)}
 	c.backs = store.NewGiveBacks(st, func(name string, ttl time.Duration, err error) {
 		c.log(slog.LevelWarn, "giving a lock back failed; it expires within its TTL",
@@ -132,6 +128,7 @@ func newClient(st store.Store, o options, id string, quorum int) *Client {
 	c.wd = newWatchdog(c)
 	c.scratch = store.NewScratches(st)
 	c.room = wait.NewQueues(st.Caps().Router, id, quorum)
+	c.evict = newEvictionCheck(nodes, c.log)
 	return c
 }
 
@@ -178,6 +175,7 @@ func (c *Client) Do(ctx context.Context, name string, ttl time.Duration, fn func
 	if err != nil {
 		return err
 	}
+
 	defer func() {
 		rerr := l.Release(ctx) // (not cut short by ctx)
 		switch lost := l.lostCause(); {
@@ -193,8 +191,7 @@ func (c *Client) Do(ctx context.Context, name string, ttl time.Duration, fn func
 	return fn(l.Context())
 }
 
-// closeWhenDown bounds Close's releases while Redis does not answer (issue #45: Close returns
-// within 200 ms plus one dial timeout).
+// closeWhenDown bounds Close's releases while Redis does not answer (issue #45).
 const closeWhenDown = 200 * time.Millisecond
 
 // Close releases every lock the Client holds (their contexts are cancelled with ErrClosed as the
@@ -213,12 +210,12 @@ func (c *Client) Close(ctx context.Context) error {
 		return nil
 	}
 	if c.down.Load() {
-		// Redis did not answer the last request: the releases below would only wait for go-redis's
-		// dials (five by default). Held locks expire within their TTL.
+		// Redis did not answer the last request: the releases would only wait for go-redis's dials.
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, closeWhenDown)
 		defer cancel()
 	}
+
 	c.evict.close()
 	c.room.Close()
 	c.backs.Close(ctx)
@@ -232,7 +229,7 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 	if ctx == nil {
 		return nil, invalid("ctx is nil")
 	}
-	ao, err := applyAcquireOptions(opts)
+	ao, err := applyAcquireOptions(opts, c.opt.maxHold)
 	if err != nil {
 		return nil, err
 	}
@@ -240,64 +237,62 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 	if err != nil {
 		return nil, err
 	}
-	if ao.owner != "" && ao.token != "" {
+	switch {
+	case ao.owner != "" && ao.token != "":
 		return nil, invalid("WithOwner and WithToken cannot be combined")
-	}
-	if ao.guard != "" && (ao.fair || !store.SameSlot(ao.guard, name) || len(ao.guard) > 2*store.MaxName) {
+	case ao.guard != "" && (ao.fair || !store.SameSlot(ao.guard, name) || len(ao.guard) > 2*store.MaxName):
 		return nil, invalid("guard key (%d bytes) must have the lock's hash tag {name} as its first and cannot be used with Fair", len(ao.guard))
-	}
-	if ao.fair && !c.st.Caps().Fair {
+	case ao.fair && !c.st.Caps().Fair:
 		return nil, invalid("fair mode is not supported over Redlock")
-	}
-	if c.closed.Load() {
+	case c.closed.Load():
 		return nil, ErrClosed
 	}
 	c.evict.start()
 	if err := c.selfExcluded(ctx, name, &ao); err != nil {
 		return nil, err
 	}
-	l := &Lock{c: c, ttl: ttl, fair: ao.fair, limit: c.opt.maxHold}
-	if ao.limited {
-		l.limit = ao.maxHold
+
+	l := &Lock{c: c, ttl: ttl, fair: ao.fair, limit: ao.maxHold}
+	var sc *store.Scratch
+	switch {
+	case ao.rw != 0: // a side of the read-write lock (rwlock.go)
+		err = c.initRW(ctx, l, &ao, name)
+	case ao.permits != 0:
+		err = c.initPermit(l, &ao, name)
+	default:
+		sc = c.initLock(ctx, l, &ao, name)
 	}
-	if ao.rw != 0 { // a side of the read-write lock (rwlock.go)
-		if err := c.initRW(ctx, l, &ao, name); err != nil {
-			return nil, err
-		}
-		return c.take(ctx, l, waits, ao, name, nil)
+	if err != nil {
+		return nil, err
 	}
-	if ao.permits != 0 {
-		if err := c.initPermit(l, &ao, name); err != nil {
-			return nil, err
-		}
-		return c.take(ctx, l, waits, ao, name, nil)
-	}
-	token := ao.owner + ao.token
-	given := token != ""
-	if given {
-		l.k.Init(c.opt.prefix, name)
+	return c.take(ctx, l, waits, ao, sc)
+}
+
+// initLock prepares l to take the lock name: afresh, or re-entering the hold that ctx carries or
+// the owner's (WithOwner, WithToken). It returns the scratch that holds l's request, if any.
+func (c *Client) initLock(ctx context.Context, l *Lock, ao *acquireOptions, name string) *store.Scratch {
+	given := ao.owner + ao.token
+	token := given
+	if given == "" {
+		token = l.k.InitNew(c.opt.prefix, name) // a fresh token, unless the context holds the lock
 	} else {
-		token = l.k.InitNew(c.opt.prefix, name) // a fresh token (below: the context's, if it holds the lock)
+		l.k.Init(c.opt.prefix, name)
 	}
-	l.token = token
-	l.outer = heldIn(ctx, c, l.k.Main)
-	if l.outer != nil && given && l.outer.token != l.token {
-		l.outer = nil // another owner's acquisition: not nested in the context's hold
+	l.token, l.holdID = token, any("0") // a fresh token's first hold: unique for that token
+	if o := heldIn(ctx, c, l.k.Main); o != nil && (given == "" || o.token == l.token) {
+		l.outer, l.token = o, o.token // (with a token given: only a hold of that token)
 	}
-	l.holdID = any("0") // a fresh token's first hold: unique for that token
-	if !given && l.outer != nil {
-		l.token = l.outer.token
-	}
-	if given || l.outer != nil {
+	if given != "" || l.outer != nil {
 		l.holdID = c.id + "/" + strconv.FormatInt(c.holdIDs.Add(1), 10) // unique among the owner's holds
 	}
+
 	sc := c.scratch.Take()
 	if sc != nil {
-		sc.TTLMS = store.MS(ttl)
-		sc.Req = store.AcquireReq{Token: l.token, Hold: l.holdID, TTL: ttl, TTLArg: &sc.TTLMS}
+		sc.TTLMS = store.MS(l.ttl)
+		sc.Req = store.AcquireReq{Token: l.token, Hold: l.holdID, TTL: l.ttl, TTLArg: &sc.TTLMS}
 		l.req, l.k.Lines = &sc.Req, &sc.Lines
 	} else {
-		l.req = &store.AcquireReq{Token: l.token, Hold: l.holdID, TTL: ttl, TTLArg: store.MS(ttl)}
+		l.req = &store.AcquireReq{Token: l.token, Hold: l.holdID, TTL: l.ttl, TTLArg: store.MS(l.ttl)}
 	}
 	switch {
 	case l.outer != nil && c.st.Caps().ReentryFence:
@@ -306,36 +301,34 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 		l.req.Entry = "0" // any acquisition of the token (Redlock's nodes may record different fences)
 	}
 	l.req.Guard = ao.guard
-	return c.take(ctx, l, waits, ao, name, sc)
+	return sc
 }
 
-// take runs the acquire call of a prepared Lock (a lock or a permit) and registers it with the
-// watchdog. sc, if not nil, holds l's acquire request (store.Scratches).
-func (c *Client) take(ctx context.Context, l *Lock, waits bool, ao acquireOptions, name string, sc *store.Scratch) (*Lock, error) {
-	ttl := l.ttl
-	start := time.Now()
+// take runs a prepared Lock's acquire call (its request in sc, if not nil) and hands the Lock out.
+func (c *Client) take(ctx context.Context, l *Lock, waits bool, ao acquireOptions, sc *store.Scratch) (*Lock, error) {
 	if l.req != nil { // (nil: a nested read-write hold, which sends nothing)
 		l.req.Keys = &l.k
 	}
+	wc := waitCall{c: c, l: l, ao: ao, waits: waits, start: time.Now()} // (waitcall.go)
+	wc.Call = wait.Call{Q: c.room, Handoff: ao.fair || l.kind.queued(), Backoff: c.opt.backoffMin, MaxBack: c.opt.backoffMax}
+	info := WaitInfo{Name: l.k.Name, Key: l.k.Main, TTL: l.ttl, Limit: l.Limit(), Mode: l.Mode()}
 	hctx := ctx
-	h := c.hook
-	if h != nil && h.WaitStart != nil {
-		if x := h.WaitStart(ctx, WaitInfo{Name: name, Key: l.k.Main, TTL: ttl, Limit: l.Limit(), Mode: l.Mode()}); x != nil {
+	if h := c.hook; h != nil && h.WaitStart != nil {
+		if x := h.WaitStart(ctx, info); x != nil {
 			hctx = x
 		}
 	}
-	wc := waitCall{c: c, l: l, ao: ao, waits: waits, start: start} // (waitcall.go)
-	wc.Call = wait.Call{Q: c.room, Handoff: ao.fair || l.kind.queued(), Backoff: c.opt.backoffMin, MaxBack: c.opt.backoffMax}
+
 	err := wc.run(hctx)
 	l.req = nil // (a held lock does not keep its request)
 	if sc != nil {
-		// (Only then: over Redlock a request to a node may still read l.k, see store.Scratches.Take.)
+		// (Only then: over Redlock a node's request may still read l.k, see Scratches.Take.)
 		l.k.Lines = nil
 		c.scratch.Put(sc, err == nil || answered(err))
 	}
-	if h != nil && h.WaitDone != nil {
-		h.WaitDone(hctx, WaitInfo{Name: name, Key: l.k.Main, TTL: ttl, Limit: l.Limit(), Mode: l.Mode(), Attempts: wc.attempts,
-			Duration: time.Since(start), Outcome: outcome(err), Err: err})
+	if h := c.hook; h != nil && h.WaitDone != nil {
+		info.Attempts, info.Duration, info.Outcome, info.Err = wc.attempts, time.Since(wc.start), outcome(err), err
+		h.WaitDone(hctx, info)
 	}
 	if err != nil {
 		return nil, err
@@ -344,7 +337,7 @@ func (c *Client) take(ctx context.Context, l *Lock, waits bool, ao acquireOption
 }
 
 // handOut makes l, acquired with fence and holds by an attempt sent at sent, a held lock: its
-// maximum hold, the Acquired hook (under hctx), its context and its place in the watchdog.
+// maximum hold, the Acquired hook (under hctx), its context, its place in the watchdog.
 func (c *Client) handOut(ctx, hctx context.Context, l *Lock, fence, holds int64, sent time.Time) (*Lock, error) {
 	l.fence, l.holds, l.acquired = fence, holds, time.Now()
 	if l.limit > 0 {
@@ -363,6 +356,7 @@ func (c *Client) handOut(ctx, hctx context.Context, l *Lock, fence, holds int64,
 			parent = x
 		}
 	}
+
 	l.mu.Lock() // (the Acquired hook may have handed l to another goroutine)
 	l.vctx = valueCtx{Context: parent, l: l}
 	l.mu.Unlock()
@@ -384,29 +378,19 @@ func answered(err error) bool {
 		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 
-// selfExcluded refuses an acquisition of name made through the context of a hold of the same
-// Client on the same name of a kind it cannot share or nest in: it would wait for itself until
-// that hold ends. Re-entries (a lock in a lock, a read or write nested in a write, a read in a
-// read) and permits beside permits go on as documented.
+// selfExcluded refuses an acquisition of name through the context of this Client's hold of name
+// of a kind it cannot nest in (kind.nestsIn): it would wait for that hold to end.
 func (c *Client) selfExcluded(ctx context.Context, name string, ao *acquireOptions) error {
 	want := kindOfOptions(ao)
 	l, _ := ctx.Value(heldKey{}).(*Lock)
-	for l != nil {
-		l.mu.Lock()
-		held, parent := l.state == stateHeld, l.vctx.Context
-		l.mu.Unlock()
-		if l.c == c && l.k.Name == name && held {
-			have := l.kind
-			if want.nestsIn(have) {
+	for ; l != nil; l = l.parentHold() {
+		if l.c == c && l.k.Name == name && l.heldErr() == nil {
+			if want.nestsIn(l.kind) {
 				return nil
 			}
 			return invalid("%q is held by this context's %s: a %s of the same name would wait for it (one name, one lock; release it first)",
-				name, have, want)
+				name, l.kind, want)
 		}
-		if parent == nil {
-			return nil
-		}
-		l, _ = parent.Value(heldKey{}).(*Lock)
 	}
 	return nil
 }

@@ -204,9 +204,7 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
 }
 
-// outcome classifies the result of an acquire call for instrumentation (WaitInfo.Outcome): "acquired"; "contended"
-// (TryAcquire found the lock taken); "timeout" (the WithWait limit or the context's deadline passed);
-// "cancelled" (the context was cancelled); "guarded" (the WithGuard key exists); or "error".
+// outcome classifies the result of an acquire call as WaitInfo.Outcome says.
 func outcome(err error) string {
 	var na *NotAcquiredError
 	switch {

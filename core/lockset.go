@@ -16,8 +16,7 @@ import (
 type LockSet struct {
 	locks  []*Lock   // in the order the names were given
 	groups [][]*Lock // the locks of each slot, in the order they were taken
-	last   *Lock     // the lock taken last: the set's context derives from its
-	ctx    *setCtx   // the set's context: last's, carrying the set (SetFromContext)
+	ctx    *setCtx   // the set's context: the last lock's, carrying the set (SetFromContext)
 }
 
 // setCtx carries the LockSet in its context (its parent is the context of the set's last lock).
@@ -26,7 +25,6 @@ type setCtx struct {
 	s *LockSet
 }
 
-// setCall is one AcquireAll or TryAcquireAll call: its locks, grouped by slot, and its attempts.
 // maxSetNames bounds the names of one AcquireAll.
 const maxSetNames = 100
 
@@ -83,13 +81,15 @@ func (s *LockSet) Release(ctx context.Context) error {
 	if ctx == nil {
 		return invalid("ctx is nil")
 	}
-	c := s.last.c
-	ctx, cancel := releaseContext(ctx, s.last.ttl)
+	c := s.locks[0].c
+	ctx, cancel := releaseContext(ctx, s.locks[0].ttl)
 	defer cancel()
+
 	var errs []error
 	for gi := len(s.groups) - 1; gi >= 0; gi-- {
 		g := s.groups[gi]
 		var live []*Lock
+		var ks []*store.Keys
 		for i := len(g) - 1; i >= 0; i-- { // the inner contexts end first (see endAll)
 			l := g[i]
 			if err := l.heldErr(); err != nil {
@@ -99,16 +99,13 @@ func (s *LockSet) Release(ctx context.Context) error {
 				continue
 			}
 			if l.begin(stateReleased, ErrReleased) {
-				live = append(live, l)
+				live, ks = append(live, l), append(ks, &l.k)
 			}
 		}
 		if len(live) == 0 {
 			continue
 		}
-		ks := make([]*store.Keys, len(live))
-		for i, l := range live {
-			ks[i] = &l.k
-		}
+
 		res, err := c.st.Release(ctx, store.ReleaseReq{Set: ks, Token: live[0].token, Hold: live[0].holdID,
 			LockTTL: live[0].ttl})
 		for i, l := range live {
@@ -157,6 +154,7 @@ func (c *Client) DoAll(ctx context.Context, names []string, ttl time.Duration, f
 	if err != nil {
 		return err
 	}
+
 	defer func() {
 		rerr := s.Release(ctx) // (not cut short by ctx)
 		var lost []error
@@ -178,7 +176,7 @@ func (c *Client) acquireAll(ctx context.Context, names []string, ttl time.Durati
 	if ctx == nil {
 		return nil, invalid("ctx is nil")
 	}
-	ao, err := applyAcquireOptions(opts)
+	ao, err := applyAcquireOptions(opts, c.opt.maxHold)
 	if err != nil {
 		return nil, err
 	}
@@ -190,22 +188,23 @@ func (c *Client) acquireAll(ctx context.Context, names []string, ttl time.Durati
 	case !c.st.Caps().Sets:
 		return nil, invalid("sets of locks (AcquireAll) are not supported over Redlock")
 	}
+
 	full := make([]string, len(names))
-	seen := make(map[string]bool, len(names))
 	for i, n := range names {
 		q, err := ao.qualify(n, ttl)
 		if err != nil {
 			return nil, err
 		}
-		if seen[q] {
+		if slices.Contains(full[:i], q) {
 			return nil, invalid("names: name %d appears twice in the set", i)
 		}
-		seen[q], full[i] = true, q
+		full[i] = q
 	}
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}
 	c.evict.start()
+
 	sc := setCall{c: c, ao: ao, waits: waits, ttl: ttl, start: time.Now()}
 	sc.Call = wait.Call{Q: c.room, Backoff: c.opt.backoffMin, MaxBack: c.opt.backoffMax}
 	sc.prepare(full)

@@ -22,11 +22,13 @@ func InNamespace(ns string) AcquireOption { return func(o *acquireOptions) { o.n
 // ReleaseSet key of the lock must contain.
 func Namespaced(ns, name string) string { return "@" + ns + "/" + name }
 
-// qualify validates name and ttl and returns the lock's full name: name itself, or its
-// namespaced form with InNamespace.
+// qualify validates name and ttl and returns the lock's full name (namespaced with InNamespace).
 func (o *acquireOptions) qualify(name string, ttl time.Duration) (string, error) {
 	if o.ns == "" {
-		return name, validate(name, ttl)
+		if p := store.NameProblem(name); p != "" {
+			return "", invalid("%s", p)
+		}
+		return name, validTTL(ttl)
 	}
 	switch ns := o.ns[1:]; {
 	case !store.ValidNamespace(ns):

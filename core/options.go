@@ -39,12 +39,8 @@ type options struct {
 	maxHold     time.Duration // WithDefaultMaxHold; 0: no limit
 	pipeline    int           // WithPipelining: commands in flight from which they are coalesced; 0: never
 	label       string        // WithLabel
-	logger      *slog.Logger  // WithLogger (loggerSet: given; nil or unset: slog.Default())
-	loggerSet   bool
+	logger      *slog.Logger  // WithLogger; nil: slog.Default()
 }
-
-// defaultPipelining is WithPipelining's default threshold.
-const defaultPipelining = 8
 
 func defaultOptions() options {
 	return options{
@@ -55,7 +51,7 @@ func defaultOptions() options {
 		waiterTTL:   5 * time.Second,
 		batchSize:   1000,
 		driftFactor: 0.01,
-		pipeline:    defaultPipelining,
+		pipeline:    8, // WithPipelining's default threshold
 	}
 }
 
@@ -83,8 +79,6 @@ func (o *options) validate() error {
 		return invalid("core.WithDefaultMaxHold: d must not be negative, got %v", o.maxHold)
 	case o.pipeline < 0:
 		return invalid("core.WithPipelining: minInFlight must not be negative, got %d", o.pipeline)
-	case o.batchSize < 1:
-		return invalid("renew batch size %d below 1", o.batchSize)
 	}
 	return nil
 }
@@ -99,9 +93,7 @@ func WithLabel(label string) Option { return func(o *options) { o.label = label 
 // the first failed renewal of a held lock, a lost lock, and a Redis master that may evict lock
 // keys (one warning per master, from the first acquisition on). The default is slog.Default() (read
 // when a message is logged); slog.New(slog.DiscardHandler) silences the Client.
-func WithLogger(l *slog.Logger) Option {
-	return func(o *options) { o.logger, o.loggerSet = l, true }
-}
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 
 // WithPrefix sets the prefix of every Redis key and channel (default "lockkit:"). It must not contain
 // '{' or '}'.
@@ -163,47 +155,41 @@ type AcquireOption func(*acquireOptions)
 
 type acquireOptions struct {
 	maxWait time.Duration
+	maxHold time.Duration // WithMaxHold, else the Client's default; 0: no limit
+	fair    bool
 	owner   string // WithOwner: re-enter only
 	token   string // WithToken: take or re-enter under this token
-	fair    bool
 	guard   string
-	maxHold time.Duration
-	limited bool   // WithMaxHold was given (maxHold 0: no limit, whatever the Client's default)
 	ns      string // "@" + namespace (InNamespace), or empty
 	permits int    // Permits: take a permit of a semaphore of this many; 0: the lock
 	rw      uint8  // Read, Write: a side of the read-write lock (rwRead, rwWrite); 0: the lock
-	err     error  // the first out-of-range argument an option was given (refuse)
+	err     error  // the first out-of-range argument an option was given (refusing)
 }
 
-// refuse makes the call fail with err (the option's out-of-range argument, matching ErrInvalid);
-// the first refusal wins.
-func (o *acquireOptions) refuse(err error) {
-	if o.err == nil {
-		o.err = err
+// refusing returns an option that makes the call fail with err: an argument out of the option's
+// range, checked once, when the option is made. The first refusal wins.
+func refusing(err error) AcquireOption {
+	return func(o *acquireOptions) {
+		if o.err == nil {
+			o.err = err
+		}
 	}
 }
 
-// refusing returns the option that makes the call fail with err: how an option is given an
-// argument out of its range (checked once, when the option is made).
-func refusing(err error) AcquireOption { return func(o *acquireOptions) { o.refuse(err) } }
-
-// applyAcquireOptions applies opts and returns the call's options, or the error of an argument out
-// of range: an option that refused its argument (see refusing), or a nil option.
-func applyAcquireOptions(opts []AcquireOption) (acquireOptions, error) {
+// applyAcquireOptions applies opts over the Client's default maximum hold and returns the call's
+// options, or the error of an argument out of range (see refusing) or of a nil option.
+func applyAcquireOptions(opts []AcquireOption, maxHold time.Duration) (acquireOptions, error) {
 	if len(opts) == 0 {
-		return acquireOptions{}, nil
+		return acquireOptions{maxHold: maxHold}, nil
 	}
-	p := new(acquireOptions) // (options escape: spare the no-option call this allocation)
+	p := &acquireOptions{maxHold: maxHold} // (options escape: spare the no-option call this allocation)
 	for i, f := range opts {
 		if f == nil {
 			return acquireOptions{}, invalid("AcquireOption %d is nil", i)
 		}
 		f(p)
 	}
-	if p.err != nil {
-		return acquireOptions{}, p.err
-	}
-	return *p, nil
+	return *p, p.err
 }
 
 // WithWait bounds how long Acquire waits (default: until the context ends). When it passes, Acquire
@@ -221,8 +207,8 @@ func WithWait(d time.Duration) AcquireOption {
 // hold to that owner's acquisition, keeps its fence and reports Holds() > 1. It never takes the lock
 // afresh: if the owner does not hold the lock (it was released, expired, force-released or lost),
 // the call fails at once, without waiting, with an error matching ErrNotHeld and ErrLost. The token
-// must be 1 to 128 bytes, without a NUL byte, and not start with a control byte. To take a lock afresh under a token of your own, see
-// WithToken.
+// must be 1 to 128 bytes, without a NUL byte, and not start with a control byte. To take a lock
+// afresh under a token of your own, see WithToken.
 func WithOwner(token string) AcquireOption {
 	if p := store.TokenProblem(token); p != "" {
 		return refusing(invalid("core.WithOwner: %s", p))
@@ -281,31 +267,18 @@ func WithMaxHold(d time.Duration) AcquireOption {
 	if d < 0 {
 		return refusing(invalid("core.WithMaxHold: d must not be negative, got %v", d))
 	}
-	return func(o *acquireOptions) { o.maxHold, o.limited = d, true }
+	return func(o *acquireOptions) { o.maxHold = d }
 }
 
 // MinTTL and MaxTTL bound the TTL of a lock (Acquire, TryAcquire, Do, Lock.Extend).
 const (
-	MinTTL = minTTL
-	MaxTTL = maxTTL
+	MinTTL = 10 * time.Millisecond
+	MaxTTL = 24 * time.Hour
 )
-
-const (
-	minTTL = 10 * time.Millisecond
-	maxTTL = 24 * time.Hour
-)
-
-// validate checks a name given to Acquire (store.NameProblem) and a TTL.
-func validate(name string, ttl time.Duration) error {
-	if p := store.NameProblem(name); p != "" {
-		return invalid("%s", p)
-	}
-	return validTTL(ttl)
-}
 
 func validTTL(ttl time.Duration) error {
-	if ttl < minTTL || ttl > maxTTL {
-		return invalid("ttl must be MinTTL..MaxTTL (%v..%v), got %v", minTTL, maxTTL, ttl)
+	if ttl < MinTTL || ttl > MaxTTL {
+		return invalid("ttl must be MinTTL..MaxTTL (%v..%v), got %v", MinTTL, MaxTTL, ttl)
 	}
 	return nil
 }
@@ -333,8 +306,7 @@ func validTTL(ttl time.Duration) error {
 // the option has no effect.
 func WithPipelining(minInFlight int) Option { return func(o *options) { o.pipeline = minInFlight } }
 
-// drift is the safety margin kept before a lock's expiry: TTL × the drift factor (0.01 by default,
-// as Redlock prescribes) + 2ms.
+// drift is the safety margin kept before a lock's expiry: TTL × the drift factor + 2ms.
 func (o *options) drift(ttl time.Duration) time.Duration {
 	return time.Duration(float64(ttl)*o.driftFactor) + 2*time.Millisecond
 }

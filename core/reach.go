@@ -8,21 +8,14 @@ import (
 	"github.com/lockkit/lockkit/core/internal/store"
 )
 
-// reach records what a request's error (nil: it succeeded) says about Redis: it answered (a
-// reply, an error reply), or it could not be reached (no connection, a broken one, a network
-// timeout; over Redlock, too few nodes answered). An ended context says nothing. The first request
-// that finds Redis gone logs one line, and the first that finds it back another: an outage is two
-// lines in the log, not one per request (go-redis logs its failed dials itself: see
-// docs/troubleshooting.md).
+// reach records whether a request's error (nil: it succeeded) says that Redis answered or could
+// not be reached (over Redlock: too few nodes answered); an ended context says nothing. An outage
+// is two lines in the log, when it starts and when it ends, not one per request.
 func (c *Client) reach(err error) {
-	var down bool
-	switch {
-	case err == nil:
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	if err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		return
-	default:
-		down = unreached(err)
 	}
+	down := err != nil && unreached(err)
 	if c.down.Load() == down || !c.down.CompareAndSwap(!down, down) {
 		return
 	}

@@ -44,27 +44,27 @@ func (l *Lock) Mode() string {
 // initRW prepares l to take the read or write side of the read-write lock name (Read, Write):
 // checks the options, and finds the hold of this Client that ctx carries on it, if any (re-entry).
 func (c *Client) initRW(ctx context.Context, l *Lock, ao *acquireOptions, name string) error {
-	mode := ao.rw
 	switch {
-	case mode == rwRead|rwWrite:
+	case ao.rw == rwRead|rwWrite:
 		return invalid("Read and Write cannot be combined")
 	case ao.permits != 0:
 		return invalid("Permits cannot be combined with Read or Write")
 	case ao.owner != "" || ao.token != "" || ao.guard != "":
 		return invalid("WithOwner, WithToken and WithGuard cannot be used with Read or Write (a read-write lock is re-entered through a hold's context only)")
-	}
-	if !c.st.Caps().Permits {
+	case !c.st.Caps().Permits:
 		return invalid("read-write locks (Read, Write) are not supported over Redlock: a quorum of nodes does not keep a writer apart from readers")
 	}
+
 	limit := MaxPermits // readers share, up to the semaphore bound
-	if mode == rwWrite {
+	if ao.rw == rwWrite {
 		limit = 1
 	}
 	l.kind = kindOfOptions(ao)
 	l.fair = true
+
 	tag := c.opt.prefix + "{" + name + "}"
 	if o := rwHeldIn(ctx, c, tag+store.RWSuffix); o != nil {
-		if o.kind == kindRead && mode == rwWrite {
+		if o.kind == kindRead && ao.rw == rwWrite {
 			return invalid("Write through the context of a read hold of %q (upgrade) is not supported: two readers upgrading at once would wait for each other for ever; release the read hold, then take Write", name)
 		}
 		l.k.InitRW(tag, name, o.k.Sem.Limit)
@@ -74,28 +74,32 @@ func (c *Client) initRW(ctx context.Context, l *Lock, ao *acquireOptions, name s
 	}
 	l.k.InitRW(tag, name, limit)
 	l.token, l.holdID = store.NewToken(), any("0")
-	l.req = &store.AcquireReq{Token: l.token, Hold: l.holdID, TTL: l.ttl, Limit: limit, Fair: true}
+	l.req = &store.AcquireReq{Token: l.token, Hold: l.holdID, TTL: l.ttl, Limit: limit}
 	return nil
 }
 
-// rwHeldIn returns the read or write hold of key by c that ctx carries, if any: the innermost hold
-// in ctx, or one whose context the context of a hold in ctx was derived from (a read-write hold
-// stays found through the locks taken inside it).
+// rwHeldIn returns c's read or write hold of key that ctx carries, if any: in ctx's innermost hold
+// or in the parent context of a hold it carries (found through the locks taken inside it).
 func rwHeldIn(ctx context.Context, c *Client, key string) *Lock {
 	l, _ := ctx.Value(heldKey{}).(*Lock)
-	for l != nil {
+	for ; l != nil; l = l.parentHold() {
 		if l.c == c && l.kind.rw() && l.k.Main == key {
 			return l
 		}
-		l.mu.Lock()
-		parent := l.vctx.Context
-		l.mu.Unlock()
-		if parent == nil {
-			return nil
-		}
-		l, _ = parent.Value(heldKey{}).(*Lock)
 	}
 	return nil
+}
+
+// parentHold returns the hold that the parent context of l's context carries, if any.
+func (l *Lock) parentHold() *Lock {
+	l.mu.Lock()
+	parent := l.vctx.Context
+	l.mu.Unlock()
+	if parent == nil {
+		return nil
+	}
+	p, _ := parent.Value(heldKey{}).(*Lock)
+	return p
 }
 
 // notNested is the error of a nested hold whose outer hold ended before it could be added.

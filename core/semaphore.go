@@ -40,12 +40,9 @@ func (l *Lock) Limit() int {
 // initPermit prepares l to take a permit (Permits): checks the options and sets its keys and token.
 func (c *Client) initPermit(l *Lock, ao *acquireOptions, name string) error {
 	switch {
-	case ao.permits < 1 || ao.permits > MaxPermits:
-		return invalid("permits %d outside [1, %d]", ao.permits, MaxPermits)
 	case ao.owner != "" || ao.token != "" || ao.guard != "":
 		return invalid("WithOwner, WithToken and WithGuard cannot be used with Permits (a permit is never re-entered)")
-	}
-	if !c.st.Caps().Permits {
+	case !c.st.Caps().Permits:
 		return invalid("semaphores (Permits) are not supported over Redlock: a quorum of nodes does not bound the permits held")
 	}
 	l.kind = kindPermit

@@ -1,8 +1,8 @@
 package core
 
 import (
+	"cmp"
 	"context"
-	"errors"
 	"slices"
 	"strings"
 	"time"
@@ -11,6 +11,7 @@ import (
 	"github.com/lockkit/lockkit/core/internal/wait"
 )
 
+// setCall is one AcquireAll or TryAcquireAll call: its locks, grouped by slot, and its attempts.
 type setCall struct {
 	c     *Client
 	ao    acquireOptions
@@ -26,39 +27,30 @@ type setCall struct {
 	req    store.AcquireReq
 }
 
-// prepare makes the set's locks (one fresh token for all) and groups them by slot: on a cluster
-// by the slot of each name's hash tag, elsewhere all in one group.
+// prepare makes the set's locks (one fresh token for all), grouped by slot (one group off a Cluster).
 func (sc *setCall) prepare(full []string) {
 	c, token := sc.c, store.NewToken()
-	limit := c.opt.maxHold
-	if sc.ao.limited {
-		limit = sc.ao.maxHold
-	}
 	sc.req = store.AcquireReq{Token: token, Hold: any("0"), TTL: sc.ttl}
-	bySlot := map[int][]*Lock{}
+	slot := map[*Lock]int{}
 	for _, name := range full {
-		l := &Lock{c: c, ttl: sc.ttl, limit: limit, token: token, holdID: sc.req.Hold}
+		l := &Lock{c: c, ttl: sc.ttl, limit: sc.ao.maxHold, token: token, holdID: sc.req.Hold}
 		l.k.Init(c.opt.prefix, name)
 		sc.locks = append(sc.locks, l)
-		slot := 0
 		if c.st.Caps().Router.Sharded() {
-			slot = int(store.Slot(l.k.Main))
+			slot[l] = int(store.Slot(l.k.Main))
 		}
-		bySlot[slot] = append(bySlot[slot], l)
 	}
-	slots := make([]int, 0, len(bySlot))
-	for s := range bySlot {
-		slots = append(slots, s)
-	}
-	slices.Sort(slots)
-	for _, s := range slots {
-		g := bySlot[s]
-		slices.SortFunc(g, func(a, b *Lock) int { return strings.Compare(a.k.Name, b.k.Name) })
-		ks := make([]*store.Keys, len(g))
-		for i, l := range g {
-			ks[i] = &l.k
+
+	order := slices.Clone(sc.locks)
+	slices.SortFunc(order, func(a, b *Lock) int {
+		return cmp.Or(cmp.Compare(slot[a], slot[b]), strings.Compare(a.k.Name, b.k.Name))
+	})
+	for i, l := range order {
+		if i == 0 || slot[l] != slot[order[i-1]] {
+			sc.groups, sc.keys = append(sc.groups, nil), append(sc.keys, nil)
 		}
-		sc.groups, sc.keys = append(sc.groups, g), append(sc.keys, ks)
+		g := len(sc.groups) - 1
+		sc.groups[g], sc.keys[g] = append(sc.groups[g], l), append(sc.keys[g], &l.k)
 	}
 	sc.fences, sc.sent = make([][]int64, len(sc.groups)), make([]time.Time, len(sc.groups))
 }
@@ -77,6 +69,7 @@ func (sc *setCall) run(ctx context.Context) (*LockSet, error) {
 			hctx = x
 		}
 	}
+
 	set, attempts, err := sc.attempts(hctx)
 	if h != nil && h.WaitDone != nil {
 		info.Attempts, info.Duration, info.Outcome, info.Err = attempts, time.Since(sc.start), outcome(err), err
@@ -85,25 +78,31 @@ func (sc *setCall) run(ctx context.Context) (*LockSet, error) {
 	return set, err
 }
 
-// attempts makes the call's attempts; it returns the set, or the error that ended the call.
-func (sc *setCall) attempts(ctx context.Context) (*LockSet, int, error) {
+// attempts makes the call's attempts (store.TakeSet, which leaves nothing held by a failed one);
+// it returns the set, or the error that ended the call.
+func (sc *setCall) attempts(ctx context.Context) (set *LockSet, n int, err error) {
 	c := sc.c
 	if sc.waits && sc.ao.maxWait > 0 {
 		t := time.NewTimer(sc.ao.maxWait)
 		defer t.Stop()
 		sc.Deadline = t.C
 	}
-	acquired := false
-	defer func() { sc.Leave(acquired) }()
-	for n := 1; ; n++ {
+
+	defer func() { sc.Leave(err == nil) }()
+	for n = 1; ; n++ {
 		if err := ctx.Err(); err != nil {
 			return nil, n - 1, sc.notAcquired(nil, 0, n-1, err)
 		}
-		busy, retry, err := sc.attempt(ctx, n)
+		sc.req.Waiting = waitMark(sc.waits, n > 1)
+		busy, retry, err := store.TakeSet(ctx, c.st, c.backs, sc.keys, &sc.req, sc.fences, sc.sent)
+		if err != nil {
+			busy, retry, err = nil, 0, unavailable("acquire", err)
+		}
 		if h := c.hook; h != nil && h.Attempt != nil {
 			h.Attempt(ctx, WaitInfo{Name: sc.locks[0].k.Name, Key: sc.locks[0].k.Main, TTL: sc.ttl, Attempts: n,
 				Woken: sc.W != nil, Acquired: err == nil && busy == nil, RetryAfter: retry, Err: err})
 		}
+
 		switch {
 		case err != nil:
 			if cerr := ctx.Err(); cerr != nil {
@@ -112,24 +111,22 @@ func (sc *setCall) attempts(ctx context.Context) (*LockSet, int, error) {
 			return nil, n, err
 		case busy == nil:
 			set, err := sc.handOut(ctx)
-			acquired = err == nil
 			return set, n, err
 		case !sc.waits:
 			return nil, n, sc.notAcquired(busy, retry, n, nil)
 		}
+
 		// Wait for the release of the lock found taken (or its expiry), then try again.
 		if sc.W != nil && sc.W.Channel() != busy.Channel {
 			sc.Leave(false)
 			sc.W = nil
 		}
-		why := wait.Woken
-		if sc.W == nil {
-			if !sc.Join(busy.Channel) {
-				return nil, n, ErrClosed
-			}
-			why = sc.Ready(ctx) // a release may have come before the subscription: try again once it is confirmed
-		} else {
+		why := wait.Closed // (when the Join below finds the Client closed)
+		switch {
+		case sc.W != nil:
 			why = sc.Park(ctx, min(sc.Backoff, retry+time.Millisecond), false)
+		case sc.Join(busy.Channel):
+			why = sc.Ready(ctx) // (a release may have come before the subscription)
 		}
 		switch why { // (a cancelled context ends the call at the top of the next attempt)
 		case wait.Closed:
@@ -140,26 +137,8 @@ func (sc *setCall) attempts(ctx context.Context) (*LockSet, int, error) {
 	}
 }
 
-// attempt is attempt number n (store.TakeSet): it reports the keys found taken and how long they
-// stay taken, if any, or the error that ended it; nothing stays held by a failed attempt.
-func (sc *setCall) attempt(ctx context.Context, n int) (busy *store.Keys, retry time.Duration, err error) {
-	sc.req.Waiting = store.MarkNone
-	if sc.waits {
-		sc.req.Waiting = store.MarkWaiting
-		if n > 1 {
-			sc.req.Waiting = store.MarkWaited
-		}
-	}
-	busy, retry, err = store.TakeSet(ctx, sc.c.st, sc.c.backs, sc.keys, &sc.req, sc.fences, sc.sent)
-	if err != nil {
-		return nil, 0, unavailable("acquire", err)
-	}
-	return busy, retry, nil
-}
-
-// handOut makes the taken locks held: each checked against its validity (from when its group's
-// attempt was sent), then handed out in the order taken, each one's context under the previous
-// one's, so that the set's context (the last one's) ends with any of them.
+// handOut makes the taken locks held, each checked against its validity, then handed out in the
+// order taken, each one's context under the previous one's: the last one's ends with any of them.
 func (sc *setCall) handOut(ctx context.Context) (*LockSet, error) {
 	c := sc.c
 	for gi, g := range sc.groups {
@@ -168,6 +147,7 @@ func (sc *setCall) handOut(ctx context.Context) (*LockSet, error) {
 			return nil, err
 		}
 	}
+
 	s := &LockSet{locks: sc.locks, groups: sc.groups}
 	parent := ctx
 	var prev *Lock
@@ -181,7 +161,6 @@ func (sc *setCall) handOut(ctx context.Context) (*LockSet, error) {
 			parent, prev = l.Context(), l
 		}
 	}
-	s.last = prev
 	s.ctx = &setCtx{Context: prev.Context(), s: s}
 	return s, nil
 }
@@ -192,12 +171,5 @@ func (sc *setCall) notAcquired(busy *store.Keys, retry time.Duration, attempts i
 	if busy != nil {
 		name = busy.Name
 	}
-	e := &NotAcquiredError{Name: name, RetryAfter: retry, Attempts: attempts}
-	if sc.waits {
-		e.Waited = max(time.Since(sc.start), 1)
-	}
-	if cause != nil {
-		return errors.Join(e, cause)
-	}
-	return e
+	return notAcquired(name, retry, attempts, sc.waits, sc.start, cause)
 }

@@ -10,9 +10,8 @@ import (
 	"github.com/lockkit/lockkit/core/internal/wait"
 )
 
-// waitCall is one Acquire, TryAcquire or Do call's attempts, and its state between them: an
-// attempt is one acquire round trip; between attempts a waiting call parks in the Client's queue
-// for the lock's release channel, until a release wakes it or its fallback delay passes.
+// waitCall is one Acquire, TryAcquire or Do call's attempts (round trips) and its state between
+// them, while it parks in the Client's queue until a release wakes it or its fallback delay passes.
 type waitCall struct {
 	c     *Client
 	l     *Lock
@@ -28,9 +27,8 @@ type waitCall struct {
 	epoch    int64 // the epoch a grant to the call carries (internal/wait/grant.go)
 }
 
-// learnDigest names the call's waiter with its token's digest, asking the server for it once per
-// call. Without an answer the waiter stays unnamed and polls (as a waiter that missed a message
-// does); it returns an error only when ctx ended.
+// learnDigest names the call's waiter with its token's digest, asked of the server once per call.
+// Without an answer the waiter stays unnamed and polls; it returns an error only when ctx ended.
 func (wc *waitCall) learnDigest(ctx context.Context) error {
 	if wc.W == nil || !wc.W.Unnamed() {
 		return nil
@@ -49,29 +47,19 @@ func (wc *waitCall) learnDigest(ctx context.Context) error {
 	return nil
 }
 
-// nest is the wait of a nested read-write hold (see Read): nothing is sent; the outer hold's
-// acquisition is shared if the outer hold is still held.
-func (wc *waitCall) nest(ctx context.Context) error {
-	o := wc.l.outer
+func (wc *waitCall) run(ctx context.Context) (err error) {
 	if err := ctx.Err(); err != nil {
 		return wc.notAcquired(err)
 	}
-	if err := o.heldErr(); err != nil {
-		return err
+	if o := wc.l.outer; wc.l.nested {
+		// A read-write hold nested in another (see Read) sends nothing: it shares the outer hold's
+		// acquisition, if that is still held.
+		wc.res = store.AcquireResult{OK: true, Fence: o.fence, Holds: o.holds + 1}
+		return o.heldErr()
 	}
-	wc.res = store.AcquireResult{OK: true, Fence: o.fence, Holds: o.holds + 1}
-	return nil
-}
 
-func (wc *waitCall) run(ctx context.Context) (err error) {
-	if wc.l.nested {
-		return wc.nest(ctx) // a read-write hold nested in another: no round trip
-	}
 	wc.l.req.Fair = wc.ao.fair
 	defer func() { wc.finish(ctx, err) }()
-	if err := ctx.Err(); err != nil {
-		return wc.notAcquired(err)
-	}
 	if wc.waits && wc.ao.maxWait > 0 {
 		dt := time.NewTimer(wc.ao.maxWait)
 		defer dt.Stop()
@@ -82,36 +70,36 @@ func (wc *waitCall) run(ctx context.Context) (err error) {
 			return err
 		}
 	}
+
 	for {
 		if wc.W == nil && wc.waits && !wc.Handoff && wc.c.room.Busy(wc.l.k.Channel) {
-			// Local waiters are queued: take a place behind them instead of barging in. (In fair
-			// mode the attempt itself joins the Redis-side queue and cannot barge.)
-			if err := wc.join(); err != nil {
-				return err
+			// Local waiters are queued: take a place behind them instead of barging in. (A fair
+			// attempt joins the Redis-side queue and cannot barge.)
+			if !wc.Join(wc.l.k.Channel) {
+				return ErrClosed
 			}
 		} else {
 			if err := ctx.Err(); err != nil && wc.attempts > 0 {
-				// Cancelled while subscribing or woken: no new attempt (it could take the lock for a
-				// call that gave up); finish leaves the queue and hands on a lock granted meanwhile.
+				// Cancelled while subscribing or woken: no new attempt, which could take the lock
+				// for a call that gave up (finish hands on a lock granted meanwhile).
 				return wc.notAcquired(err)
 			}
-			done, err := wc.attempt(ctx)
-			if done {
+			if done, err := wc.attempt(ctx); done {
 				return err
 			}
 			if wc.W == nil {
-				if err := wc.join(); err != nil {
-					return err
+				if !wc.Join(wc.l.k.Channel) {
+					return ErrClosed
 				}
-				// Subscribed (or given up waiting for it): try again at once, as a release may have
-				// come between the attempt and the subscription (and granted the lock to a queued
-				// waiter, see internal/wait/grant.go).
-				if err := wc.ready(ctx); err != nil {
+				// Once subscribed (or tired of waiting), try again at once: a release may have
+				// come before the subscription (and granted the lock, see grant.go).
+				if err := wc.parked(ctx, wc.Ready(ctx)); err != nil {
 					return err
 				}
 				continue
 			}
 		}
+
 		if err := wc.learnDigest(ctx); err != nil {
 			return err
 		}
@@ -124,23 +112,26 @@ func (wc *waitCall) run(ctx context.Context) (err error) {
 	}
 }
 
+// waitMark is what an attempt tells the acquire script about its call's waiting: none for a call
+// that does not wait, else whether the call waited already.
+func waitMark(waits, waited bool) store.WaitMark {
+	switch {
+	case !waits:
+		return store.MarkNone
+	case waited:
+		return store.MarkWaited
+	}
+	return store.MarkWaiting
+}
+
 // attempt makes one round trip. It reports done with the call's result, or not done when the lock
 // is taken and the call waits.
 func (wc *waitCall) attempt(ctx context.Context) (done bool, err error) {
 	c, l, k := wc.c, wc.l, &wc.l.k
-	switch {
-	case !wc.waits:
-		l.req.Waiting = store.MarkNone
-	case wc.W == nil:
-		l.req.Waiting = store.MarkWaiting
-	default:
-		l.req.Waiting = store.MarkWaited
-	}
-	if wc.attempts > 0 && !wc.l.kind.queued() && c.st.Caps().AttemptHolds {
-		// Each Redlock attempt after the first takes its own hold id: a failed attempt's give-back
-		// (undo) may reach a node after a later attempt of this call was granted there (the node
-		// kept the failed attempt's grant, which the later one re-entered), and must drop only its
-		// own hold, not the later grant.
+	l.req.Waiting = waitMark(wc.waits, wc.W != nil)
+	if wc.attempts > 0 && !l.kind.queued() && c.st.Caps().AttemptHolds {
+		// Over Redlock each attempt takes its own hold id: a failed attempt's late give-back must
+		// drop only its own hold on a node, not the grant of a later attempt that re-entered it.
 		l.req.Hold = l.holdID.(string) + "~" + strconv.Itoa(wc.attempts)
 	}
 	wc.sent = time.Now()
@@ -149,6 +140,7 @@ func (wc *waitCall) attempt(ctx context.Context) (done bool, err error) {
 	c.reach(aerr)
 	wc.attempts++
 	wc.epoch = r.Epoch
+
 	if h := c.hook; h != nil && h.Attempt != nil {
 		h.Attempt(ctx, WaitInfo{Name: k.Name, Key: k.Main, TTL: l.ttl, Limit: l.Limit(), Mode: l.Mode(), Attempts: wc.attempts, Woken: wc.Woken,
 			Acquired: r.OK, RetryAfter: r.RetryAfter, Err: aerr})
@@ -157,8 +149,7 @@ func (wc *waitCall) attempt(ctx context.Context) (done bool, err error) {
 		c.room.LostRace(wc.W) // another process took the lock we were woken for
 	}
 	wc.Woken = false
-	switch {
-	case aerr != nil:
+	if aerr != nil {
 		if !c.st.Caps().Undoes && store.MayHaveRun(aerr) {
 			c.giveBack(l, aerr) // (Redlock gives back what its nodes may have granted itself)
 		}
@@ -166,46 +157,28 @@ func (wc *waitCall) attempt(ctx context.Context) (done bool, err error) {
 			return true, wc.notAcquired(cerr)
 		}
 		return true, unavailable("acquire", aerr)
+	}
+
+	wc.res = r
+	switch {
 	case r.NotHeld:
 		// A re-entry whose owner no longer holds the lock: this Client's holds of that
 		// acquisition are lost too (their next renewal would say so).
-		wc.res = r
-		lost := &LostError{Name: k.Name, Reason: "not_owner"}
 		c.wd.lostToken(k.Main, l.token)
-		return true, errors.Join(ErrNotHeld, lost)
+		return true, errors.Join(ErrNotHeld, &LostError{Name: k.Name, Reason: "not_owner"})
 	case r.OK:
-		wc.res = r
 		l.holdID = l.req.Hold // the hold this attempt took (see above)
 		return true, c.outlived(ctx, l, wc.sent)
 	case r.Guarded:
-		wc.res = r
 		if wc.W != nil {
-			// No release will follow (the lock stays free behind the guard): the next local waiter
-			// must find the guard too.
+			// No release will follow: the next local waiter must find the guard too.
 			c.room.PassOn(wc.W)
 		}
 		return true, &GuardedError{Name: k.Name, Key: wc.ao.guard, Value: r.Value}
-	}
-	wc.res = r
-	if !wc.waits {
+	case !wc.waits:
 		return true, wc.notAcquired(nil)
 	}
 	return false, nil
-}
-
-// join queues the call behind the Client's other waiters for the lock.
-func (wc *waitCall) join() error {
-	if !wc.Join(wc.l.k.Channel) {
-		return ErrClosed
-	}
-	return nil
-}
-
-// ready waits until the call's channel subscription is confirmed, or at most the backoff. It
-// returns an error when the call ends meanwhile, as park does: the wait limit's timer fires once,
-// so the call must end when this wait is the one that hears it.
-func (wc *waitCall) ready(ctx context.Context) error {
-	return wc.parked(ctx, wc.Ready(ctx))
 }
 
 // park waits for a release message or the fallback delay; it returns an error when the call ends
@@ -213,21 +186,21 @@ func (wc *waitCall) ready(ctx context.Context) error {
 func (wc *waitCall) park(ctx context.Context) error {
 	d := wc.Backoff
 	if wc.res.Epoch != 0 {
-		// Queued in Redis for a fair lock: a release hands the lock over with a grant message
-		// (internal/wait/grant.go); polls only keep the waiter's place and catch the holder's expiry.
+		// Queued in Redis: a release hands the lock over with a grant message (grant.go); polls
+		// only keep the waiter's place and catch the holder's expiry.
 		d = wc.MaxBack
 	}
 	if wc.res.Busy && wc.res.RetryAfter+time.Millisecond < d {
 		// The holder's TTL runs out first (PTTL 0: within a millisecond): be there when it does.
 		d = wc.res.RetryAfter + time.Millisecond
 	}
-	// Every fair waiter and every permit waiter polls within a third of its queue timeout: the poll
-	// keeps its place in the Redis-side queue, which would drop it otherwise. A lock's waiters
-	// behind the first local one poll rarely, so that many parked waiters cost Redis almost nothing.
+	// Waiters queued in Redis poll within a third of the queue timeout, which keeps their place;
+	// a lock's waiters behind the first local one poll rarely, so that they cost Redis little.
 	return wc.parked(ctx, wc.Park(ctx, d, !wc.Handoff))
 }
 
-// parked is the call's error after a Park that ended why: nil while it goes on.
+// parked is the call's error after a Park (or Ready) that ended why: nil while it goes on. The
+// wait limit's timer fires once: the call must end when its wait is the one that hears it.
 func (wc *waitCall) parked(ctx context.Context, why wait.Parked) error {
 	switch why {
 	case wait.Cancelled:
@@ -251,9 +224,15 @@ func (wc *waitCall) finish(ctx context.Context, err error) {
 }
 
 func (wc *waitCall) notAcquired(cause error) error {
-	e := &NotAcquiredError{Name: wc.l.k.Name, RetryAfter: wc.res.RetryAfter, Attempts: wc.attempts}
-	if wc.waits {
-		e.Waited = max(time.Since(wc.start), 1)
+	return notAcquired(wc.l.k.Name, wc.res.RetryAfter, wc.attempts, wc.waits, wc.start, cause)
+}
+
+// notAcquired is the error of an acquire call that ended without the lock name, held for retry
+// more, after attempts; with waits, it waited since start. cause is why, if its context ended it.
+func notAcquired(name string, retry time.Duration, attempts int, waits bool, start time.Time, cause error) error {
+	e := &NotAcquiredError{Name: name, RetryAfter: retry, Attempts: attempts}
+	if waits {
+		e.Waited = max(time.Since(start), 1)
 	}
 	if cause != nil {
 		return errors.Join(e, cause)
@@ -261,11 +240,8 @@ func (wc *waitCall) notAcquired(cause error) error {
 	return e
 }
 
-// handoffStart prepares such a call: every waiting attempt queues it in Redis, so it polls often
-// enough to stay queued (at least every third of its queue timeout); and if this Client subscribes
-// the release channel already, it joins the local queue before its first attempt, so that a grant
-// made right after that attempt finds it (otherwise it joins after a refused attempt, and tries
-// again once subscribed).
+// handoffStart prepares a call queued in Redis: it polls often enough to stay queued, and joins
+// the local queue before its first attempt if it can, so that a grant right after it finds it.
 func (wc *waitCall) handoffStart() error {
 	wc.MaxBack = min(wc.MaxBack, wc.c.opt.waiterTTL/3)
 	wc.Backoff = min(wc.Backoff, wc.MaxBack)
@@ -273,21 +249,16 @@ func (wc *waitCall) handoffStart() error {
 		return nil
 	}
 	wc.l.req.WaiterTTL = wc.c.opt.waiterTTL
-	if wc.c.room.Subscribed(wc.l.k.Channel) {
-		return wc.join()
+	if wc.c.room.Subscribed(wc.l.k.Channel) && !wc.Join(wc.l.k.Channel) {
+		return ErrClosed
 	}
 	return nil
 }
 
-// claim takes the lock or permit a release granted to the call while it waited (direct handoff):
-// it reports done with the call's result, or not done (a stale grant, or none: the call goes on
-// with an attempt). The lease is counted from when the call's last attempt was sent, before the
-// grant was made. A fair grant's lease is the TTL but at most the queue timeout
-// (WithFairWaiterTimeout, see lk_give in internal/script/lua/fair.lua), so that a waiter that died while queued
-// does not keep the lock for a long TTL; the watchdog lengthens it to the TTL within a third of
-// it. If the last attempt was sent more than half the lease ago, or the Client waits for replicas
-// to acknowledge each acquisition (WithReplicaAck: the releasing script's write was not waited
-// for), the call confirms with an attempt instead (which answers the grant with a full TTL).
+// claim takes the lock or permit a release granted to the call while it waited, or reports not
+// done (no grant, or a stale one). The lease counts from the call's last attempt; a fair grant's
+// is at most the queue timeout (lk_give in fair.lua). An attempt confirms instead when that lease
+// is half gone, or with WithReplicaAck (the grant's write was not waited for).
 func (wc *waitCall) claim(ctx context.Context) (bool, error) {
 	if wc.W == nil || !wc.Handoff || ctx.Err() != nil {
 		return false, nil // (cancelled: the call ends, and finish hands a grant on)
@@ -297,6 +268,7 @@ func (wc *waitCall) claim(ctx context.Context) (bool, error) {
 	if !wc.l.kind.queued() {
 		lease = min(lease, wc.l.req.WaiterTTL)
 	}
+
 	if !g.OK || g.Epoch != wc.epoch || time.Since(wc.sent) > lease/2 || wc.c.opt.replicas > 0 {
 		return false, nil
 	}
