@@ -1,6 +1,7 @@
 package core
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -26,7 +27,7 @@ type Client struct {
 	holdIDs atomic.Int64 // hold ids of re-entering acquisitions
 	st      store.Store
 	opt     options
-	hook    *Hook
+	hook    Hook
 	wd      *watchdog
 	room    *wait.Queues
 	closed  atomic.Bool
@@ -38,11 +39,7 @@ type Client struct {
 
 // log reports msg at level with attrs to the Client's logger (WithLogger).
 func (c *Client) log(level slog.Level, msg string, attrs ...slog.Attr) {
-	lg := c.opt.logger
-	if lg == nil {
-		lg = slog.Default()
-	}
-	lg.LogAttrs(context.Background(), level, "lockkit: "+msg, attrs...)
+	cmp.Or(c.opt.logger, slog.Default()).LogAttrs(context.Background(), level, "lockkit: "+msg, attrs...)
 }
 
 // New returns a Client over a go-redis client: a plain client, a Sentinel failover client or a
@@ -206,6 +203,7 @@ func (c *Client) Close(ctx context.Context) error {
 	case ctx == nil:
 		return invalid("ctx is nil (the Client stays open)")
 	}
+
 	if c.closed.Swap(true) {
 		return nil
 	}
@@ -220,7 +218,7 @@ func (c *Client) Close(ctx context.Context) error {
 	c.room.Close()
 	c.backs.Close(ctx)
 	closed := func(*Lock) error { return ErrClosed }
-	err := endAll(ctx, flatten(c.wd.close(ctx)), stateClosed, closed, giveNow)
+	err := endAll(ctx, c.wd.close(ctx), stateClosed, closed, giveNow)
 	c.st.Close()
 	return err
 }
@@ -229,6 +227,7 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 	if ctx == nil {
 		return nil, invalid("ctx is nil")
 	}
+
 	ao, err := applyAcquireOptions(opts, c.opt.maxHold)
 	if err != nil {
 		return nil, err
@@ -237,6 +236,7 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 	if err != nil {
 		return nil, err
 	}
+
 	switch {
 	case ao.owner != "" && ao.token != "":
 		return nil, invalid("WithOwner and WithToken cannot be combined")
@@ -247,6 +247,7 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 	case c.closed.Load():
 		return nil, ErrClosed
 	}
+
 	c.evict.start()
 	if err := c.selfExcluded(ctx, name, &ao); err != nil {
 		return nil, err
@@ -278,6 +279,7 @@ func (c *Client) initLock(ctx context.Context, l *Lock, ao *acquireOptions, name
 	} else {
 		l.k.Init(c.opt.prefix, name)
 	}
+
 	l.token, l.holdID = token, any("0") // a fresh token's first hold: unique for that token
 	if o := heldIn(ctx, c, l.k.Main); o != nil && (given == "" || o.token == l.token) {
 		l.outer, l.token = o, o.token // (with a token given: only a hold of that token)
@@ -294,6 +296,7 @@ func (c *Client) initLock(ctx context.Context, l *Lock, ao *acquireOptions, name
 	} else {
 		l.req = &store.AcquireReq{Token: l.token, Hold: l.holdID, TTL: l.ttl, TTLArg: store.MS(l.ttl)}
 	}
+
 	switch {
 	case l.outer != nil && c.st.Caps().ReentryFence:
 		l.req.Entry = l.outer.fence // the acquisition the context holds, and no other
@@ -309,15 +312,11 @@ func (c *Client) take(ctx context.Context, l *Lock, waits bool, ao acquireOption
 	if l.req != nil { // (nil: a nested read-write hold, which sends nothing)
 		l.req.Keys = &l.k
 	}
+
 	wc := waitCall{c: c, l: l, ao: ao, waits: waits, start: time.Now()} // (waitcall.go)
 	wc.Call = wait.Call{Q: c.room, Handoff: ao.fair || l.kind.queued(), Backoff: c.opt.backoffMin, MaxBack: c.opt.backoffMax}
 	info := WaitInfo{Name: l.k.Name, Key: l.k.Main, TTL: l.ttl, Limit: l.Limit(), Mode: l.Mode()}
-	hctx := ctx
-	if h := c.hook; h != nil && h.WaitStart != nil {
-		if x := h.WaitStart(ctx, info); x != nil {
-			hctx = x
-		}
-	}
+	hctx := hooked(ctx, c.hook.WaitStart, info)
 
 	err := wc.run(hctx)
 	l.req = nil // (a held lock does not keep its request)
@@ -326,9 +325,10 @@ func (c *Client) take(ctx context.Context, l *Lock, waits bool, ao acquireOption
 		l.k.Lines = nil
 		c.scratch.Put(sc, err == nil || answered(err))
 	}
-	if h := c.hook; h != nil && h.WaitDone != nil {
+
+	if f := c.hook.WaitDone; f != nil {
 		info.Attempts, info.Duration, info.Outcome, info.Err = wc.attempts, time.Since(wc.start), outcome(err), err
-		h.WaitDone(hctx, info)
+		f(hctx, info)
 	}
 	if err != nil {
 		return nil, err
@@ -346,23 +346,23 @@ func (c *Client) handOut(ctx, hctx context.Context, l *Lock, fence, holds int64,
 	if o := l.outer; o != nil && !o.maxAt.IsZero() && (l.maxAt.IsZero() || o.maxAt.Before(l.maxAt)) {
 		l.maxAt, l.limit = o.maxAt, o.limit // work nested in a limited hold ends with it
 	}
+
 	l.k.Held(fence)
-	parent, held := hctx, 0
-	if h := c.hook; h != nil && h.Acquired != nil {
-		if !l.nested && !c.wd.holding(l.k.Main, l.token) {
-			held = 1
-		}
-		if x := h.Acquired(hctx, HoldInfo{Lock: l, TTL: l.ttl, Held: held}); x != nil {
-			parent = x
-		}
+	held := 0
+	if c.hook.Acquired != nil && !l.nested && !c.wd.holding(l.k.Main, l.token) {
+		held = 1
 	}
+	parent := hooked(hctx, c.hook.Acquired, HoldInfo{Lock: l, TTL: l.ttl, Held: held})
 
 	l.mu.Lock() // (the Acquired hook may have handed l to another goroutine)
-	l.vctx = valueCtx{Context: parent, l: l}
+	l.vctx = valueCtx[heldKey, *Lock]{Context: parent, v: l}
 	l.mu.Unlock()
+
 	if !c.wd.add(l, sent, held) {
 		l.endHeld, l.endLast = -held, held > 0 // (the watchdog never saw l)
-		_, _ = l.end(context.WithoutCancel(ctx), stateClosed, ErrClosed, giveNow, nil)
+		if l.begin(stateClosed, ErrClosed) {
+			_ = l.giveUp(context.WithoutCancel(ctx), stateClosed, giveNow, nil)
+		}
 		if l.nested {
 			return nil, l.notNested() // (its outer hold ended meanwhile)
 		}

@@ -1,5 +1,17 @@
 // The end of a hold: how a lock, a permit, a read or a write is given back in Redis, reported to
-// the hook and detached from the watchdog, whoever ends it (Release, a loss, Close, max hold).
+// the hook and detached from the watchdog, whoever ends it: Release or ReleaseSet (stateReleased),
+// Client.Close (stateClosed), WithMaxHold (stateEnded) or a loss (stateLost, through endAll).
+// Every hold ends in these steps, in this order (begin, then giveUp):
+//
+//  1. in one step under l.mu, the lock's context is cancelled with cause and the hold marked ended;
+//  2. the watchdog stops renewing it;
+//  3. a loss is reported to the hook (Lost) before this Client lets anybody else have the name;
+//  4. the hold is given back in Redis as give says. A release that finds the lock gone makes the
+//     end a loss (and, after the reply, the Client's other holds of it); a Release that cannot
+//     reach Redis leaves the hold to be released again;
+//  5. any other end is reported to the hook (Released), with the release's outcome.
+//
+// (A LockSet sends its holds' releases together: begin, one round trip per slot, finish.)
 
 package core
 
@@ -14,42 +26,22 @@ import (
 	"github.com/lockkit/lockkit/core/internal/store"
 )
 
-// giveMode says how end gives a hold back in Redis.
+// giveMode says how giveUp gives a hold back in Redis.
 type giveMode uint8
 
 const (
 	giveNone       giveMode = iota // nothing to give back: Redis said the lock is not ours
-	giveNow                        // release now, with end's context
+	giveNow                        // release now, with giveUp's context
 	giveBackground                 // release in the background (giveBack): a hold declared expired
 )
 
-// end ends the hold, the one way every hold ends: Release or ReleaseSet (stateReleased),
-// Client.Close (stateClosed), WithMaxHold (stateEnded) or a loss (stateLost, through endAll).
-// In this order, every time:
-//
-//  1. in one step under l.mu, the lock's context is cancelled with cause and the hold marked ended;
-//  2. the watchdog stops renewing it;
-//  3. a loss is reported to the hook (Lost) before this Client lets anybody else have the name;
-//  4. the hold is given back in Redis as give says. A release that finds the lock gone makes the
-//     end a loss (and, after the reply, the Client's other holds of it); a Release that cannot
-//     reach Redis leaves the hold to be released again;
-//  5. any other end is reported to the hook (Released), with the release's outcome.
-//
-// It reports false when the hold had ended already (nothing is done), and the release's error.
-// (A LockSet sends its holds' releases together: begin, one round trip per slot, finish.)
-func (l *Lock) end(ctx context.Context, why holdState, cause error, give giveMode, set *store.ReleaseSet) (bool, error) {
-	if !l.begin(why, cause) {
-		return false, nil
-	}
-	return true, l.giveUp(ctx, why, give, set)
-}
-
-// giveUp is end's steps 4 and 5.
+// giveUp is a hold's end's steps 4 and 5, once begin ended it.
 func (l *Lock) giveUp(ctx context.Context, why holdState, give giveMode, set *store.ReleaseSet) error {
 	if l.nested {
 		give = giveNone // a nested read-write hold shares its outer hold's acquisition (rwlock.go)
 	}
-	var n int64
+
+	var res store.ReleaseResult
 	var err error
 	switch give {
 	case giveNow:
@@ -57,10 +49,8 @@ func (l *Lock) giveUp(ctx context.Context, why holdState, give giveMode, set *st
 		if sc != nil {
 			l.k.Lines = &sc.Lines
 		}
-		var res store.ReleaseResult
 		res, err = l.c.st.Release(ctx, store.ReleaseReq{Keys: &l.k, Token: l.token, Hold: l.holdID, Fair: l.fair,
 			Write: set, LockTTL: l.ttl})
-		n = res.Left
 		if sc != nil {
 			l.k.Lines = nil
 			l.c.scratch.Put(sc, err == nil)
@@ -69,10 +59,11 @@ func (l *Lock) giveUp(ctx context.Context, why holdState, give giveMode, set *st
 		// A renewal still on its way may re-extend the lock (owner-checked: nothing passed on).
 		l.c.giveBack(l, nil)
 	}
-	return l.finish(why, give == giveNow, n, err)
+
+	return l.finish(why, give == giveNow, res.Left, err)
 }
 
-// begin is end's steps 1 and 2: it reports false when the hold had ended already.
+// begin is a hold's end's steps 1 and 2: it reports false when the hold had ended already.
 func (l *Lock) begin(why holdState, cause error) bool {
 	l.endNested(why, cause) // (read-write holds nested in l end first)
 	l.mu.Lock()
@@ -85,7 +76,14 @@ func (l *Lock) begin(why holdState, cause error) bool {
 	if why != stateReleased {
 		l.cause = cause
 	}
-	stop := l.stopLocked(cause)
+
+	var stop context.CancelCauseFunc // (nil until Context makes the context, cancelled then)
+	if l.ended == nil {
+		l.ended, stop = cause, l.stop
+		if l.ctx == nil && l.vctx.Context != nil && ctxDone(l.vctx.Context) {
+			l.ended, l.parentEnded = context.Cause(l.vctx.Context), true // (so would the context have)
+		}
+	}
 	l.mu.Unlock()
 	if stop != nil {
 		stop(cause)
@@ -94,7 +92,7 @@ func (l *Lock) begin(why holdState, cause error) bool {
 	return true
 }
 
-// finish is end's steps 4 (the reply to a release sent: the holds left n, or err) and 5.
+// finish is a hold's end's steps 4 (the reply to a release sent: the holds left n, or err) and 5.
 func (l *Lock) finish(why holdState, sent bool, n int64, err error) error {
 	if sent {
 		l.c.reach(err)
@@ -123,19 +121,6 @@ func (l *Lock) finish(why holdState, sent bool, n int64, err error) error {
 	return err
 }
 
-// stopLocked records cause as the end of the lock's context and returns the function that cancels
-// it (nil when the context is not made yet: Context makes it cancelled). The caller holds l.mu.
-func (l *Lock) stopLocked(cause error) context.CancelCauseFunc {
-	if l.ended != nil {
-		return nil
-	}
-	l.ended = cause
-	if l.ctx == nil && l.vctx.Context != nil && ctxDone(l.vctx.Context) {
-		l.ended, l.parentEnded = context.Cause(l.vctx.Context), true // (so would the context have)
-	}
-	return l.stop
-}
-
 // ctxDone reports whether ctx's Done is closed (not Err: an outer hold's holdCtx.Err takes mutexes).
 func ctxDone(ctx context.Context) bool {
 	select {
@@ -148,10 +133,14 @@ func ctxDone(ctx context.Context) bool {
 
 // reportEnd runs the hook's Lost (lost) or Released, once per hold.
 func (l *Lock) reportEnd(lost bool, holds int64, err error) {
-	h := l.c.hook
-	if h == nil || (lost && h.Lost == nil) || (!lost && h.Released == nil) {
+	report := l.c.hook.Released
+	if lost {
+		report = l.c.hook.Lost
+	}
+	if report == nil {
 		return
 	}
+
 	l.mu.Lock()
 	reported := l.reported
 	l.reported = true
@@ -161,14 +150,11 @@ func (l *Lock) reportEnd(lost bool, holds int64, err error) {
 	}
 
 	held, last := l.c.wd.endOf(l)
-	in := HoldInfo{Lock: l, Held: held, Last: last, Duration: time.Since(l.acquired), Err: err}
+	in := HoldInfo{Lock: l, Held: held, Last: last, Holds: holds, Duration: time.Since(l.acquired), Err: err}
 	if lost {
 		in.Err = l.lostCause()
-		h.Lost(l.Context(), in)
-		return
 	}
-	in.Holds = holds
-	h.Released(l.Context(), in)
+	report(l.Context(), in)
 }
 
 // endAll ends holds that end together (Close, WithMaxHold, nested holds; a lost entry in the same
@@ -255,41 +241,28 @@ func (c *Client) outlived(ctx context.Context, l *Lock, sent time.Time) error {
 }
 
 // endHolds ends the holds whose WithMaxHold deadline passed in one watchdog round (endAll).
-func (c *Client) endHolds(sets []lostSet) {
+func (c *Client) endHolds(locks []*Lock) {
 	ctx, cancel := context.WithTimeout(c.backs.Context(), 5*time.Second) // the locks expire within their TTL anyway
 	defer cancel()
 	cause := func(l *Lock) error { return &MaxHoldError{Name: l.k.Name, Limit: l.limit} }
-	_ = endAll(ctx, flatten(sets), stateEnded, cause, giveNow)
+	_ = endAll(ctx, locks, stateEnded, cause, giveNow)
 }
 
-// flatten returns the holds of sets in one slice.
-func flatten(sets []lostSet) []*Lock {
-	var all []*Lock
-	for _, set := range sets {
-		all = append(all, set.locks...)
-	}
-	return all
-}
-
-// lost ends the holds of an entry the watchdog gave up.
+// lost ends the holds of an entry the watchdog gave up, if any.
 func (c *Client) lost(ls lostSet) {
-	c.finishLost(ls, cancelLost(ls))
+	if len(ls.locks) > 0 {
+		c.finishLost(ls, cancelLost(ls))
+	}
 }
 
 // cancelLost is lost's steps 1 and 2 (beginAll): it returns the holds it ended.
 func cancelLost(ls lostSet) []*Lock {
-	if len(ls.locks) == 0 {
-		return nil
-	}
 	return beginAll(ls.locks, stateLost, func(l *Lock) error { return &LostError{Name: l.k.Name, Reason: ls.why, Err: ls.err} })
 }
 
-// finishLost is the rest of lost, for the holds cancelLost ended: the hook's Lost, the log line,
-// then the give-back (giveBackground for an expired hold).
+// finishLost is the rest of lost, for the holds cancelLost ended (ls has one at least): the hook's
+// Lost, the log line, then the give-back (giveBackground for an expired hold).
 func (c *Client) finishLost(ls lostSet, ended []*Lock) {
-	if len(ls.locks) == 0 {
-		return
-	}
 	give := giveNone
 	if ls.why == "expired" {
 		give = giveBackground
@@ -325,6 +298,7 @@ func (l *Lock) endNested(why holdState, cause error) {
 		}
 	}
 	w.mu.Unlock()
+
 	if len(in) > 0 {
 		_ = endAll(context.Background(), in, why, func(*Lock) error { return cause }, giveNone)
 	}

@@ -50,9 +50,6 @@ func newEvictionCheck(nodes []redis.UniversalClient, log func(slog.Level, string
 
 // start starts the check unless it is running or stopped.
 func (e *evictionCheck) start() {
-	if e == nil {
-		return
-	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.cancel != nil || e.stopped {
@@ -65,9 +62,6 @@ func (e *evictionCheck) start() {
 
 // close stops the check and waits for it.
 func (e *evictionCheck) close() {
-	if e == nil {
-		return
-	}
 	e.mu.Lock()
 	e.stopped = true
 	cancel := e.cancel
@@ -153,23 +147,19 @@ func (e *evictionCheck) failed(name string, err error) {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return // (Close, or a round that took too long: asked again later)
 	}
-	denied := strings.HasPrefix(err.Error(), "NOPERM")
-	said := &e.quiet
-	if denied {
-		said = &e.denied
+	level, said := slog.LevelDebug, &e.quiet
+	msg := "eviction check: a server could not be asked; it is asked again later"
+	if strings.HasPrefix(err.Error(), "NOPERM") {
+		level, said = slog.LevelInfo, &e.denied
+		msg = "eviction check skipped: this user may not run INFO (grant +info to have it, or run lockkit doctor)"
 	}
+
 	e.mu.Lock()
 	say := !*said
 	*said = true
 	e.mu.Unlock()
-	switch {
-	case !say:
-	case denied:
-		e.log(slog.LevelInfo, "eviction check skipped: this user may not run INFO (grant +info to have it, or run lockkit doctor)",
-			slog.String("node", name), slog.Any("error", err))
-	default:
-		e.log(slog.LevelDebug, "eviction check: a server could not be asked; it is asked again later",
-			slog.String("node", name), slog.Any("error", err))
+	if say {
+		e.log(level, msg, slog.String("node", name), slog.Any("error", err))
 	}
 }
 

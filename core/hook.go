@@ -96,23 +96,22 @@ type HoldInfo struct {
 }
 
 // chainHooks folds several hooks into one; the context flows from each to the next.
-func chainHooks(hs []Hook) *Hook {
+func chainHooks(hs []Hook) Hook {
 	switch len(hs) {
 	case 0:
-		return nil
+		return Hook{}
 	case 1:
-		h := hs[0]
-		return &h
+		return hs[0]
 	}
-	var out Hook
-	out.WaitStart = chain(hs, func(h Hook) func(context.Context, WaitInfo) context.Context { return h.WaitStart })
-	out.Acquired = chain(hs, func(h Hook) func(context.Context, HoldInfo) context.Context { return h.Acquired })
-	out.Attempt = each(hs, func(h Hook) func(context.Context, WaitInfo) { return h.Attempt })
-	out.WaitDone = each(hs, func(h Hook) func(context.Context, WaitInfo) { return h.WaitDone })
-	out.Renewed = each(hs, func(h Hook) func(context.Context, HoldInfo) { return h.Renewed })
-	out.Lost = each(hs, func(h Hook) func(context.Context, HoldInfo) { return h.Lost })
-	out.Released = each(hs, func(h Hook) func(context.Context, HoldInfo) { return h.Released })
-	return &out
+	return Hook{
+		WaitStart: chain(hs, func(h Hook) func(context.Context, WaitInfo) context.Context { return h.WaitStart }),
+		Acquired:  chain(hs, func(h Hook) func(context.Context, HoldInfo) context.Context { return h.Acquired }),
+		Attempt:   each(hs, func(h Hook) func(context.Context, WaitInfo) { return h.Attempt }),
+		WaitDone:  each(hs, func(h Hook) func(context.Context, WaitInfo) { return h.WaitDone }),
+		Renewed:   each(hs, func(h Hook) func(context.Context, HoldInfo) { return h.Renewed }),
+		Lost:      each(hs, func(h Hook) func(context.Context, HoldInfo) { return h.Lost }),
+		Released:  each(hs, func(h Hook) func(context.Context, HoldInfo) { return h.Released }),
+	}
 }
 
 // each calls the picked callback of every hook that has it.
@@ -127,16 +126,23 @@ func each[I any](hs []Hook, pick func(Hook) func(context.Context, I)) func(conte
 }
 
 // chain calls the picked callback of every hook that has it, each with the context the one before
-// returned (nil: unchanged).
+// returned (hooked).
 func chain[I any](hs []Hook, pick func(Hook) func(context.Context, I) context.Context) func(context.Context, I) context.Context {
 	return func(ctx context.Context, in I) context.Context {
 		for _, h := range hs {
-			if f := pick(h); f != nil {
-				if c := f(ctx, in); c != nil {
-					ctx = c
-				}
-			}
+			ctx = hooked(ctx, pick(h), in)
 		}
 		return ctx
 	}
+}
+
+// hooked runs f, a hook's WaitStart or Acquired (nil: none), and returns the context it returned,
+// or ctx if it returned nil.
+func hooked[I any](ctx context.Context, f func(context.Context, I) context.Context, in I) context.Context {
+	if f != nil {
+		if x := f(ctx, in); x != nil {
+			return x
+		}
+	}
+	return ctx
 }

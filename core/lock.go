@@ -11,7 +11,7 @@ import (
 	"github.com/lockkit/lockkit/core/internal/store"
 )
 
-// A hold's state: held until it ends (see Lock.end), and then why.
+// A hold's state: held until it ends (end.go), and then why.
 const (
 	stateHeld     holdState = iota
 	stateReleased           // Release, ReleaseSet
@@ -46,8 +46,8 @@ type Lock struct {
 	outer    *Lock         // the lock held by the context this one was acquired with
 	entry    *entry        // shared by the reentrant Locks of one owner in this Client
 	ownEntry entry         // entry, when this acquisition created it
-	vctx     valueCtx      // the parent of the lock's context
 
+	vctx  valueCtx[heldKey, *Lock] // the parent of the lock's context
 	mu    sync.Mutex
 	cause error
 	// The lock's context, made by the first call of Context, and its cancel function. ended is the
@@ -77,15 +77,16 @@ func (l *Lock) firstLease() time.Duration {
 
 type heldKey struct{}
 
-// valueCtx carries the Lock in its context (context.WithValue without an allocation of its own).
-type valueCtx struct {
+// valueCtx carries v, a Lock or a LockSet, under the key K in its context (context.WithValue
+// without an allocation of its own).
+type valueCtx[K, V any] struct {
 	context.Context
-	l *Lock
+	v V
 }
 
-func (c *valueCtx) Value(key any) any {
-	if _, ok := key.(heldKey); ok {
-		return c.l
+func (c *valueCtx[K, V]) Value(key any) any {
+	if _, ok := key.(K); ok {
+		return c.v
 	}
 	return c.Context.Value(key)
 }

@@ -14,28 +14,15 @@ import (
 // is a *Lock of its own (key, fence, renewals), and the set has one context. Its methods are safe
 // for concurrent use; those of a nil *LockSet (what a failed AcquireAll returns) do not panic.
 type LockSet struct {
-	locks  []*Lock   // in the order the names were given
-	groups [][]*Lock // the locks of each slot, in the order they were taken
-	ctx    *setCtx   // the set's context: the last lock's, carrying the set (SetFromContext)
-}
-
-// setCtx carries the LockSet in its context (its parent is the context of the set's last lock).
-type setCtx struct {
-	context.Context
-	s *LockSet
+	locks  []*Lock         // in the order the names were given
+	groups [][]*Lock       // the locks of each slot, in the order they were taken
+	ctx    context.Context // the set's context: the last lock's, carrying the set (SetFromContext)
 }
 
 // maxSetNames bounds the names of one AcquireAll.
 const maxSetNames = 100
 
 type setKey struct{}
-
-func (c *setCtx) Value(key any) any {
-	if _, ok := key.(setKey); ok {
-		return c.s
-	}
-	return c.Context.Value(key)
-}
 
 // SetFromContext returns the LockSet whose context ctx is, or derives from: the innermost one when
 // sets are nested. It gives a function run under a set's context (DoAll, or an adapter's WithKeys)
@@ -91,15 +78,10 @@ func (s *LockSet) Release(ctx context.Context) error {
 		var live []*Lock
 		var ks []*store.Keys
 		for i := len(g) - 1; i >= 0; i-- { // the inner contexts end first (see endAll)
-			l := g[i]
-			if err := l.heldErr(); err != nil {
-				if ok, _ := l.released(); !ok {
-					errs = append(errs, err)
-				}
-				continue
-			}
-			if l.begin(stateReleased, ErrReleased) {
-				live, ks = append(live, l), append(ks, &l.k)
+			ok, err := g[i].releasing()
+			errs = append(errs, err) // (errors.Join drops the nils)
+			if ok {
+				live, ks = append(live, g[i]), append(ks, &g[i].k)
 			}
 		}
 		if len(live) == 0 {
@@ -113,9 +95,7 @@ func (s *LockSet) Release(ctx context.Context) error {
 			if err == nil {
 				n = res.SetLeft[i]
 			}
-			if ferr := l.finish(stateReleased, true, n, err); ferr != nil {
-				errs = append(errs, ferr)
-			}
+			errs = append(errs, l.finish(stateReleased, true, n, err))
 		}
 	}
 	return errors.Join(errs...)
@@ -159,11 +139,9 @@ func (c *Client) DoAll(ctx context.Context, names []string, ttl time.Duration, f
 		rerr := s.Release(ctx) // (not cut short by ctx)
 		var lost []error
 		for _, l := range s.locks {
-			if cause := l.lostCause(); cause != nil {
-				lost = append(lost, cause)
-			}
+			lost = append(lost, l.lostCause())
 		}
-		if len(lost) > 0 {
+		if errors.Join(lost...) != nil { // (a lock was lost: Join drops the nils)
 			err = errors.Join(append(lost, err)...)
 		} else if err == nil && !errors.Is(rerr, ErrNotHeld) {
 			err = rerr
@@ -176,6 +154,7 @@ func (c *Client) acquireAll(ctx context.Context, names []string, ttl time.Durati
 	if ctx == nil {
 		return nil, invalid("ctx is nil")
 	}
+
 	ao, err := applyAcquireOptions(opts, c.opt.maxHold)
 	if err != nil {
 		return nil, err
@@ -200,6 +179,7 @@ func (c *Client) acquireAll(ctx context.Context, names []string, ttl time.Durati
 		}
 		full[i] = q
 	}
+
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}

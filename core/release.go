@@ -110,17 +110,25 @@ func (l *Lock) release(ctx context.Context, set *store.ReleaseSet) error {
 	if ctx == nil {
 		return invalid("ctx is nil")
 	}
-	if err := l.heldErr(); err != nil {
-		if ok, _ := l.released(); ok {
-			return nil
-		}
+	if ok, err := l.releasing(); !ok {
 		return err
 	}
 
 	rctx, cancel := releaseContext(ctx, l.ttl)
-	_, err := l.end(rctx, stateReleased, ErrReleased, giveNow, set)
-	cancel()
-	return err
+	defer cancel()
+	return l.giveUp(rctx, stateReleased, giveNow, set)
+}
+
+// releasing begins a Release's end of l, or returns what the Release returns instead: nil when the
+// hold was released already (Release is idempotent), else why it is not held.
+func (l *Lock) releasing() (bool, error) {
+	if err := l.heldErr(); err != nil {
+		if ok, _ := l.released(); ok {
+			return false, nil
+		}
+		return false, err
+	}
+	return l.begin(stateReleased, ErrReleased), nil
 }
 
 // releaseTimeout bounds a release whose caller's context can end (see releaseContext).

@@ -72,6 +72,7 @@ func (c *Client) initRW(ctx context.Context, l *Lock, ao *acquireOptions, name s
 		l.token, l.holdID = o.token, o.holdID
 		return nil
 	}
+
 	l.k.InitRW(tag, name, limit)
 	l.token, l.holdID = store.NewToken(), any("0")
 	l.req = &store.AcquireReq{Token: l.token, Hold: l.holdID, TTL: l.ttl, Limit: limit}

@@ -52,28 +52,23 @@ func (sc *setCall) prepare(full []string) {
 		g := len(sc.groups) - 1
 		sc.groups[g], sc.keys[g] = append(sc.groups[g], l), append(sc.keys[g], &l.k)
 	}
+
 	sc.fences, sc.sent = make([][]int64, len(sc.groups)), make([]time.Time, len(sc.groups))
 }
 
 // run makes attempts until every group is taken, or the call ends.
 func (sc *setCall) run(ctx context.Context) (*LockSet, error) {
-	c, first := sc.c, sc.locks[0]
-	hctx := ctx
-	h := c.hook
+	first := sc.locks[0]
 	info := WaitInfo{Name: first.k.Name, Key: first.k.Main, TTL: sc.ttl}
 	for _, l := range sc.locks {
 		info.Names = append(info.Names, l.k.Name)
 	}
-	if h != nil && h.WaitStart != nil {
-		if x := h.WaitStart(ctx, info); x != nil {
-			hctx = x
-		}
-	}
+	hctx := hooked(ctx, sc.c.hook.WaitStart, info)
 
 	set, attempts, err := sc.attempts(hctx)
-	if h != nil && h.WaitDone != nil {
+	if f := sc.c.hook.WaitDone; f != nil {
 		info.Attempts, info.Duration, info.Outcome, info.Err = attempts, time.Since(sc.start), outcome(err), err
-		h.WaitDone(hctx, info)
+		f(hctx, info)
 	}
 	return set, err
 }
@@ -98,8 +93,8 @@ func (sc *setCall) attempts(ctx context.Context) (set *LockSet, n int, err error
 		if err != nil {
 			busy, retry, err = nil, 0, unavailable("acquire", err)
 		}
-		if h := c.hook; h != nil && h.Attempt != nil {
-			h.Attempt(ctx, WaitInfo{Name: sc.locks[0].k.Name, Key: sc.locks[0].k.Main, TTL: sc.ttl, Attempts: n,
+		if f := c.hook.Attempt; f != nil {
+			f(ctx, WaitInfo{Name: sc.locks[0].k.Name, Key: sc.locks[0].k.Main, TTL: sc.ttl, Attempts: n,
 				Woken: sc.W != nil, Acquired: err == nil && busy == nil, RetryAfter: retry, Err: err})
 		}
 
@@ -121,6 +116,7 @@ func (sc *setCall) attempts(ctx context.Context) (set *LockSet, n int, err error
 			sc.Leave(false)
 			sc.W = nil
 		}
+
 		why := wait.Closed // (when the Join below finds the Client closed)
 		switch {
 		case sc.W != nil:
@@ -161,7 +157,8 @@ func (sc *setCall) handOut(ctx context.Context) (*LockSet, error) {
 			parent, prev = l.Context(), l
 		}
 	}
-	s.ctx = &setCtx{Context: prev.Context(), s: s}
+
+	s.ctx = &valueCtx[setKey, *LockSet]{Context: prev.Context(), v: s}
 	return s, nil
 }
 

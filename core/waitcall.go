@@ -60,6 +60,7 @@ func (wc *waitCall) run(ctx context.Context) (err error) {
 
 	wc.l.req.Fair = wc.ao.fair
 	defer func() { wc.finish(ctx, err) }()
+
 	if wc.waits && wc.ao.maxWait > 0 {
 		dt := time.NewTimer(wc.ao.maxWait)
 		defer dt.Stop()
@@ -134,6 +135,7 @@ func (wc *waitCall) attempt(ctx context.Context) (done bool, err error) {
 		// drop only its own hold on a node, not the grant of a later attempt that re-entered it.
 		l.req.Hold = l.holdID.(string) + "~" + strconv.Itoa(wc.attempts)
 	}
+
 	wc.sent = time.Now()
 	r, aerr := c.st.Acquire(ctx, l.req)
 	wc.RoundTrip, wc.Split = time.Since(wc.sent), r.Split
@@ -141,14 +143,15 @@ func (wc *waitCall) attempt(ctx context.Context) (done bool, err error) {
 	wc.attempts++
 	wc.epoch = r.Epoch
 
-	if h := c.hook; h != nil && h.Attempt != nil {
-		h.Attempt(ctx, WaitInfo{Name: k.Name, Key: k.Main, TTL: l.ttl, Limit: l.Limit(), Mode: l.Mode(), Attempts: wc.attempts, Woken: wc.Woken,
+	if f := c.hook.Attempt; f != nil {
+		f(ctx, WaitInfo{Name: k.Name, Key: k.Main, TTL: l.ttl, Limit: l.Limit(), Mode: l.Mode(), Attempts: wc.attempts, Woken: wc.Woken,
 			Acquired: r.OK, RetryAfter: r.RetryAfter, Err: aerr})
 	}
 	if wc.Woken && aerr == nil && !r.OK && !r.Guarded && !c.wd.holding(k.Main, l.token) {
 		c.room.LostRace(wc.W) // another process took the lock we were woken for
 	}
 	wc.Woken = false
+
 	if aerr != nil {
 		if !c.st.Caps().Undoes && store.MayHaveRun(aerr) {
 			c.giveBack(l, aerr) // (Redlock gives back what its nodes may have granted itself)

@@ -155,12 +155,11 @@ func (w *watchdog) notOwner(e *entry) {
 // lostToken ends the Client's holds of key under token, which Redis said holds no acquisition of it.
 func (w *watchdog) lostToken(key string, token any) {
 	w.mu.Lock()
-	var ls lostSet
-	if e := w.held[key]; e != nil && !e.gone && e.token == token {
-		ls = w.lose(e, "not_owner", nil)
-	}
+	e := w.held[key]
 	w.mu.Unlock()
-	w.c.lost(ls)
+	if e != nil && e.token == token {
+		w.notOwner(e)
+	}
 }
 
 // extended records a successful Extend sent at sent, or reports false for an entry given up. It
@@ -191,14 +190,14 @@ func (w *watchdog) lose(e *entry, why string, err error) lostSet {
 	return ls
 }
 
-// close stops the scheduler and returns every entry still held. It waits for the renewals in
+// close stops the scheduler and returns every hold still held. It waits for the renewals in
 // flight until ctx ends, then cancels them (with Redis down, they would wait for go-redis's dials).
-func (w *watchdog) close(ctx context.Context) []lostSet {
+func (w *watchdog) close(ctx context.Context) []*Lock {
 	w.mu.Lock()
 	w.stopped = true
-	var sets []lostSet
+	var locks []*Lock
 	for w.h.Len() > 0 {
-		sets = append(sets, w.lose(w.h.Min(), "closed", nil))
+		locks = append(locks, w.lose(w.h.Min(), "closed", nil).locks...)
 	}
 	started := w.t != nil
 	w.mu.Unlock()
@@ -210,11 +209,11 @@ func (w *watchdog) close(ctx context.Context) []lostSet {
 	}
 	stop()
 	w.endRenewing()
-	return sets
+	return locks
 }
 
 // ended removes from e, in the heap, the locks whose WithMaxHold deadline passed at now; w.mu held.
-func (w *watchdog) ended(e *entry, now time.Time) lostSet {
+func (w *watchdog) ended(e *entry, now time.Time) []*Lock {
 	var out []*Lock
 	kept := e.locks[:0]
 	for _, l := range e.locks {
@@ -225,12 +224,12 @@ func (w *watchdog) ended(e *entry, now time.Time) lostSet {
 		}
 	}
 	if len(kept) == 0 {
-		return w.lose(e, "", nil) // all of them (kept wrote nothing: e.locks is intact)
+		return w.lose(e, "", nil).locks // all of them (kept wrote nothing: e.locks is intact)
 	}
 
 	clear(e.locks[len(kept):])
 	e.locks = kept
 	e.setMaxAt()
 	w.fix(e)
-	return lostSet{locks: out}
+	return out
 }

@@ -17,6 +17,7 @@ func (w *watchdog) add(l *Lock, sent time.Time, held int) bool {
 	if l.nested {
 		return w.nest(l) // renewed with the hold it is nested in (watchdog.go)
 	}
+
 	var stale lostSet
 	defer func() { w.c.lost(stale) }() // (after w.mu is unlocked)
 	w.mu.Lock()
@@ -37,6 +38,7 @@ func (w *watchdog) add(l *Lock, sent time.Time, held int) bool {
 		e.locks = e.one[:0]
 		w.held[l.k.Main] = e
 	}
+
 	fresh := len(e.locks) == 0
 	e.counted += held
 	e.locks = append(e.locks, l)
@@ -50,11 +52,13 @@ func (w *watchdog) add(l *Lock, sent time.Time, held int) bool {
 	if v := sent.Add(lease - w.c.opt.drift(lease)); v.After(e.valid) {
 		w.setValid(e, v)
 	}
+
 	// A re-entry never postpones the entry's renewal: its own TTL may be far shorter than the
 	// validity the entry must keep up.
 	if next := sent.Add(w.interval(min(e.ttl, lease))); fresh || next.Before(e.next) {
 		e.next = next
 	}
+
 	w.schedule(e)
 	if w.t == nil {
 		w.wakeAt = w.wakeFor(e.due())
@@ -103,12 +107,13 @@ func (w *watchdog) run() {
 // (watchdog_late.go); an entry not due by its own guard (a short TTL's, or a WithMaxHold limit,
 // kept exactly) is set aside meanwhile, so that the entries behind it are seen on time. Every
 // collectYield entries it lets others have w.mu (issue #38: they waited up to 40 ms).
-func (w *watchdog) collect(r *round) (lost, ended []lostSet) {
+func (w *watchdog) collect(r *round) (lost []lostSet, ended []*Lock) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := time.Now() // (after w.mu: waiting for it makes the scheduler late too)
 	w.late.observe(now, now.Sub(w.wakeAt))
 	g := w.late.ahead()
+
 	r.batch, r.items = r.batch[:0], r.items[:0]
 	r.short = 0
 	var aside []*entry
@@ -129,7 +134,7 @@ loop:
 		case !now.Add(w.late.guard(e.ttl)).Before(e.valid):
 			lost = append(lost, w.lose(e, "expired", e.lastErr))
 		case !e.maxAt.IsZero() && !now.Before(e.maxAt):
-			ended = append(ended, w.ended(e, now))
+			ended = append(ended, w.ended(e, now)...)
 		case !e.inflight && !e.next.After(now.Add(w.lead(e)+w.interval(e.ttl)/4)):
 			e.inflight = true
 			w.fix(e)
@@ -155,6 +160,7 @@ loop:
 			w.fix(e)
 		}
 	}
+
 	w.wakeAt = now.Add(wait)
 	w.t.Reset(wait)
 	return lost, ended
@@ -196,6 +202,7 @@ func (w *watchdog) dispatch(r *round) {
 	batch, items := r.batch, r.items
 	size := w.c.opt.batchSize
 	chunks := (len(batch) + size - 1) / size
+
 	var next atomic.Int64
 	n := min(chunks, maxRenewers)
 	r.left.Store(int32(n))
@@ -217,6 +224,7 @@ func (w *watchdog) dispatch(r *round) {
 // renew sends one pipeline of renewals and records their outcomes, telling of them after w.mu.
 func (w *watchdog) renew(batch []*entry, items []store.RenewItem) {
 	sent := time.Now()
+
 	w.mu.Lock()
 	deadline := batch[0].valid
 	for _, e := range batch {
@@ -237,7 +245,7 @@ func (w *watchdog) renew(batch []*entry, items []store.RenewItem) {
 	var lost []lostSet
 	var reports []HoldInfo // for the hook's Renewed, on the entry's outermost hold
 	var failed []slog.Attr // name and error of the entries whose renewals started failing
-	hook := w.c.hook != nil && w.c.hook.Renewed != nil
+
 	w.mu.Lock()
 	for i, e := range batch {
 		if i > 0 && i%collectYield == 0 { // (let acquisitions and releases in: see collect)
@@ -251,7 +259,7 @@ func (w *watchdog) renew(batch []*entry, items []store.RenewItem) {
 		e.inflight = false
 		it := &items[i]
 		it.Err = fromStore(cmp.Or(it.Err, err))
-		if hook && len(e.locks) > 0 {
+		if w.c.hook.Renewed != nil && len(e.locks) > 0 {
 			reports = append(reports, HoldInfo{Lock: e.locks[0], TTL: it.TTL, Start: sent, Duration: took,
 				Renewed: it.OK, Err: it.Err})
 		}
@@ -276,6 +284,7 @@ func (w *watchdog) renew(batch []*entry, items []store.RenewItem) {
 		}
 		w.fix(e)
 	}
+
 	if w.h.Len() > 0 {
 		w.arm(w.h.Min().due())
 	}
