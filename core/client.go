@@ -381,16 +381,10 @@ func answered(err error) bool {
 // selfExcluded refuses an acquisition of name through the context of this Client's hold of name
 // of a kind it cannot nest in (kind.nestsIn): it would wait for that hold to end.
 func (c *Client) selfExcluded(ctx context.Context, name string, ao *acquireOptions) error {
-	want := kindOfOptions(ao)
-	l, _ := ctx.Value(heldKey{}).(*Lock)
-	for ; l != nil; l = l.parentHold() {
-		if l.c == c && l.k.Name == name && l.heldErr() == nil {
-			if want.nestsIn(l.kind) {
-				return nil
-			}
-			return invalid("%q is held by this context's %s: a %s of the same name would wait for it (one name, one lock; release it first)",
-				name, l.kind, want)
-		}
+	l := holdIn(ctx, func(h *Lock) bool { return h.c == c && h.k.Name == name && h.heldErr() == nil })
+	if want := kindOfOptions(ao); l != nil && !want.nestsIn(l.kind) {
+		return invalid("%q is held by this context's %s: a %s of the same name would wait for it (one name, one lock; release it first)",
+			name, l.kind, want)
 	}
 	return nil
 }

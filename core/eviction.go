@@ -109,6 +109,7 @@ func (e *evictionCheck) node(ctx context.Context, rdb redis.Cmdable, name string
 		e.failed(name, err)
 		return
 	}
+
 	srv := redisinfo.Parse(server)
 	id := srv["run_id"]
 	e.mu.Lock()
@@ -123,6 +124,7 @@ func (e *evictionCheck) node(ctx context.Context, rdb redis.Cmdable, name string
 		e.failed(name, err)
 		return
 	}
+
 	ev := redisinfo.EvictionOf(redisinfo.Parse(mem))
 	e.mu.Lock()
 	if len(e.checked) >= maxChecked {

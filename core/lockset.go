@@ -68,6 +68,7 @@ func (s *LockSet) Release(ctx context.Context) error {
 	if ctx == nil {
 		return invalid("ctx is nil")
 	}
+
 	c := s.locks[0].c
 	ctx, cancel := releaseContext(ctx, s.locks[0].ttl)
 	defer cancel()

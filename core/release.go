@@ -42,6 +42,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if ctx == nil {
 		return invalid("ctx is nil")
 	}
+
 	if err := validTTL(ttl); err != nil {
 		return err
 	}

@@ -63,7 +63,8 @@ func (c *Client) initRW(ctx context.Context, l *Lock, ao *acquireOptions, name s
 	l.fair = true
 
 	tag := c.opt.prefix + "{" + name + "}"
-	if o := rwHeldIn(ctx, c, tag+store.RWSuffix); o != nil {
+	key := tag + store.RWSuffix
+	if o := holdIn(ctx, func(h *Lock) bool { return h.c == c && h.kind.rw() && h.k.Main == key }); o != nil {
 		if o.kind == kindRead && ao.rw == rwWrite {
 			return invalid("Write through the context of a read hold of %q (upgrade) is not supported: two readers upgrading at once would wait for each other for ever; release the read hold, then take Write", name)
 		}
@@ -79,16 +80,14 @@ func (c *Client) initRW(ctx context.Context, l *Lock, ao *acquireOptions, name s
 	return nil
 }
 
-// rwHeldIn returns c's read or write hold of key that ctx carries, if any: in ctx's innermost hold
-// or in the parent context of a hold it carries (found through the locks taken inside it).
-func rwHeldIn(ctx context.Context, c *Client, key string) *Lock {
+// holdIn returns the first hold that ctx carries for which match is true, if any: ctx's innermost
+// hold, then the hold of each one's parent context (found through the locks taken inside it).
+func holdIn(ctx context.Context, match func(*Lock) bool) *Lock {
 	l, _ := ctx.Value(heldKey{}).(*Lock)
-	for ; l != nil; l = l.parentHold() {
-		if l.c == c && l.kind.rw() && l.k.Main == key {
-			return l
-		}
+	for l != nil && !match(l) {
+		l = l.parentHold()
 	}
-	return nil
+	return l
 }
 
 // parentHold returns the hold that the parent context of l's context carries, if any.

@@ -51,6 +51,7 @@ func (wc *waitCall) run(ctx context.Context) (err error) {
 	if err := ctx.Err(); err != nil {
 		return wc.notAcquired(err)
 	}
+
 	if o := wc.l.outer; wc.l.nested {
 		// A read-write hold nested in another (see Read) sends nothing: it shares the outer hold's
 		// acquisition, if that is still held.
