@@ -33,7 +33,7 @@ type lanes struct {
 	since   int        // measured epochs since the last probe
 	probing bool       // a probe has started: its measured epoch is not over
 	every   int        // measured epochs between probes (probeEvery, doubled while probes lose)
-	mean    [2]float64 // wall time per command (ns) under each policy (0: piped, 1: split), EWMA; 0: not measured yet
+	mean    [2]float64 // wall time per command (ns) under each policy, EWMA; 0: not measured yet
 }
 
 const (

@@ -78,11 +78,10 @@ func (s *Sender) pipeliner() *redis.AutoPipeliner {
 func (s *Sender) Process(ctx context.Context, cmd redis.Cmder) error {
 	n := s.inflight.Add(1)
 	defer s.inflight.Add(-1)
-	if n < s.threshold {
-		s.direct.Add(1)
-		return s.rdb.Process(ctx, cmd)
+	var ap *redis.AutoPipeliner
+	if n >= s.threshold {
+		ap = s.pipeliner()
 	}
-	ap := s.pipeliner()
 	if ap == nil {
 		s.direct.Add(1)
 		return s.rdb.Process(ctx, cmd)
@@ -148,21 +147,14 @@ func (a *abandoned) Unwrap() error { return a.err }
 // Abandoned reports whether err (or an error it wraps) says that its command was left running
 // when its caller's context ended.
 func Abandoned(err error) bool {
-	if err == nil {
-		return false // (errors.As's target escapes: spare every successful call an allocation)
-	}
-	var a *abandoned
-	return errors.As(err, &a)
+	_, ok := errors.AsType[*abandoned](err)
+	return ok
 }
 
 // Settle waits until the command whose call failed with err has run, when err says it was left
 // running (Abandoned; else it returns at once), or until ctx ends: what follows reaches Redis after.
 func Settle(ctx context.Context, err error) {
-	if err == nil {
-		return
-	}
-	var a *abandoned
-	if errors.As(err, &a) {
+	if a, ok := errors.AsType[*abandoned](err); ok {
 		_ = a.f.WaitContext(ctx)
 	}
 }

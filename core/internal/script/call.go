@@ -2,6 +2,7 @@ package script
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -22,8 +23,7 @@ type Runner interface {
 	Process(ctx context.Context, cmd redis.Cmder) error
 }
 
-// call starts the command line of s, for n keys and arguments of which keys are keys, in buf when
-// it has the room (else in a new one).
+// call starts s's command line, for n keys and arguments (keys of them keys), in buf if it fits.
 func (s *Script) call(buf []any, keys, n int) Call {
 	if cap(buf) < 3+n {
 		buf = make([]any, 0, 3+n)
@@ -109,15 +109,15 @@ func (c Call) Keys() []any { return c.argv[3 : 3+c.argv[2].(int)] }
 func (c Call) Cmd(ctx context.Context, r Runner) *redis.Cmd {
 	if s, ok := r.(*Sender); ok {
 		if sha := s.hash(ctx, c.s); sha != nil {
-			return c.evalsha(ctx, sha)
+			return c.command(ctx, c.s.cmd, *sha)
 		}
 	}
 	return c.Eval(ctx)
 }
 
-// evalsha is the call as EVALSHA (EVALSHA_RO) of the hash sha.
-func (c Call) evalsha(ctx context.Context, sha *any) *redis.Cmd {
-	c.argv[1] = *sha
+// command is the call as the command name (EVALSHA, EVAL, or an _RO form) of body: hash or source.
+func (c Call) command(ctx context.Context, name, body any) *redis.Cmd {
+	c.argv[0], c.argv[1] = name, body
 	cmd := redis.NewCmd(ctx, c.argv...)
 	cmd.SetFirstKeyPos(3)
 	return cmd
@@ -126,12 +126,7 @@ func (c Call) evalsha(ctx context.Context, sha *any) *redis.Cmd {
 // Eval returns the call as EVAL (EVAL_RO) with the script's source: what to send when the server
 // lacks the script (it keeps it for the EVALSHA calls that follow).
 func (c Call) Eval(ctx context.Context) *redis.Cmd {
-	argv := make([]any, len(c.argv))
-	copy(argv, c.argv)
-	argv[0], argv[1] = c.s.eval, c.s.Source
-	cmd := redis.NewCmd(ctx, argv...)
-	cmd.SetFirstKeyPos(3)
-	return cmd
+	return Call{argv: slices.Clone(c.argv)}.command(ctx, c.s.eval, c.s.Source)
 }
 
 // Run sends the call with r: as EVALSHA when r is a Sender that has (or learns) the script's hash,
@@ -140,27 +135,23 @@ func (c Call) Eval(ctx context.Context) *redis.Cmd {
 // while a pipe.Sender held the call, the command returned carries that error (pipe.Abandoned,
 // pipe.Settle), and the call runs on without it.
 func (c Call) Run(ctx context.Context, r Runner) *redis.Cmd {
-	var sha *any
+	cmd := c.Cmd(ctx, r)
 	if s, ok := r.(*Sender); ok {
-		sha, r = s.hash(ctx, c.s), s.r
+		r = s.r
+	}
+	if err := r.Process(ctx, cmd); pipe.Abandoned(err) {
+		return abandoned(ctx, err)
+	}
+	if !IsNoScript(cmd.Err()) { // (only EVALSHA can answer NOSCRIPT)
+		return cmd
 	}
 
-	if sha != nil {
-		cmd := c.evalsha(ctx, sha)
-		if err := r.Process(ctx, cmd); pipe.Abandoned(err) {
-			return abandoned(ctx, err)
-		}
-		if !IsNoScript(cmd.Err()) {
-			return cmd
-		}
-		for _, a := range c.argv { // (the script ran nowhere: the EVAL below is its first send)
-			if s, ok := a.(*Sends); ok {
-				s.n.Store(0)
-			}
+	for _, a := range c.argv { // (the script ran nowhere: the EVAL below is its first send)
+		if s, ok := a.(*Sends); ok {
+			s.n.Store(0)
 		}
 	}
-
-	cmd := c.Eval(ctx)
+	cmd = c.Eval(ctx)
 	if err := r.Process(ctx, cmd); pipe.Abandoned(err) {
 		return abandoned(ctx, err)
 	}

@@ -1,9 +1,7 @@
 package script
 
-// One typed builder per script. Each struct's fields are the script's KEYS and then its ARGV, in
-// the order and under the names its header declares (TestCalls_matchHeaders); string fields are
-// keys, `any` fields arguments (boxed once by callers that reuse them). An optional trailing key
-// ("") or argument (nil) is left out. docs/keys.md documents the keys.
+// One typed builder per script (package doc): string fields are keys, `any` fields arguments
+// (boxed once by callers that reuse them); an optional last key ("") or argument (nil) is left out.
 
 // LockArg is a call's lock key as an argument: the holder's boxed copy when it keeps one (a lock's
 // acquire and release then share the one allocation its Keys made), else lock boxed for this call.
@@ -18,7 +16,7 @@ func LockArg(lock string, boxed any) any {
 type Acquire struct {
 	Lock, Guard                                    string
 	Token, TTL, Label, Waiting, Hold, Floor, Entry any
-	LockArg                                        any `script:"-"` // Lock boxed once by its holder (see LockArg)
+	LockArg                                        any `script:"-"` // Lock boxed once (see LockArg)
 }
 
 // Call builds the call.
@@ -68,7 +66,7 @@ func (a *AcquireFair) Call() Call {
 type Release struct {
 	Lock, Set                                     string
 	Token, Fence, Msg, Hold, Pub, Value, ValueTTL any
-	LockArg                                       any `script:"-"` // Lock boxed once by its holder (see LockArg)
+	LockArg                                       any `script:"-"` // Lock boxed once (see LockArg)
 }
 
 // Call builds the call.

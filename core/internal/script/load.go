@@ -1,7 +1,6 @@
 package script
 
 import (
-	"bufio"
 	"embed"
 	"fmt"
 	"path"
@@ -85,13 +84,12 @@ func (s *Script) expand(name string, b *strings.Builder, seen map[string]bool, e
 	if err != nil {
 		return err
 	}
-	sc := bufio.NewScanner(strings.NewReader(string(src)))
-	for sc.Scan() {
-		line := sc.Text()
+
+	for line := range strings.Lines(string(src)) {
+		line = strings.TrimSuffix(line, "\n")
 		dir, ok := strings.CutPrefix(line, "--! ")
 		if !ok {
-			b.WriteString(line)
-			b.WriteByte('\n')
+			b.WriteString(line + "\n")
 			continue
 		}
 		word, rest, _ := strings.Cut(dir, " ")
@@ -117,7 +115,7 @@ func (s *Script) expand(name string, b *strings.Builder, seen map[string]bool, e
 		}
 	}
 	s.Parts = append(s.Parts, name)
-	return sc.Err()
+	return nil
 }
 
 // inline writes the fragment name (code, not functions, and no directives) to b each time it is
@@ -145,41 +143,40 @@ type Set struct {
 	SemAcquire, SemRelease, SemRenew, SemPTTL, SemDequeue                        *Script
 	AcquireAll, ReleaseAll                                                       *Script
 	RenewMany                                                                    *Script
+
+	all []*Script // every one, in the order Scripts loads them
 }
 
 // All returns every script of the set, in a fixed order.
-func (x *Set) All() []*Script {
-	return []*Script{x.Acquire, x.AcquireFair, x.Release, x.ReleaseFair, x.Dequeue, x.Renew, x.PTTL,
-		x.RaiseFence, x.Inspect, x.ForceRelease, x.SemAcquire, x.SemRelease, x.SemRenew, x.SemPTTL,
-		x.SemDequeue, x.AcquireAll, x.ReleaseAll, x.RenewMany}
-}
+func (x *Set) All() []*Script { return x.all }
 
 // Scripts returns the scripts, assembled once per process and never changed afterwards.
 var Scripts = sync.OnceValue(func() *Set {
-	must := func(name string) *Script {
-		s, err := load(name + ".lua")
+	x := &Set{}
+	for _, e := range []struct {
+		name string
+		s    **Script
+	}{
+		{"acquire", &x.Acquire}, {"acquire_fair", &x.AcquireFair}, {"release", &x.Release},
+		{"release_fair", &x.ReleaseFair}, {"dequeue", &x.Dequeue}, {"renew", &x.Renew}, {"pttl", &x.PTTL},
+		{"raise_fence", &x.RaiseFence}, {"inspect", &x.Inspect}, {"force_release", &x.ForceRelease},
+		{"sem_acquire", &x.SemAcquire}, {"sem_release", &x.SemRelease}, {"sem_renew", &x.SemRenew},
+		{"sem_pttl", &x.SemPTTL}, {"sem_dequeue", &x.SemDequeue}, {"acquire_all", &x.AcquireAll},
+		{"release_all", &x.ReleaseAll}, {"renew_many", &x.RenewMany},
+	} {
+		s, err := load(e.name + ".lua")
 		if err != nil {
-			panic("lockkit: script " + name + ": " + err.Error()) // the embedded files are fixed
+			panic("lockkit: script " + e.name + ": " + err.Error()) // the embedded files are fixed
 		}
-		return s
-	}
-	set := &Set{
-		Acquire: must("acquire"), AcquireFair: must("acquire_fair"), Release: must("release"),
-		ReleaseFair: must("release_fair"), Dequeue: must("dequeue"), Renew: must("renew"),
-		PTTL: must("pttl"), RaiseFence: must("raise_fence"), Inspect: must("inspect"),
-		ForceRelease: must("force_release"), SemAcquire: must("sem_acquire"),
-		SemRelease: must("sem_release"), SemRenew: must("sem_renew"), SemPTTL: must("sem_pttl"),
-		SemDequeue: must("sem_dequeue"), AcquireAll: must("acquire_all"), ReleaseAll: must("release_all"),
-		RenewMany: must("renew_many"),
-	}
-	for i, s := range set.All() {
-		s.id = i
+
+		s.id = len(x.all)
 		if h, ok := knownHashes[s.Name]; ok {
-			var v any = h
-			s.sha = &v
+			s.sha = new(any(h))
 		}
+		*e.s = s
+		x.all = append(x.all, s)
 	}
-	return set
+	return x
 })
 
 // sha1hex is the code of lua/sha1hex.lua, without its comments: the script that asks the server

@@ -17,19 +17,18 @@ import (
 // Sender per client. Safe for concurrent use.
 type Sender struct {
 	r Runner
-	h *hashes
+	h hashes
 }
 
 // hashes holds a Sender's hashes, by Script.id; shared by the Senders Via makes of it.
-type hashes struct {
-	sha      []atomic.Pointer[any] // the hash, boxed once
-	learning []atomic.Bool         // a call is asking for the hash
+type hashes []struct {
+	sha      atomic.Pointer[any] // the hash, boxed once
+	learning atomic.Bool         // a call is asking for the hash
 }
 
 // NewSender returns a Sender over r (a go-redis client, or a pipe.Sender over one).
 func NewSender(r Runner) *Sender {
-	n := len(Scripts().All())
-	return &Sender{r: r, h: &hashes{sha: make([]atomic.Pointer[any], n), learning: make([]atomic.Bool, n)}}
+	return &Sender{r: r, h: make(hashes, len(Scripts().All()))}
 }
 
 // Process sends cmd with the Runner under s.
@@ -58,7 +57,7 @@ func (s *Sender) known(sc *Script) *any {
 	if sc.sha != nil {
 		return sc.sha
 	}
-	return s.h.sha[sc.id].Load()
+	return s.h[sc.id].sha.Load()
 }
 
 // hash returns sc's hash, boxed, asking s's server for it the first time; nil when another call is
@@ -67,17 +66,17 @@ func (s *Sender) hash(ctx context.Context, sc *Script) *any {
 	if p := s.known(sc); p != nil {
 		return p
 	}
-	if !s.h.learning[sc.id].CompareAndSwap(false, true) {
+	if !s.h[sc.id].learning.CompareAndSwap(false, true) {
 		return nil
 	}
-	defer s.h.learning[sc.id].Store(false)
+	defer s.h[sc.id].learning.Store(false)
 
 	sha, err := ask(ctx, s.r, sc.eval, sc.Source)
 	if err != nil {
 		return nil
 	}
 	var v any = sha
-	s.h.sha[sc.id].Store(&v)
+	s.h[sc.id].sha.Store(&v)
 	return &v
 }
 

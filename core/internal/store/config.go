@@ -41,8 +41,7 @@ type Holder struct {
 	Digest string
 	// Holds is the owner's hold count (more than 1 when re-entered).
 	Holds int64
-	// Fence and TTL are the holder's fencing token and remaining time to live (for a lock, the
-	// same as LockInfo's).
+	// Fence and TTL are the holder's fencing token and remaining TTL (for a lock, LockInfo's).
 	Fence int64
 	TTL   time.Duration
 	// Acquired is when the owner took the lock, by the Redis server's clock, and HeldFor how long

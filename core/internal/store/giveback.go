@@ -43,6 +43,7 @@ func (g *GiveBacks) Give(k Keys, token, hold any, fair bool, ttl time.Duration, 
 		last = err
 		return err == nil && res.Left >= 0
 	}
+
 	g.mu.Lock()
 	closing := g.done
 	if !closing {

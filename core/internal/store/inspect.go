@@ -46,6 +46,7 @@ func parseInspect(v []any) (Info, error) {
 	rw, _ := v[6].([]any)
 	rwQueued, _ := v[7].(int64)
 	info.Queued, info.PermitsQueued, info.RWQueued = int(queued), int(pqueued), int(rwQueued)
+
 	if val != "" {
 		lv, ok := parseLockValue(val)
 		if !ok {

@@ -43,8 +43,7 @@ func (k *Keys) Init(prefix, name string) {
 	k.MainArg = k.Main
 }
 
-// InitNew sets k to the keys of the lock name and returns a new token (NewToken), cut from the
-// same allocation as the keys.
+// InitNew is Init, and returns a new token (NewToken) cut from the same allocation as the keys.
 func (k *Keys) InitNew(prefix, name string) (token string) {
 	var h [32]byte
 	newToken(&h)
@@ -65,18 +64,16 @@ func (k *Keys) slice(name, s string, n int) {
 	k.Deadlines = s[q:]
 }
 
-// InitSem sets k to the keys of the semaphore name: prefix{name}:permits (ZSET token -> lease
-// expiry), :permits:limits (ZSET token -> limit), :permits:fences (HASH token -> fence, token NUL
-// -> holder label), :permits:queue (+ :deadlines, queue.lua), :permits:receipt and the name's lock
-// key prefix{name}, which holds the family's mark and the name's fence while permits are held.
+// InitSem sets k to the keys of the semaphore name (prefix{name}:permits and the keys under it,
+// docs/keys.md) and the name's lock key prefix{name}, which holds the family's mark and the
+// name's fence while permits are held.
 func (k *Keys) InitSem(prefix, name string, limit int) {
 	tag := prefix + "{" + name + "}"
 	k.initSem(name, tag, tag+":permits", limit, false)
 }
 
 // InitRW sets k to the keys of the read-write lock name, whose lock key is tag (prefix{name}): a
-// semaphore's keys under tag:rw (tag:rw ZSET token -> lease expiry, :rw:limits, :rw:fences,
-// :rw:queue, :rw:receipt; docs/keys.md) and the lock key itself, limit being 1 for a writer.
+// semaphore's keys under tag:rw (docs/keys.md) and the lock key itself, limit 1 for a writer.
 func (k *Keys) InitRW(tag, name string, limit int) {
 	k.initSem(name, tag, tag+RWSuffix, limit, true)
 }
@@ -91,8 +88,8 @@ func (k *Keys) initSem(name, tag, main string, limit int, strict bool) {
 // RWSuffix follows a lock's key in the keys of the read-write lock of the same name.
 const RWSuffix = ":rw"
 
-// fairArg is sem_acquire's and sem_release's fair argument: '2' (strict FIFO) for a read-write
-// lock, else '1' for a Fair caller, '0' otherwise.
+// fairArg is the semaphore scripts' fair argument: '2' (strict FIFO) for a read-write lock, else
+// '1' for a Fair caller, '0' otherwise.
 func (s *SemKeys) fairArg(fair bool) string {
 	switch {
 	case s.Strict:

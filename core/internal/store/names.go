@@ -32,15 +32,8 @@ func NameProblem(name string) string {
 // ValidNamespace reports whether ns may name a namespace: 1 to MaxNamespace of a-z, 0-9 and '-',
 // so that no name, whatever bytes it holds, can leave its namespace or reach another one.
 func ValidNamespace(ns string) bool {
-	if ns == "" || len(ns) > MaxNamespace {
-		return false
-	}
-	for i := 0; i < len(ns); i++ {
-		if c := ns[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-			return false
-		}
-	}
-	return true
+	const allowed = "abcdefghijklmnopqrstuvwxyz0123456789-"
+	return ns != "" && len(ns) <= MaxNamespace && strings.Trim(ns, allowed) == ""
 }
 
 // FullNameProblem is NameProblem for a name given to Inspect or ForceRelease, which may also be

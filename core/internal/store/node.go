@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"strconv"
@@ -13,11 +14,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Node is the store over one go-redis client: a plain, Sentinel or Cluster client, or one Redlock
-// Node. Each call is one script of core/internal/script.
+// Node is the store over one go-redis client (plain, Sentinel or Cluster), or one Redlock node.
 type Node struct {
 	rdb         redis.UniversalClient
-	send        script.Runner // sends script calls: a script.Sender over rdb, or over a pipe.Sender over it (WithPipelining)
+	send        script.Runner // a script.Sender over rdb, or over a pipe.Sender over it (WithPipelining)
 	pubCmd      any           // "PUBLISH" or "SPUBLISH", boxed once
 	id          any           // the client's id, published on release
 	cluster     bool
@@ -38,12 +38,10 @@ type Node struct {
 // NewNode returns the store over rdb; id is the Client's id.
 func NewNode(rdb redis.UniversalClient, id string, o *Config) *Node {
 	n := &Node{rdb: rdb, send: script.NewSender(rdb), pubCmd: any("PUBLISH"), id: id, replicas: o.Replicas,
-		replicaWait: o.ReplicaWait, label: HolderLabel(o.Label), renewChunk: RenewChunk, primed: map[string]bool{}}
+		replicaWait: o.ReplicaWait, label: HolderLabel(o.Label), renewChunk: cmp.Or(o.RenewChunk, RenewChunk),
+		primed: map[string]bool{}}
 	n.caps = Caps{Fair: true, Permits: true, Sets: true, ReentryFence: true, Router: wait.PlainRouter(rdb)}
 	n.renewBufs.New = func() any { return new(renewBufs) }
-	if o.RenewChunk > 0 {
-		n.renewChunk = o.RenewChunk
-	}
 	if o.Pipeline > 0 {
 		n.send = script.NewSender(pipe.New(rdb, o.Pipeline))
 	}
@@ -86,8 +84,8 @@ func (n *Node) Acquire(ctx context.Context, r *AcquireReq) (AcquireResult, error
 	return AcquireResult{}, n.ackError("the lock", acked)
 }
 
-// grant runs call, an acquisition, and reads its reply with parse. Under WithReplicaAck, it also
-// returns how many replicas acknowledged a grant (n.replicas when nothing needed them).
+// grant runs call, an acquisition or extension, and reads its reply with parse; under
+// WithReplicaAck, it also returns how many replicas acknowledged a grant (n.replicas if none must).
 func (n *Node) grant(ctx context.Context, call script.Call,
 	parse func(any) (AcquireResult, error)) (AcquireResult, int64, error) {
 	if n.replicas == 0 {
@@ -118,12 +116,9 @@ func (n *Node) acquireCall(k *Keys, r *AcquireReq) script.Call {
 		return (&script.AcquireFair{Lock: k.Main, Queue: k.Queue, Deadlines: k.Deadlines, Token: r.Token, TTL: MS(r.TTL),
 			Timeout: MS(r.WaiterTTL), Hold: r.Hold, Label: n.label, Pub: n.pubCmd, Entry: r.Entry}).Call()
 	}
-	var floor, ttl any = "", r.TTLArg
-	if r.Floor > 0 {
-		floor = r.FloorArg
-		if floor == nil {
-			floor = r.Floor
-		}
+	floor, ttl := r.Floor, r.TTLArg
+	if floor == nil {
+		floor = ""
 	}
 	if ttl == nil {
 		ttl = MS(r.TTL)
@@ -188,10 +183,12 @@ func (n *Node) releaseWith(ctx context.Context, r *ReleaseReq, payload any, sent
 		}
 		call = rel.CallIn(k.releaseLine())
 	}
+
 	if set == nil || n.replicas == 0 {
 		v, err := call.Run(ctx, n.send).Int64()
 		return releaseReply(v, sent), err
 	}
+
 	var holds int64
 	acked, err := n.acked(ctx, call, func(v any) (bool, error) {
 		var ok bool
@@ -250,9 +247,14 @@ func (n *Node) fenceArg(k *Keys) any {
 func (n *Node) TTL(ctx context.Context, r TTLReq) (time.Duration, bool, error) {
 	k, token := r.Keys, r.Token
 	if r.Extend > 0 {
-		ok, err := n.extend(ctx, k, token, r.Extend)
-		return r.Extend, ok, err
+		call := n.renewCall(&RenewItem{K: k, Token: token, TTL: r.Extend})
+		res, acked, err := n.grant(ctx, call, parseRenew)
+		if err == nil && res.OK && acked < int64(n.replicas) {
+			err = n.ackError("the extension", acked)
+		}
+		return r.Extend, res.OK && err == nil, err
 	}
+
 	call := (&script.PTTL{Lock: k.Main, Token: token, Fence: n.fenceArg(k)}).Call()
 	if k.Sem != nil {
 		call = (&script.SemPTTL{Permits: k.Main, Fences: k.Sem.Fences, Token: token, Fence: k.fenceArg()}).Call()
@@ -264,22 +266,10 @@ func (n *Node) TTL(ctx context.Context, r TTLReq) (time.Duration, bool, error) {
 	return time.Duration(max(v, 0)) * time.Millisecond, true, nil
 }
 
-// extend sets the TTL of token's hold on k to ttl, as a renewal does (see TTL).
-func (n *Node) extend(ctx context.Context, k *Keys, token any, ttl time.Duration) (bool, error) {
-	call := n.renewCall(&RenewItem{K: k, Token: token, TTL: ttl})
-	if n.replicas == 0 {
-		v, err := call.Run(ctx, n.send).Int64()
-		return v == 1, err
-	}
-	var v int64
-	acked, err := n.acked(ctx, call, func(r any) (bool, error) {
-		v, _ = r.(int64)
-		return v == 1, nil
-	})
-	if err == nil && v == 1 && acked < int64(n.replicas) {
-		err = n.ackError("the extension", acked)
-	}
-	return v == 1 && err == nil, err
+// parseRenew reads a renewal's reply (renew.lua, sem_renew.lua) as an acquisition's: OK if renewed.
+func parseRenew(v any) (AcquireResult, error) {
+	renewed, _ := v.(int64)
+	return AcquireResult{OK: renewed == 1}, nil
 }
 
 // dequeue takes the waiting acquisition r out of k's queue, handing on what a release granted it.

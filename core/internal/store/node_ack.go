@@ -17,9 +17,9 @@ import (
 // script's first key. WAIT follows only a reply that says the script wrote what must survive a
 // failover; a NOSCRIPT reply (a newly promoted master) costs an EVAL, not a second WAIT.
 
-// conn returns a connection of its own to the master that holds key, or nil when the client
-// cannot give one (then a pipeline carries the script and WAIT together).
-func (n *Node) conn(ctx context.Context, key string) (*redis.Conn, error) {
+// master returns the client of the master that holds key, primed (prime), or nil when n's client
+// gives no connection of its own (then a pipeline carries the script and WAIT together).
+func (n *Node) master(ctx context.Context, key string) (*redis.Client, error) {
 	var m *redis.Client
 	switch c := n.rdb.(type) {
 	case *redis.ClusterClient:
@@ -32,10 +32,7 @@ func (n *Node) conn(ctx context.Context, key string) (*redis.Conn, error) {
 	default:
 		return nil, nil
 	}
-	if err := n.prime(ctx, m); err != nil {
-		return nil, err
-	}
-	return m.Conn(), nil
+	return m, n.prime(ctx, m)
 }
 
 // prime makes m set up one connection of its own before any Conn of it does. go-redis v9.23 shares
@@ -67,13 +64,14 @@ func (n *Node) prime(ctx context.Context, m *redis.Client) error {
 // failover, WAITs there. It returns how many replicas acknowledged (n.replicas if none needed to).
 func (n *Node) acked(ctx context.Context, call script.Call, need func(reply any) (bool, error)) (int64, error) {
 	key, _ := call.Keys()[0].(string) // (which routes it on a cluster)
-	cn, err := n.conn(ctx, key)
+	m, err := n.master(ctx, key)
 	if err != nil {
 		return 0, err
 	}
-	if cn == nil {
+	if m == nil {
 		return n.ackedPipeline(ctx, call, need)
 	}
+	cn := m.Conn()
 	defer cn.Close()
 	v, err := call.Run(ctx, script.Via(n.send, cn)).Result() // EVALSHA, and EVAL on NOSCRIPT
 	if err != nil {
@@ -119,39 +117,27 @@ func (n *Node) ackedPipeline(ctx context.Context, call script.Call, need func(re
 // fails with an *AckError: the watchdog does not count it, so a holder whose replicas stall loses
 // its lock at its validity deadline, before a replica promoted with an older copy can give it away.
 func (n *Node) renewAcked(ctx context.Context, items []RenewItem) error {
-	groups := map[string][]int{}
-	conns := map[string]*redis.Conn{}
-	var order []string
+	groups := map[*redis.Client][]int{}
+	var order []*redis.Client
 	for i := range items {
-		if !n.cluster && i > 0 {
-			groups[order[0]] = append(groups[order[0]], i) // one master: one connection
-			continue
-		}
-		cn, err := n.conn(ctx, items[i].K.Main)
+		m, err := n.master(ctx, items[i].K.Main)
 		if err != nil {
-			for _, c := range conns {
-				_ = c.Close()
-			}
 			return err
 		}
-		if cn == nil { // no connection of its own: WAIT in the renewals' pipeline
+		if m == nil { // no connection of its own: WAIT in the renewals' pipeline
 			return n.renewGroup(ctx, nil, items, nil)
 		}
-
-		addr := cn.String()
-		if _, ok := conns[addr]; ok {
-			_ = cn.Close()
-		} else {
-			conns[addr] = cn
-			order = append(order, addr)
+		if groups[m] == nil {
+			order = append(order, m)
 		}
-		groups[addr] = append(groups[addr], i)
+		groups[m] = append(groups[m], i)
 	}
 
 	var errs []error
-	for _, addr := range order {
-		errs = append(errs, n.renewGroup(ctx, conns[addr], items, groups[addr]))
-		_ = conns[addr].Close()
+	for _, m := range order {
+		cn := m.Conn()
+		errs = append(errs, n.renewGroup(ctx, cn, items, groups[m]))
+		_ = cn.Close()
 	}
 	return errors.Join(errs...)
 }

@@ -30,7 +30,8 @@ func quorumErr[T any](rl *Redlock, op string, ok int, got []answer[T]) error {
 
 // NewRedlock returns the store over nodes (see core.NewRedlock); id is the Client's id.
 func NewRedlock(nodes []redis.UniversalClient, id string, cfg *Config) *Redlock {
-	rl := &Redlock{quorum: len(nodes)/2 + 1, timeout: cfg.NodeTimeout, rt: wait.NewFanRouter(nodes), opt: cfg, work: newWorkers(),
+	rl := &Redlock{quorum: len(nodes)/2 + 1, timeout: cfg.NodeTimeout, rt: wait.NewFanRouter(nodes), opt: cfg,
+		work: &workers{tasks: make(chan task), done: make(chan struct{})},
 		rtts: make([]rtt, len(nodes)), flights: flights{m: map[flightKey]*rlAcquire{}}}
 	for _, n := range nodes {
 		rl.nodes = append(rl.nodes, NewNode(n, id, cfg)) // (not fenced: see Node.Fenced)
@@ -79,8 +80,7 @@ func (rl *Redlock) releaseSet(ctx context.Context, r *ReleaseReq) (int64, error)
 	// Too few replicas acknowledged (WithReplicaAck): released all the same, and reported.
 	var short []error
 	for i, g := range x.got {
-		var ae *AckError
-		if errors.As(g.err, &ae) {
+		if _, ok := errors.AsType[*AckError](g.err); ok {
 			short = append(short, g.err)
 			x.got[i].err = nil
 		}

@@ -129,7 +129,6 @@ func (rl *Redlock) Acquire(ctx context.Context, r *AcquireReq) (AcquireResult, e
 	// One fence floor for every node, from this client's clock: nodes whose counters agree answer
 	// the same fence, and the write-back is only needed when they diverged.
 	a.r.Floor = start.UnixMilli() * 1000
-	a.r.FloorArg = a.r.Floor
 
 	// A quorum of grants settles an acquisition, unless a guard is checked: any node may hold the
 	// guard key, so every node must answer.

@@ -173,10 +173,6 @@ type task struct {
 	job fanJob
 }
 
-func newWorkers() *workers {
-	return &workers{tasks: make(chan task), done: make(chan struct{})}
-}
-
 // run hands t to an idle worker, or starts one; it never blocks.
 func (w *workers) run(t task) {
 	select {

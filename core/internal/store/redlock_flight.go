@@ -7,12 +7,11 @@ import (
 	"github.com/lockkit/lockkit/core/internal/pipe"
 )
 
-// A Redlock acquisition returns once a quorum granted it; its requests to slower nodes may still
-// be on their way. A release must not reach such a node before the acquisition's request (on
-// another connection, it could): the node would release nothing, then grant the late request and
-// keep the lock, held by nobody, until its TTL. So a success with requests still running is in
-// flights until they returned, and a release of its hold sends to those nodes only after that
-// (releaseAfter). A failed attempt gives back its late grants itself (settleLate).
+// A Redlock acquisition returns once a quorum granted it, its requests to slower nodes maybe still
+// on their way. A release that overtook one (on another connection) would release nothing there,
+// and the late grant would keep the lock, held by nobody, until its TTL. So a success with
+// requests still running is in flights until they returned, and a release of its hold sends to
+// those nodes only after that (releaseAfter). A failed attempt gives back its late grants itself.
 
 // flightKey names one hold: the lock's key, the owner's token and the hold's id.
 type flightKey struct {

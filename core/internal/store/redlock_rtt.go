@@ -8,10 +8,10 @@ import (
 	"time"
 )
 
-// The default node timeout follows the nodes' round trips: TTL/20 alone is missed on a loaded host
-// by nodes that do answer, and then no acquisition reaches a quorum (CI at load 5–11: 0 locks in
-// 41 s). It stays within [max(TTL/20, 10ms), TTL/3]; safety does not depend on it, since a grant's
-// validity is TTL − elapsed − drift from when the request was sent.
+// The default node timeout follows the nodes' round trips (nodeTimeout): TTL/20 alone is missed on
+// a loaded host by nodes that do answer, and then no acquisition reaches a quorum (CI at load
+// 5–11: 0 locks in 41 s). Safety does not depend on it: a grant's validity, TTL − elapsed −
+// drift, counts from when its request was sent.
 
 // rtt is one node's round-trip estimate: RFC 6298's smoothed round trip and its variation, from the
 // time each request to the node took (with the process's own scheduling delays, which is the point).

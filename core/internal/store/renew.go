@@ -221,19 +221,12 @@ func (n *Node) renewVia(ctx context.Context, newPipe func() redis.Pipeliner, ite
 // outcomes fills in the outcome of each item s renewed and returns how many failed.
 func (s *renewSend) outcomes(items []RenewItem, order []int) (failed int) {
 	idx := order[s.lo:s.hi]
-	if !s.many {
-		v, err := s.cmd.Int64()
-		items[idx[0]].OK, items[idx[0]].Err = v == 1, err
-		if err != nil {
-			return 1
-		}
-		return 0
-	}
-
 	v, err := s.cmd.Result()
-	if n, ok := v.(int64); ok && err == nil && n == int64(len(idx)) { // every one renewed
+	// renew.lua and sem_renew.lua answer 1 (renewed) or 0; renew_many.lua the number of locks when
+	// every one renewed, else one reply per lock.
+	if n, ok := v.(int64); ok && err == nil && (!s.many || n == int64(len(idx))) {
 		for _, i := range idx {
-			items[i].OK, items[i].Err = true, nil
+			items[i].OK, items[i].Err = n == int64(len(idx)), nil
 		}
 		return 0
 	}

@@ -23,8 +23,7 @@ type Store interface {
 	Release(ctx context.Context, r ReleaseReq) (ReleaseResult, error)
 	// Renew fills in OK and Err of every item; it returns an error when the whole batch failed.
 	Renew(ctx context.Context, items []RenewItem) error
-	// TTL returns the TTL left on r.Token's hold, or with r.Extend sets it (Lock.Extend); ok is
-	// false when r.Token does not hold the lock.
+	// TTL returns the TTL left on r.Token's hold, or sets it to r.Extend; ok: the token holds it.
 	TTL(ctx context.Context, r TTLReq) (d time.Duration, ok bool, err error)
 	// Inspect reads the name of r without changing anything (Client.Inspect).
 	Inspect(ctx context.Context, r NameReq) (Info, error)
@@ -122,9 +121,8 @@ type AcquireResult struct {
 	Guarded    bool   // the guard key exists; nothing was taken
 	Value      string // the guard key's value
 	NotHeld    bool   // a re-entry found no acquisition of its token to enter (lk_entry in lock.lua)
-	// Split: over Redlock, fewer than a quorum of nodes granted the attempt, which gave them back.
-	// Callers may have split the vote, and such give-backs wake no waiter (a waiter wakes on a
-	// release a quorum of nodes publish): the lock may be free a round trip later.
+	// Split: over Redlock, fewer than a quorum of nodes granted the attempt, which gave them back;
+	// a split vote, whose give-backs wake no waiter: the lock may be free a round trip later.
 	Split bool
 }
 
@@ -138,9 +136,8 @@ type AcquireReq struct {
 	Fair      bool
 	WaiterTTL time.Duration // fair lock, semaphore: the queue timeout; 0 tries without queueing
 	Guard     string        // WithGuard's key; "" without a guard
-	Floor     int64         // fence floor in µs chosen by the client (Redlock); 0: the server's clock
+	Floor     any           // the client's fence floor in µs (Redlock); nil: the server's clock
 	TTLArg    any           // ms(ttl), boxed once (nil: boxed per call)
-	FloorArg  any           // floor, boxed once (nil: boxed per call)
 	Limit     int           // a semaphore's permits (Permits); 0 for a lock
 	Waiting   WaitMark      // what the acquire script records about the caller's waiting
 	// Entry marks a re-entry: the fence of the acquisition it enters, or "0" for any acquisition
@@ -158,15 +155,7 @@ const (
 )
 
 // arg is the mark as acquire.lua's waiting argument.
-func (m WaitMark) arg() any {
-	switch m {
-	case MarkWaiting:
-		return "1"
-	case MarkWaited:
-		return "2"
-	}
-	return "0"
-}
+func (m WaitMark) arg() any { return [...]any{"0", "1", "2"}[m] }
 
 var errAcquireReply = errors.New("unexpected acquire reply")
 

@@ -46,11 +46,10 @@ func (c *Call) Ready(ctx context.Context) Parked {
 // passes; it is not reset by a wake-up (a waiter that loses the race keeps its fallback long, and
 // the next release wakes it anyway).
 //
-// After a Redlock split vote (Split) it waits two round trips instead, once: callers that arrived
-// together were each granted a minority of the nodes and give it back within a round trip or so,
-// which no release message says (a Redlock waiter wakes when a quorum of nodes published one), and
-// the fallback delay, which only grows while nothing wakes the waiter, made a hot key serve one
-// critical section a second (issue #38). A second split in a row waits as usual.
+// After a Redlock split vote (Split) it waits two round trips instead, once: callers that came
+// together, each granted a minority of the nodes, give it back within a round trip or so, which no
+// release message says (a Redlock waiter wakes on a quorum's); the growing fallback delay made a
+// hot key serve one critical section a second (issue #38). A second split in a row waits as usual.
 func (c *Call) Park(ctx context.Context, d time.Duration, rare bool) Parked {
 	soon := c.Split && !c.soon
 	c.soon = soon

@@ -60,25 +60,20 @@ func newSubscriber(rt Router, q *Queues) *subscriber {
 	return s
 }
 
-// want subscribes ch.
-func (s *subscriber) want(ch string) {
+// want subscribes ch, or unsubscribes it (on false).
+func (s *subscriber) want(ch string, on bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.shut {
+	switch {
+	case !on:
+		delete(s.wanted, ch)
+	case s.shut:
 		return
+	default:
+		s.start.Do(func() { s.wg.Go(s.write) })
+		s.wanted[ch] = struct{}{}
 	}
-	s.start.Do(func() { s.wg.Go(s.write) })
-	s.wanted[ch] = struct{}{}
-	s.ops = append(s.ops, subOp{ch: ch, sub: true})
-	signal(s.kick)
-}
-
-// unwant unsubscribes ch.
-func (s *subscriber) unwant(ch string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.wanted, ch)
-	s.ops = append(s.ops, subOp{ch: ch})
+	s.ops = append(s.ops, subOp{ch: ch, sub: on})
 	signal(s.kick)
 }
 

@@ -58,11 +58,10 @@ func (w *Waiter) Unnamed() bool { return w.unnamed }
 const ClientIDPrefix = "c:"
 
 // yieldAfterOwnRelease is how long a client's next waiter lets other processes go first after this
-// client released, when its waiters have recently lost races and another client has recently
-// released the lock too (so other processes contend for it). It turns the random race between
-// processes' queue heads into an alternation, which bounds the wait tail. A lock contended only
-// by this client's waiters never yields: nobody would take the turn, and the timer (which a loaded
-// host fires milliseconds late) would only stall the handoff.
+// client released, when its waiters recently lost races and another client recently released the
+// lock too (other processes contend for it): the random race between processes' queue heads turns
+// into an alternation, which bounds the wait tail. A lock only this client's waiters contend never
+// yields: nobody would take the turn, and the timer (late on a loaded host) would stall handoff.
 const (
 	yieldAfterOwnRelease = 300 * time.Microsecond
 	contestedFor         = time.Second
@@ -104,7 +103,7 @@ func (r *Queues) Join(ch, digest string, fair bool) *Waiter {
 	if q == nil {
 		q = &waitQueue{ch: ch, ready: make(chan struct{}), named: map[string]*Waiter{}}
 		r.queues[ch] = q
-		r.subs.want(ch)
+		r.subs.want(ch, true)
 	}
 
 	w := &Waiter{q: q, wake: make(chan struct{}, 1), unnamed: fair && digest == ""}
@@ -264,7 +263,7 @@ func (r *Queues) sweep(now time.Time) {
 	for ch, q := range r.queues {
 		if q.members == 0 && now.Sub(q.idleSince) >= idleAfter {
 			delete(r.queues, ch)
-			r.subs.unwant(ch)
+			r.subs.want(ch, false)
 		}
 	}
 	if r.copies != nil {
@@ -297,16 +296,15 @@ func (r *Queues) Parked() int {
 // caller holds the queues' mutex.
 func (q *waitQueue) granted(payload string) {
 	digest, g := parseGrant(payload)
-	w := q.named[digest]
-	if g.OK && w == nil {
+	switch w := q.named[digest]; {
+	case !g.OK:
+	case w == nil:
 		q.keepUnclaimed(payload)
+	default:
+		w.grant = g
+		q.remove(w)
+		signal(w.wake)
 	}
-	if !g.OK || w == nil {
-		return
-	}
-	w.grant = g
-	q.remove(w)
-	signal(w.wake)
 }
 
 // Subscribed reports whether this Client has ch subscribed already (confirmed by the server).

@@ -3,12 +3,11 @@ package wait
 import "strings"
 
 // Release messages name a fair or permit waiter by the SHA-1 of its token (docs/keys.md), which the
-// scripts compute with redis.sha1hex. The client computes no SHA-1, so that it runs in FIPS
-// 140-only mode (GODEBUG=fips140=only, where crypto/sha1 panics): a waiting call asks the server
-// for its token's digest before it first parks (one round trip per waiting call), and its waiter
-// joins the local queue unnamed until then. A grant or a turn that names a digest no waiter has,
-// while some are unnamed, is kept (at most maxUnclaimed per queue) and handed to the waiter it
-// names when that one learns its digest, so that none is lost to the race.
+// scripts compute. The client computes none (FIPS 140-only mode, see script.Sender): a waiting call
+// asks the server for its token's digest before it first parks (one round trip per waiting call),
+// and its waiter joins the local queue unnamed until then. A grant or a turn that names a digest no
+// waiter has, while some are unnamed, is kept (at most maxUnclaimed per queue) and handed to the
+// waiter it names when that one learns its digest, so that none is lost to the race.
 
 // maxUnclaimed bounds the messages a queue keeps for its unnamed waiters.
 const maxUnclaimed = 64
