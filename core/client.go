@@ -95,17 +95,6 @@ func NewRedlock(nodes []redis.UniversalClient, opts ...Option) (*Client, error) 
 	return newClient(rl, o, id, rl.Quorum(), nodes), nil
 }
 
-func buildOptions(opts []Option) (options, error) {
-	o := defaultOptions()
-	for i, f := range opts {
-		if f == nil {
-			return o, invalid("Option %d is nil", i)
-		}
-		f(&o)
-	}
-	return o, o.validate()
-}
-
 // isNil reports whether rdb is nil or a typed nil pointer, which would panic at the first command.
 func isNil(rdb redis.UniversalClient) bool {
 	if rdb == nil {

@@ -25,25 +25,22 @@ func kindOfOptions(ao *acquireOptions) kind {
 type Option func(*options)
 
 type options struct {
-	prefix      string
-	hooks       []Hook
-	renewRatio  float64
-	backoffMin  time.Duration
-	backoffMax  time.Duration
-	waiterTTL   time.Duration
-	batchSize   int
-	nodeTimeout time.Duration // Redlock only; 0: from the round trips, within [max(TTL/20, 10ms), TTL/3]
-	replicas    int
-	replicaWait time.Duration
-	driftFactor float64
-	maxHold     time.Duration // WithDefaultMaxHold; 0: no limit
-	pipeline    int           // WithPipelining: commands in flight from which they are coalesced; 0: never
-	label       string        // WithLabel
-	logger      *slog.Logger  // WithLogger; nil: slog.Default()
+	store.Config // WithLabel, WithPipelining, WithReplicaAck, WithNodeTimeout (Drift: set by store)
+	prefix       string
+	hooks        []Hook
+	renewRatio   float64
+	backoffMin   time.Duration
+	backoffMax   time.Duration
+	waiterTTL    time.Duration
+	batchSize    int
+	driftFactor  float64
+	maxHold      time.Duration // WithDefaultMaxHold; 0: no limit
+	logger       *slog.Logger  // WithLogger; nil: slog.Default()
 }
 
 func defaultOptions() options {
 	return options{
+		Config:      store.Config{Pipeline: 8}, // WithPipelining's default threshold
 		prefix:      "lockkit:",
 		renewRatio:  1.0 / 3,
 		backoffMin:  20 * time.Millisecond,
@@ -51,42 +48,50 @@ func defaultOptions() options {
 		waiterTTL:   5 * time.Second,
 		batchSize:   1000,
 		driftFactor: 0.01,
-		pipeline:    8, // WithPipelining's default threshold
 	}
 }
 
-func (o *options) validate() error {
+// buildOptions applies opts over the defaults and checks the result.
+func buildOptions(opts []Option) (options, error) {
+	o := defaultOptions()
+	for i, f := range opts {
+		if f == nil {
+			return o, invalid("Option %d is nil", i)
+		}
+		f(&o)
+	}
+
 	switch {
 	case strings.ContainsAny(o.prefix, "{}"):
-		return invalid("core.WithPrefix: prefix %q must not contain '{' or '}' (they mark the hash tag)", o.prefix)
+		return o, invalid("core.WithPrefix: prefix %q must not contain '{' or '}' (they mark the hash tag)", o.prefix)
 	case !(o.renewRatio >= 0.05 && o.renewRatio <= 0.8):
-		return invalid("core.WithRenewRatio: r must be 0.05..0.8, got %v", o.renewRatio)
+		return o, invalid("core.WithRenewRatio: r must be 0.05..0.8, got %v", o.renewRatio)
 	case o.backoffMin <= 0 || o.backoffMax < o.backoffMin:
-		return invalid("core.WithRetryBackoff: need 0 < min <= max, got min %v, max %v", o.backoffMin, o.backoffMax)
+		return o, invalid("core.WithRetryBackoff: need 0 < min <= max, got min %v, max %v", o.backoffMin, o.backoffMax)
 	case o.waiterTTL < 100*time.Millisecond:
-		return invalid("core.WithFairWaiterTimeout: d must be at least 100ms, got %v", o.waiterTTL)
+		return o, invalid("core.WithFairWaiterTimeout: d must be at least 100ms, got %v", o.waiterTTL)
 	case !(o.driftFactor >= 0.01 && o.driftFactor <= 0.5):
-		return invalid("core.WithDriftFactor: f must be 0.01..0.5, got %v", o.driftFactor)
-	case o.nodeTimeout < 0:
-		return invalid("core.WithNodeTimeout: d must not be negative, got %v", o.nodeTimeout)
-	case o.replicas < 0:
-		return invalid("core.WithReplicaAck: n must not be negative, got %d", o.replicas)
-	case o.replicas > 0 && o.replicaWait <= 0:
-		return invalid("core.WithReplicaAck: timeout must be positive, got %v", o.replicaWait)
-	case len(o.label) > 128:
-		return invalid("core.WithLabel: label must be at most 128 bytes, got %d", len(o.label))
+		return o, invalid("core.WithDriftFactor: f must be 0.01..0.5, got %v", o.driftFactor)
+	case o.NodeTimeout < 0:
+		return o, invalid("core.WithNodeTimeout: d must not be negative, got %v", o.NodeTimeout)
+	case o.Replicas < 0:
+		return o, invalid("core.WithReplicaAck: n must not be negative, got %d", o.Replicas)
+	case o.Replicas > 0 && o.ReplicaWait <= 0:
+		return o, invalid("core.WithReplicaAck: timeout must be positive, got %v", o.ReplicaWait)
+	case len(o.Label) > 128:
+		return o, invalid("core.WithLabel: label must be at most 128 bytes, got %d", len(o.Label))
 	case o.maxHold < 0:
-		return invalid("core.WithDefaultMaxHold: d must not be negative, got %v", o.maxHold)
-	case o.pipeline < 0:
-		return invalid("core.WithPipelining: minInFlight must not be negative, got %d", o.pipeline)
+		return o, invalid("core.WithDefaultMaxHold: d must not be negative, got %v", o.maxHold)
+	case o.Pipeline < 0:
+		return o, invalid("core.WithPipelining: minInFlight must not be negative, got %d", o.Pipeline)
 	}
-	return nil
+	return o, nil
 }
 
 // WithLabel sets a label for the Client's holds (at most 128 bytes, e.g. "billing-worker"),
 // recorded with each acquisition next to the holder's host name and process id, and reported by
 // Inspect and the lockkit command. Default: none.
-func WithLabel(label string) Option { return func(o *options) { o.label = label } }
+func WithLabel(label string) Option { return func(o *options) { o.Label = label } }
 
 // WithLogger sets where the Client reports what no caller is told: a release that failed after
 // its caller left (Do whose function failed, a hold ended by WithMaxHold, a background give-back),
@@ -130,7 +135,7 @@ func WithDriftFactor(f float64) Option { return func(o *options) { o.driftFactor
 // WithNodeTimeout bounds each node's answer to a Redlock request. A slow or dead node costs at most
 // this much. The default follows the nodes' measured round trips, at least the lock's TTL/20 (and
 // 10ms) and at most TTL/3, for every call on the lock (see docs/topologies.md). Ignored by New.
-func WithNodeTimeout(d time.Duration) Option { return func(o *options) { o.nodeTimeout = d } }
+func WithNodeTimeout(d time.Duration) Option { return func(o *options) { o.NodeTimeout = d } }
 
 // WithReplicaAck makes every acquisition (plain, Fair or WithGuard) and every Lock.ReleaseSet wait,
 // on the same connection, until n replicas of the master acknowledged it (Redis WAIT), at most
@@ -141,7 +146,7 @@ func WithNodeTimeout(d time.Duration) Option { return func(o *options) { o.nodeT
 // run again); it costs the replication delay on each of these calls. Works with plain, Sentinel and
 // Cluster clients, and on each Redlock node.
 func WithReplicaAck(n int, timeout time.Duration) Option {
-	return func(o *options) { o.replicas, o.replicaWait = n, timeout }
+	return func(o *options) { o.Replicas, o.ReplicaWait = n, timeout }
 }
 
 // WithDefaultMaxHold sets the maximum hold of every acquisition that does not set its own with
@@ -304,7 +309,7 @@ func validTTL(ttl time.Duration) error {
 // client, not the lockkit Client. Over any other client (a Ring, or an AutoPipeliner handed to
 // New, whose wrapped client core cannot see: a Cluster would then be driven as a single node)
 // the option has no effect.
-func WithPipelining(minInFlight int) Option { return func(o *options) { o.pipeline = minInFlight } }
+func WithPipelining(minInFlight int) Option { return func(o *options) { o.Pipeline = minInFlight } }
 
 // drift is the safety margin kept before a lock's expiry: TTL × the drift factor + 2ms.
 func (o *options) drift(ttl time.Duration) time.Duration {
@@ -319,6 +324,7 @@ const (
 
 // store is what the store needs of o (core/internal/store).
 func (o *options) store() *store.Config {
-	return &store.Config{Label: o.label, Pipeline: o.pipeline, Replicas: o.replicas, ReplicaWait: o.replicaWait,
-		NodeTimeout: o.nodeTimeout, Drift: o.drift}
+	c := o.Config
+	c.Drift = o.drift
+	return &c
 }

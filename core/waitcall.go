@@ -273,7 +273,7 @@ func (wc *waitCall) claim(ctx context.Context) (bool, error) {
 		lease = min(lease, wc.l.req.WaiterTTL)
 	}
 
-	if !g.OK || g.Epoch != wc.epoch || time.Since(wc.sent) > lease/2 || wc.c.opt.replicas > 0 {
+	if !g.OK || g.Epoch != wc.epoch || time.Since(wc.sent) > lease/2 || wc.c.opt.Replicas > 0 {
 		return false, nil
 	}
 	if lease < wc.l.ttl {
