@@ -158,10 +158,7 @@ type MisconfiguredError struct {
 // Error says what Redis refused and why, with the server's message (without the arguments an
 // unknown command's message repeats: they hold the owner token).
 func (e *MisconfiguredError) Error() string {
-	msg := e.Err.Error()
-	if i := strings.Index(msg, ", with args beginning with"); i >= 0 {
-		msg = msg[:i]
-	}
+	msg, _, _ := strings.Cut(e.Err.Error(), ", with args beginning with")
 	return "lockkit: redis refused " + e.Op + " (" + e.Reason + "): " + msg
 }
 
@@ -206,8 +203,7 @@ func invalid(format string, args ...any) error {
 
 // outcome classifies the result of an acquire call as WaitInfo.Outcome says.
 func outcome(err error) string {
-	var na *NotAcquiredError
-	switch {
+	switch na, ok := errors.AsType[*NotAcquiredError](err); {
 	case err == nil:
 		return "acquired"
 	case errors.Is(err, context.Canceled):
@@ -216,10 +212,9 @@ func outcome(err error) string {
 		return "timeout"
 	case errors.Is(err, ErrGuarded):
 		return "guarded"
-	case errors.As(err, &na):
-		if na.Waited > 0 {
-			return "timeout"
-		}
+	case ok && na.Waited > 0:
+		return "timeout"
+	case ok:
 		return "contended"
 	default:
 		return "error"
@@ -257,13 +252,9 @@ func (e *QuorumError) Unwrap() error {
 // fromStore translates the store's own errors into core's: a *store.QuorumError into a
 // *QuorumError, store.ErrUnsupported into ErrInvalid; any other error is returned as it is.
 func fromStore(err error) error {
-	if err == nil {
-		return nil // (before q: errors.As's target escapes, and a success must not allocate)
-	}
-	var q *store.QuorumError
-	switch {
-	case errors.As(err, &q):
-		return &QuorumError{Op: q.Op, Nodes: q.Nodes, Quorum: q.Quorum, OK: q.OK, Refused: q.Refused, Errs: q.Errs}
+	switch q, ok := errors.AsType[*store.QuorumError](err); {
+	case ok:
+		return (*QuorumError)(q) // (the same fields)
 	case errors.Is(err, store.ErrUnsupported):
 		return invalid("%v", err)
 	}

@@ -15,7 +15,8 @@ func (c *Client) reach(err error) {
 	if err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		return
 	}
-	down := err != nil && unreached(err)
+	q, quorum := errors.AsType[*QuorumError](fromStore(err))
+	down := err != nil && (store.Unreached(err) || quorum && errors.Is(q, ErrUnavailable))
 	if c.down.Load() == down || !c.down.CompareAndSwap(!down, down) {
 		return
 	}
@@ -25,11 +26,4 @@ func (c *Client) reach(err error) {
 	} else {
 		c.log(slog.LevelInfo, "Redis answers again")
 	}
-}
-
-// unreached reports whether err says Redis could not be reached (a function of its own: errors.As's
-// target escapes, and reach must not allocate for a request that succeeded).
-func unreached(err error) bool {
-	var q *QuorumError
-	return store.Unreached(err) || (errors.As(fromStore(err), &q) && errors.Is(q, ErrUnavailable))
 }
