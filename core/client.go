@@ -238,19 +238,19 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 	}
 
 	c.evict.start()
-	if err := c.selfExcluded(ctx, name, &ao); err != nil {
+	l := &Lock{c: c, ttl: ttl, fair: ao.fair, limit: ao.maxHold, kind: kindOfOptions(&ao)}
+	if err := c.selfExcluded(ctx, l, name); err != nil {
 		return nil, err
 	}
 
-	l := &Lock{c: c, ttl: ttl, fair: ao.fair, limit: ao.maxHold}
 	var sc *store.Scratch
-	switch {
-	case ao.rw != 0: // a side of the read-write lock (rwlock.go)
-		err = c.initRW(ctx, l, &ao, name)
-	case ao.permits != 0:
-		err = c.initPermit(l, &ao, name)
-	default:
+	switch l.kind {
+	case kindLock:
 		sc = c.initLock(ctx, l, &ao, name)
+	case kindPermit:
+		err = c.initPermit(l, &ao, name)
+	default: // a side of the read-write lock (rwlock.go)
+		err = c.initRW(ctx, l, &ao, name)
 	}
 	if err != nil {
 		return nil, err
@@ -292,16 +292,13 @@ func (c *Client) initLock(ctx context.Context, l *Lock, ao *acquireOptions, name
 	case l.outer != nil || ao.owner != "":
 		l.req.Entry = "0" // any acquisition of the token (Redlock's nodes may record different fences)
 	}
+	l.req.Keys = &l.k
 	l.req.Guard = ao.guard
 	return sc
 }
 
 // take runs a prepared Lock's acquire call (its request in sc, if not nil) and hands the Lock out.
 func (c *Client) take(ctx context.Context, l *Lock, waits bool, ao acquireOptions, sc *store.Scratch) (*Lock, error) {
-	if l.req != nil { // (nil: a nested read-write hold, which sends nothing)
-		l.req.Keys = &l.k
-	}
-
 	wc := waitCall{c: c, l: l, ao: ao, waits: waits, start: time.Now()} // (waitcall.go)
 	wc.Call = wait.Call{Q: c.room, Handoff: ao.fair || l.kind.queued(), Backoff: c.opt.backoffMin, MaxBack: c.opt.backoffMax}
 	info := WaitInfo{Name: l.k.Name, Key: l.k.Main, TTL: l.ttl, Limit: l.Limit(), Mode: l.Mode()}
@@ -367,13 +364,13 @@ func answered(err error) bool {
 		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 
-// selfExcluded refuses an acquisition of name through the context of this Client's hold of name
-// of a kind it cannot nest in (kind.nestsIn): it would wait for that hold to end.
-func (c *Client) selfExcluded(ctx context.Context, name string, ao *acquireOptions) error {
-	l := holdIn(ctx, func(h *Lock) bool { return h.c == c && h.k.Name == name && h.heldErr() == nil })
-	if want := kindOfOptions(ao); l != nil && !want.nestsIn(l.kind) {
+// selfExcluded refuses l, an acquisition of name, through the context of this Client's hold of
+// name of a kind it cannot nest in (kind.nestsIn): it would wait for that hold to end.
+func (c *Client) selfExcluded(ctx context.Context, l *Lock, name string) error {
+	h := holdIn(ctx, func(h *Lock) bool { return h.c == c && h.k.Name == name && h.heldErr() == nil })
+	if h != nil && !l.kind.nestsIn(h.kind) {
 		return invalid("%q is held by this context's %s: a %s of the same name would wait for it (one name, one lock; release it first)",
-			name, l.kind, want)
+			name, h.kind, l.kind)
 	}
 	return nil
 }

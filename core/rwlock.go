@@ -56,16 +56,15 @@ func (c *Client) initRW(ctx context.Context, l *Lock, ao *acquireOptions, name s
 	}
 
 	limit := MaxPermits // readers share, up to the semaphore bound
-	if ao.rw == rwWrite {
+	if l.kind == kindWrite {
 		limit = 1
 	}
-	l.kind = kindOfOptions(ao)
 	l.fair = true
 
 	tag := c.opt.prefix + "{" + name + "}"
 	key := tag + store.RWSuffix
 	if o := holdIn(ctx, func(h *Lock) bool { return h.c == c && h.kind.rw() && h.k.Main == key }); o != nil {
-		if o.kind == kindRead && ao.rw == rwWrite {
+		if o.kind == kindRead && l.kind == kindWrite {
 			return invalid("Write through the context of a read hold of %q (upgrade) is not supported: two readers upgrading at once would wait for each other for ever; release the read hold, then take Write", name)
 		}
 		l.k.InitRW(tag, name, o.k.Sem.Limit)
@@ -76,7 +75,7 @@ func (c *Client) initRW(ctx context.Context, l *Lock, ao *acquireOptions, name s
 
 	l.k.InitRW(tag, name, limit)
 	l.token, l.holdID = store.NewToken(), any("0")
-	l.req = &store.AcquireReq{Token: l.token, Hold: l.holdID, TTL: l.ttl, Limit: limit}
+	l.req = &store.AcquireReq{Keys: &l.k, Token: l.token, Hold: l.holdID, TTL: l.ttl, Limit: limit}
 	return nil
 }
 

@@ -45,9 +45,8 @@ func (c *Client) initPermit(l *Lock, ao *acquireOptions, name string) error {
 	case !c.st.Caps().Permits:
 		return invalid("semaphores (Permits) are not supported over Redlock: a quorum of nodes does not bound the permits held")
 	}
-	l.kind = kindPermit
 	l.k.InitSem(c.opt.prefix, name, ao.permits)
 	l.token, l.holdID = store.NewToken(), any("0")
-	l.req = &store.AcquireReq{Token: l.token, Hold: l.holdID, TTL: l.ttl, Limit: ao.permits}
+	l.req = &store.AcquireReq{Keys: &l.k, Token: l.token, Hold: l.holdID, TTL: l.ttl, Limit: ao.permits}
 	return nil
 }
