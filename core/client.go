@@ -350,7 +350,7 @@ func (c *Client) handOut(ctx, hctx context.Context, l *Lock, fence, holds int64,
 			_ = l.giveUp(context.WithoutCancel(ctx), stateClosed, giveNow, nil)
 		}
 		if l.nested {
-			return nil, l.notNested() // (its outer hold ended meanwhile)
+			return nil, errors.Join(ErrNotHeld, l.outer.lostCause()) // (its outer hold ended meanwhile)
 		}
 		return nil, ErrClosed
 	}

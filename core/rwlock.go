@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"errors"
 
 	"github.com/lockkit/lockkit/core/internal/store"
 )
@@ -84,24 +83,13 @@ func (c *Client) initRW(ctx context.Context, l *Lock, ao *acquireOptions, name s
 func holdIn(ctx context.Context, match func(*Lock) bool) *Lock {
 	l, _ := ctx.Value(heldKey{}).(*Lock)
 	for l != nil && !match(l) {
-		l = l.parentHold()
+		l.mu.Lock()
+		parent := l.vctx.Context
+		l.mu.Unlock()
+		if parent == nil {
+			return nil
+		}
+		l, _ = parent.Value(heldKey{}).(*Lock)
 	}
 	return l
-}
-
-// parentHold returns the hold that the parent context of l's context carries, if any.
-func (l *Lock) parentHold() *Lock {
-	l.mu.Lock()
-	parent := l.vctx.Context
-	l.mu.Unlock()
-	if parent == nil {
-		return nil
-	}
-	p, _ := parent.Value(heldKey{}).(*Lock)
-	return p
-}
-
-// notNested is the error of a nested hold whose outer hold ended before it could be added.
-func (l *Lock) notNested() error {
-	return errors.Join(ErrNotHeld, l.outer.lostCause())
 }
