@@ -97,11 +97,8 @@ func NewRedlock(nodes []redis.UniversalClient, opts ...Option) (*Client, error) 
 
 // isNil reports whether rdb is nil or a typed nil pointer, which would panic at the first command.
 func isNil(rdb redis.UniversalClient) bool {
-	if rdb == nil {
-		return true
-	}
 	v := reflect.ValueOf(rdb)
-	return v.Kind() == reflect.Pointer && v.IsNil()
+	return !v.IsValid() || v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 // newClient returns the Client over st, on the Redis servers nodes; quorum > 0: Redlock's.

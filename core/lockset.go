@@ -74,15 +74,14 @@ func (s *LockSet) Release(ctx context.Context) error {
 	defer cancel()
 
 	var errs []error
-	for gi := len(s.groups) - 1; gi >= 0; gi-- {
-		g := s.groups[gi]
+	for _, g := range slices.Backward(s.groups) {
 		var live []*Lock
 		var ks []*store.Keys
-		for i := len(g) - 1; i >= 0; i-- { // the inner contexts end first (see endAll)
-			ok, err := g[i].releasing()
+		for _, l := range slices.Backward(g) { // the inner contexts end first (see endAll)
+			ok, err := l.releasing()
 			errs = append(errs, err) // (errors.Join drops the nils)
 			if ok {
-				live, ks = append(live, g[i]), append(ks, &g[i].k)
+				live, ks = append(live, l), append(ks, &l.k)
 			}
 		}
 		if len(live) == 0 {
