@@ -51,12 +51,12 @@ func BenchmarkScriptServerCPU(b *testing.B) {
 		}},
 		{"lockkit", func(key, token string) error {
 			f, err := (&script.Acquire{Lock: key, Token: token, TTL: 30000, Hold: "0", Label: label, Floor: "",
-				Waiting: "0"}).Call().Run(ctx, snd).Int64()
+				Waiting: "0"}).CallIn(nil).Run(ctx, snd).Int64()
 			if err != nil || f <= 0 {
 				return fmt.Errorf("acquire: %d %v", f, err)
 			}
 			n, err := (&script.Release{Lock: key, Token: token, Pub: "PUBLISH", Msg: "c:bench", Hold: "0", Fence: f}).
-				Call().Run(ctx, snd).Int64()
+				CallIn(nil).Run(ctx, snd).Int64()
 			if err != nil || n != 0 {
 				return fmt.Errorf("release: %d %v", n, err)
 			}

@@ -135,13 +135,7 @@ func (c Call) Eval(ctx context.Context) *redis.Cmd {
 // while a pipe.Sender held the call, the command returned carries that error (pipe.Abandoned,
 // pipe.Settle), and the call runs on without it.
 func (c Call) Run(ctx context.Context, r Runner) *redis.Cmd {
-	cmd := c.Cmd(ctx, r)
-	if s, ok := r.(*Sender); ok {
-		r = s.r
-	}
-	if err := r.Process(ctx, cmd); pipe.Abandoned(err) {
-		return abandoned(ctx, err)
-	}
+	cmd := process(ctx, r, c.Cmd(ctx, r))
 	if !IsNoScript(cmd.Err()) { // (only EVALSHA can answer NOSCRIPT)
 		return cmd
 	}
@@ -151,18 +145,17 @@ func (c Call) Run(ctx context.Context, r Runner) *redis.Cmd {
 			s.n.Store(0)
 		}
 	}
-	cmd = c.Eval(ctx)
-	if err := r.Process(ctx, cmd); pipe.Abandoned(err) {
-		return abandoned(ctx, err)
-	}
-	return cmd
+	return process(ctx, r, c.Eval(ctx))
 }
 
-// abandoned is a command that stands for one left running: it carries err, and nothing reads the
-// one that runs (its accessors would wait for it).
-func abandoned(ctx context.Context, err error) *redis.Cmd {
-	cmd := redis.NewCmd(ctx)
-	cmd.SetErr(err)
+// process sends cmd with r. If it was left running (pipe.Abandoned), it returns a command that
+// stands for it: one that carries the error, for nothing may read the one that runs (its
+// accessors would wait for it).
+func process(ctx context.Context, r Runner, cmd *redis.Cmd) *redis.Cmd {
+	if err := r.Process(ctx, cmd); pipe.Abandoned(err) {
+		cmd = redis.NewCmd(ctx)
+		cmd.SetErr(err)
+	}
 	return cmd
 }
 

@@ -19,9 +19,6 @@ type Acquire struct {
 	LockArg                                        any `script:"-"` // Lock boxed once (see LockArg)
 }
 
-// Call builds the call.
-func (a *Acquire) Call() Call { return a.CallIn(nil) }
-
 // CallIn builds the call in line's room, when it is free (see Line).
 func (a *Acquire) CallIn(line *Line) Call {
 	c := Scripts().Acquire.call(line.take(3+9), 1, 9)
@@ -68,9 +65,6 @@ type Release struct {
 	Token, Fence, Msg, Hold, Pub, Value, ValueTTL any
 	LockArg                                       any `script:"-"` // Lock boxed once (see LockArg)
 }
-
-// Call builds the call.
-func (a *Release) Call() Call { return a.CallIn(nil) }
 
 // CallIn builds the call in line's room, when it is free (see Line).
 func (a *Release) CallIn(line *Line) Call {
@@ -283,12 +277,9 @@ type RenewMany struct {
 func (a *RenewMany) CallIn(buf []any) Call {
 	n := len(a.Locks)
 	c := Scripts().RenewMany.call(buf, n, n+len(a.Items))
-	for i := range a.Locks {
-		if i == 0 {
-			c.argv = append(c.argv, a.Locks[0])
-		} else {
-			c.argv = append(c.argv, &a.Locks[i])
-		}
+	c.argv = append(c.argv, a.Locks[0])
+	for i := 1; i < n; i++ {
+		c.argv = append(c.argv, &a.Locks[i])
 	}
 	c.argv = append(c.argv, a.Items...)
 	return c

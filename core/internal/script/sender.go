@@ -43,14 +43,6 @@ func Via(r, over Runner) Runner {
 	return over
 }
 
-// Hash returns the hash s's servers gave for sc, if s has it.
-func (s *Sender) Hash(sc *Script) (string, bool) {
-	if p := s.known(sc); p != nil {
-		return (*p).(string), true
-	}
-	return "", false
-}
-
 // known returns sc's hash, boxed: from hashes.go, computed when the scripts changed, or as s's
 // servers gave it; nil when s has none yet.
 func (s *Sender) known(sc *Script) *any {
@@ -83,9 +75,6 @@ func (s *Sender) hash(ctx context.Context, sc *Script) *any {
 // Digest returns the SHA-1 (hex) of text, computed by the server behind r (EVAL of
 // lua/sha1hex.lua): the digest by which release messages name a waiter's token.
 func Digest(ctx context.Context, r Runner, text string) (string, error) {
-	if s, ok := r.(*Sender); ok {
-		r = s.r
-	}
 	return ask(ctx, r, "eval", text)
 }
 

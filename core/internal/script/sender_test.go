@@ -66,12 +66,12 @@ func TestSender_hashesAreTheServers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if h, ok := s.Hash(sc); !ok || h != want {
-			t.Fatalf("%s: Hash = %q, %v; SCRIPT LOAD says %s", sc.Name, h, ok, want)
+		if h := s.known(sc); h == nil || *h != want {
+			t.Fatalf("%s: known hash %v; SCRIPT LOAD says %s", sc.Name, h, want)
 		}
 		unknown := *sc
 		unknown.sha = nil
-		if _, ok := s.Hash(&unknown); ok {
+		if s.known(&unknown) != nil {
 			t.Fatalf("%s: a hash for a script without one before any call", sc.Name)
 		}
 		if got := s.hash(ctx, &unknown); got == nil || *got != want {
@@ -145,7 +145,7 @@ func TestSender_concurrentFirstCalls(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if _, ok := s.Hash(Scripts().PTTL); !ok {
+	if s.known(Scripts().PTTL) == nil {
 		t.Fatal("no hash learned")
 	}
 }
