@@ -77,7 +77,7 @@ func TestSender_split_usesBothLanes(t *testing.T) {
 	s := New(rdb, 2)
 	s.lanes.split.Store(true) // (640 commands: no epoch ends, the policy stays)
 	setGetCallers(t, s, 32, 10)
-	if d, p := s.Stats(); d == 0 || p == 0 {
+	if d, p := s.direct.Load(), s.piped.Load(); d == 0 || p == 0 {
 		t.Fatalf("direct %d, piped %d: want both lanes used", d, p)
 	}
 }

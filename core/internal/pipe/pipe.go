@@ -3,7 +3,6 @@ package pipe
 import (
 	"context"
 	"errors"
-	"sync"
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
@@ -19,41 +18,26 @@ type Sender struct {
 	threshold int64 // commands in flight (the new one included) from which the pipeliner is used
 	inflight  atomic.Int64
 	ap        atomic.Pointer[redis.AutoPipeliner]
-	mu        sync.Mutex // serialises getting the pipeliner
 	opts      *redis.AutoPipelineOptions
-	direct    atomic.Int64
-	piped     atomic.Int64
-	adapt     bool  // lanes picks the policy above the threshold (threshold > 1)
-	lanes     lanes // (see lanes.go)
+	direct    atomic.Int64 // commands sent straight out
+	piped     atomic.Int64 // commands sent through the pipeliner
+	lanes     lanes        // picks the policy above a threshold > 1 (see lanes.go)
 }
 
 // New returns a Sender over rdb that coalesces a command when at least threshold commands are in
 // flight (1, or less: every command). Only a *redis.Client (plain or Sentinel failover) and a
 // *redis.ClusterClient have a pipeliner; over any other client every command goes straight out.
 func New(rdb redis.UniversalClient, threshold int) *Sender {
-	return newSender(rdb, threshold, options())
-}
-
-func newSender(rdb redis.UniversalClient, threshold int, o *redis.AutoPipelineOptions) *Sender {
-	// Threshold 1 promises every command to the pipeliner: no lanes there (see lanes.go).
-	return &Sender{rdb: rdb, threshold: int64(max(threshold, 1)), opts: o, adapt: threshold > 1}
-}
-
-// options are the pipeliner's, when the Sender is the first to ask the client for it: go-redis's
-// defaults (one ordered batch stream) with a bounded queue.
-func options() *redis.AutoPipelineOptions {
+	// The pipeliner's options, when the Sender is the first to ask the client for it: go-redis's
+	// defaults (one ordered batch stream) with a bounded queue.
 	o := redis.DefaultAutoPipelineOptions()
 	o.MaxQueuedCommands = MaxQueued
-	return o
+	return &Sender{rdb: rdb, threshold: int64(max(threshold, 1)), opts: o}
 }
 
-// pipeliner returns the client's deferred-face pipeliner, or nil when it has none.
+// pipeliner returns the client's deferred-face pipeliner, or nil when it has none. (go-redis
+// builds it once, under its own lock, for concurrent first callers too.)
 func (s *Sender) pipeliner() *redis.AutoPipeliner {
-	if ap := s.ap.Load(); ap != nil {
-		return ap
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if ap := s.ap.Load(); ap != nil {
 		return ap
 	}
@@ -90,7 +74,7 @@ func (s *Sender) Process(ctx context.Context, cmd redis.Cmder) error {
 		cmd.SetErr(err) // not sent, as the client does with an ended context
 		return err
 	}
-	if !s.adapt {
+	if s.threshold == 1 { // (every command promised to the pipeliner: no lanes, see lanes.go)
 		return s.submit(ctx, ap, cmd)
 	}
 
@@ -131,9 +115,6 @@ func (s *Sender) submit(ctx context.Context, ap *redis.AutoPipeliner, cmd redis.
 	}
 	return err
 }
-
-// Stats returns how many commands went straight out and how many through the pipeliner.
-func (s *Sender) Stats() (direct, piped int64) { return s.direct.Load(), s.piped.Load() }
 
 // abandoned is the error of a command whose caller stopped waiting: it wraps the context's error.
 type abandoned struct {

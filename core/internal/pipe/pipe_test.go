@@ -58,7 +58,7 @@ func TestSender_loneCaller_goesDirect(t *testing.T) {
 			t.Fatalf("SET: %q, %v", cmd.Val(), err)
 		}
 	}
-	if d, p := s.Stats(); d != 50 || p != 0 {
+	if d, p := s.direct.Load(), s.piped.Load(); d != 50 || p != 0 {
 		t.Fatalf("direct %d, piped %d: want every command direct", d, p)
 	}
 	if s.ap.Load() != nil {
@@ -76,7 +76,7 @@ func TestSender_concurrentCallers_coalesced(t *testing.T) {
 	rdb.AddHook(&b)
 	s := New(rdb, 2)
 	setGetCallers(t, s, 32, 20)
-	d, p := s.Stats()
+	d, p := s.direct.Load(), s.piped.Load()
 	if p == 0 || b.largest() < 2 {
 		t.Fatalf("direct %d, piped %d, largest pipeline %d: nothing was coalesced", d, p, b.largest())
 	}
@@ -131,9 +131,8 @@ func TestSender_queueFull_sendsDirect(t *testing.T) {
 	srv := redistest.Start(t)
 	px := srv.StartDelayProxy(t, 20*time.Millisecond)
 	rdb := client(t, px.Options())
-	o := options()
-	o.MaxQueuedCommands = 1
-	s := newSender(rdb, 1, o)
+	s := New(rdb, 1)
+	s.opts.MaxQueuedCommands = 1
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	var bad atomic.Int64
@@ -146,7 +145,7 @@ func TestSender_queueFull_sendsDirect(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	d, p := s.Stats()
+	d, p := s.direct.Load(), s.piped.Load()
 	if bad.Load() > 0 || d == 0 {
 		t.Fatalf("%d failed; direct %d, piped %d: want every command done, some straight out", bad.Load(), d, p)
 	}
@@ -192,7 +191,7 @@ func TestSender_ring_goesDirect(t *testing.T) {
 	if err := s.Process(ctx, redis.NewStatusCmd(ctx, "set", "k", "v")); err != nil {
 		t.Fatal(err)
 	}
-	if d, p := s.Stats(); d != 1 || p != 0 {
+	if d, p := s.direct.Load(), s.piped.Load(); d != 1 || p != 0 {
 		t.Fatalf("direct %d, piped %d", d, p)
 	}
 }
