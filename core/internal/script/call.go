@@ -104,13 +104,10 @@ func (l *Line) take(n int) []any {
 func (c Call) Keys() []any { return c.argv[3 : 3+c.argv[2].(int)] }
 
 // Cmd returns the call as one command for a pipeline the caller sends (and whose NOSCRIPT reply it
-// handles, with Eval): EVALSHA with the hash r's servers gave, asked for the first time (one round
-// trip, see Sender), or EVAL when r is not a Sender or could not learn it.
+// handles, with Eval): EVALSHA with the script's hash when r is a Sender (see Sender), else EVAL.
 func (c Call) Cmd(ctx context.Context, r Runner) *redis.Cmd {
-	if s, ok := r.(*Sender); ok {
-		if sha := s.hash(ctx, c.s); sha != nil {
-			return c.command(ctx, c.s.cmd, *sha)
-		}
+	if _, ok := r.(*Sender); ok && c.s.sha != nil {
+		return c.command(ctx, c.s.cmd, c.s.sha)
 	}
 	return c.Eval(ctx)
 }
@@ -129,11 +126,11 @@ func (c Call) Eval(ctx context.Context) *redis.Cmd {
 	return Call{argv: slices.Clone(c.argv)}.command(ctx, c.s.eval, c.s.Source)
 }
 
-// Run sends the call with r: as EVALSHA when r is a Sender that has (or learns) the script's hash,
-// and again as EVAL if the server lacks the script (NOSCRIPT: a restarted server, a promoted
-// replica, a flushed script cache, another node of a cluster); as EVAL otherwise. If ctx ended
-// while a pipe.Sender held the call, the command returned carries that error (pipe.Abandoned,
-// pipe.Settle), and the call runs on without it.
+// Run sends the call with r: as EVALSHA when r is a Sender, and again as EVAL if the server lacks
+// the script (NOSCRIPT: a restarted server, a promoted replica, a flushed script cache, another
+// node of a cluster); as EVAL otherwise. If ctx ended while a pipe.Sender held the call, the
+// command returned carries that error (pipe.Abandoned, pipe.Settle), and the call runs on
+// without it.
 func (c Call) Run(ctx context.Context, r Runner) *redis.Cmd {
 	cmd := process(ctx, r, c.Cmd(ctx, r))
 	if !IsNoScript(cmd.Err()) { // (only EVALSHA can answer NOSCRIPT)

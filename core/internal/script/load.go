@@ -25,10 +25,9 @@ type Script struct {
 	// Source is the assembled Lua, as sent to Redis.
 	Source string
 
-	id   int  // its index in Set.All (a Sender's hashes are kept by it)
-	cmd  any  // "evalsha" or "evalsha_ro", boxed once
-	eval any  // "eval" or "eval_ro", likewise
-	sha  *any // its SHA-1 (hex) from hashes.go, boxed once; nil if hashes.go lacks it
+	cmd  any // "evalsha" or "evalsha_ro", boxed once
+	eval any // "eval" or "eval_ro", likewise
+	sha  any // its SHA-1 (hex) from hashes.go, likewise; nil if hashes.go lacks it
 }
 
 // load assembles the script of entry file name.
@@ -143,12 +142,7 @@ type Set struct {
 	SemAcquire, SemRelease, SemRenew, SemPTTL, SemDequeue                        *Script
 	AcquireAll, ReleaseAll                                                       *Script
 	RenewMany                                                                    *Script
-
-	all []*Script // every one, in the order Scripts loads them
 }
-
-// All returns every script of the set, in a fixed order.
-func (x *Set) All() []*Script { return x.all }
 
 // Scripts returns the scripts, assembled once per process and never changed afterwards.
 var Scripts = sync.OnceValue(func() *Set {
@@ -169,12 +163,10 @@ var Scripts = sync.OnceValue(func() *Set {
 			panic("lockkit: script " + e.name + ": " + err.Error()) // the embedded files are fixed
 		}
 
-		s.id = len(x.all)
 		if h, ok := knownHashes[s.Name]; ok {
-			s.sha = new(any(h))
+			s.sha = h
 		}
 		*e.s = s
-		x.all = append(x.all, s)
 	}
 	return x
 })

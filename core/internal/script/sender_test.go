@@ -55,27 +55,24 @@ func (h *countHook) take() map[string]int {
 
 // Every script's hash (hashes.go) is the one its server gives (SCRIPT LOAD), so a Sender sends
 // EVALSHA from the first call without computing a SHA-1 (FIPS 140-only mode) or asking for it; a
-// script without a known hash is asked for once (EVAL of sha1hex.lua), with the same answer.
+// script without a known hash goes as EVAL.
 func TestSender_hashesAreTheServers(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := context.Background()
 	s := NewSender(rdb)
-	for _, sc := range Scripts().All() {
+	for _, sc := range all() {
 		want, err := rdb.ScriptLoad(ctx, sc.Source).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if h := s.known(sc); h == nil || *h != want {
-			t.Fatalf("%s: known hash %v; SCRIPT LOAD says %s", sc.Name, h, want)
+		if args := sc.call(nil, 0, 0).Cmd(ctx, s).Args(); args[0] != sc.cmd || args[1] != want {
+			t.Fatalf("%s: Cmd sends %v %v; SCRIPT LOAD says %s", sc.Name, args[0], args[1], want)
 		}
 		unknown := *sc
 		unknown.sha = nil
-		if s.known(&unknown) != nil {
-			t.Fatalf("%s: a hash for a script without one before any call", sc.Name)
-		}
-		if got := s.hash(ctx, &unknown); got == nil || *got != want {
-			t.Fatalf("%s: asked hash %v, SCRIPT LOAD says %s", sc.Name, got, want)
+		if args := unknown.call(nil, 0, 0).Cmd(ctx, s).Args(); args[0] != sc.eval {
+			t.Fatalf("%s: a script without a hash is sent as %v", sc.Name, args[0])
 		}
 	}
 }
@@ -128,8 +125,7 @@ func TestSender_asksOnceThenEvalsha(t *testing.T) {
 	}
 }
 
-// Concurrent first calls ask for the hash once (the others go as EVAL meanwhile), and all get the
-// script's answer.
+// Concurrent first calls (EVALSHA, and EVAL on NOSCRIPT) all get the script's answer.
 func TestSender_concurrentFirstCalls(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
@@ -145,9 +141,6 @@ func TestSender_concurrentFirstCalls(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if s.known(Scripts().PTTL) == nil {
-		t.Fatal("no hash learned")
-	}
 }
 
 // Digest is the server's SHA-1 of a text, as release messages name a waiter's token.
