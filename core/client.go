@@ -267,7 +267,8 @@ func (c *Client) initLock(ctx context.Context, l *Lock, ao *acquireOptions, name
 	}
 
 	l.token, l.holdID = token, any("0") // a fresh token's first hold: unique for that token
-	if o := heldIn(ctx, c, l.k.Main); o != nil && (given == "" || o.token == l.token) {
+	o := holdIn(ctx, func(h *Lock) bool { return h.c == c && h.k.Main == l.k.Main })
+	if o != nil && (given == "" || o.token == l.token) {
 		l.outer, l.token = o, o.token // (with a token given: only a hold of that token)
 	}
 	if given != "" || l.outer != nil {

@@ -133,17 +133,6 @@ type unlinked struct{ context.Context }
 func (unlinked) Done() <-chan struct{} { return nil }
 func (unlinked) Err() error            { return nil }
 
-// heldIn returns the lock on key held by c that ctx carries, if any.
-func heldIn(ctx context.Context, c *Client, key string) *Lock {
-	l, _ := ctx.Value(heldKey{}).(*Lock)
-	for ; l != nil; l = l.outer {
-		if l.c == c && l.k.Main == key {
-			return l
-		}
-	}
-	return nil
-}
-
 // FromContext returns the innermost Lock whose context ctx is, or derives from.
 func FromContext(ctx context.Context) (*Lock, bool) {
 	if ctx == nil {

@@ -155,6 +155,38 @@ func TestReentrancy_context_and_owner(t *testing.T) {
 	}
 }
 
+// A lock's context re-enters it also through the contexts of other locks taken inside it (as a
+// read hold's does, TestRW_reentry_throughOtherLocks): a TryAcquire there succeeds at once,
+// instead of finding the lock taken by its own caller.
+func TestReentrancy_throughAnotherLocksContext(t *testing.T) {
+	_, rdb, c := setup(t)
+	ctx := context.Background()
+	outer, err := c.Acquire(ctx, "doc", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := c.Acquire(outer.Context(), "other", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, err := c.TryAcquire(other.Context(), "doc", time.Second)
+	if err != nil {
+		t.Fatalf("re-enter through another lock's context: %v", err)
+	}
+	if inner.Holds() != 2 || inner.Fence() != outer.Fence() || inner.Token() != outer.Token() {
+		t.Fatalf("inner holds %d fence %d token match %v (outer fence %d)", inner.Holds(), inner.Fence(),
+			inner.Token() == outer.Token(), outer.Fence())
+	}
+	for _, l := range []*core.Lock{inner, other, outer} {
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if lockHeld(t, rdb, locktest.Key("doc")) {
+		t.Fatal("lock not freed after the last hold")
+	}
+}
+
 // Fences keep increasing even when Redis loses the counter (a restart without persistence): they
 // never fall below the server clock in microseconds.
 func TestFence_survivesCounterLoss(t *testing.T) {
