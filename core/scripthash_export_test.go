@@ -7,7 +7,7 @@ import (
 
 // ScriptSHA1 is the SHA-1 (hex) by which EVALSHA names the script of source src, for tests that
 // pick a script's calls out of the commands sent. lockkit itself computes no SHA-1 (FIPS 140-only
-// mode): its servers give it the hashes (internal/script.Sender).
+// mode): internal/script/hashes.go holds the hashes, checked against this.
 func ScriptSHA1(src string) string {
 	sum := sha1.Sum([]byte(src))
 	return hex.EncodeToString(sum[:])
