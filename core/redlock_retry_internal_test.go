@@ -73,7 +73,7 @@ func TestRedlock_retryAttempt_ownHold(t *testing.T) {
 	defer l.Release(ctx)
 	first := any("0") // the first attempt's hold id (a fresh token's)
 	// The first attempt's give-back, arriving now at the first node: it must leave the later grant.
-	n := c.st.(*store.Redlock).Nodes()[0]
+	n := store.NewNode(rdbs[0], c.id, &store.Config{}) // (as the Redlock's first node)
 	k := l.k.GivenBack(l.Token())
 	k.Fence = 0
 	if _, err := n.Release(ctx, store.ReleaseReq{Keys: &k, Token: l.token, Hold: first}); err != nil {

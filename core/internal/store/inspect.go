@@ -53,14 +53,13 @@ func parseInspect(v []any) (Info, error) {
 			return info, errInspectReply
 		}
 		info.Fence = lv.fence
-		if lv.token != "" && !isMark(lv.token) {
+		if lv.token != "" && lv.token[0] != 1 { // (a byte 1: a family's mark, see lockValue)
 			if pttl > 0 {
 				info.TTL = time.Duration(pttl) * time.Millisecond
 			}
 			h := Holder{Mode: "lock", Digest: digest(lv.token), Holds: int64(len(strings.Fields(lv.holds))),
 				Fence: lv.fence, TTL: info.TTL}
-			at, _ := parseAcquired(lv.acquired)
-			parseHolder(&h, strconv.FormatInt(at.UnixMilli(), 10)+" "+lv.label, nowMS)
+			parseHolder(&h, strconv.FormatInt(acquiredMS(lv.acquired), 10)+" "+lv.label, nowMS)
 			info.Holders = append(info.Holders, h)
 		}
 	}
@@ -118,11 +117,9 @@ func parseLeases(list []any, nowMS int64, add func(h Holder, limit int)) {
 	}
 }
 
-// isMark reports whether a lock value's token is a family's mark (lock.lua): permits or read-write
-// holds have the name, and the lock key only keeps its fence.
-func isMark(token string) bool { return token[0] == 1 }
-
 // lockValue is a lock's value in Redis (see internal/script/lua/lock.lua): NUL-separated fields.
+// A token that starts with a byte 1 is a family's mark (lock.lua): permits or read-write holds
+// have the name, and the lock key only keeps its fence.
 type lockValue struct {
 	token, acquired, holds, label string
 	fence                         int64
@@ -156,24 +153,21 @@ func parseLockValue(v string) (lockValue, bool) {
 	return lv, true
 }
 
-// parseAcquired reads a lock's ACQUIRED field: "SECONDS.MICROSECONDS" (the server's clock), or
-// milliseconds (Redlock, the client's clock).
-func parseAcquired(s string) (time.Time, bool) {
+// acquiredMS reads a lock's ACQUIRED field, "SECONDS.MICROSECONDS" (the server's clock) or
+// milliseconds (Redlock, the client's clock), as milliseconds.
+func acquiredMS(s string) int64 {
 	sec, us, dot := strings.Cut(s, ".")
-	a, err1 := strconv.ParseInt(sec, 10, 64)
+	a, _ := strconv.ParseInt(sec, 10, 64)
 	if !dot {
-		return time.UnixMilli(a), err1 == nil
+		return a
 	}
-	b, err2 := strconv.ParseInt(us, 10, 64)
-	return time.Unix(a, b*1000), err1 == nil && err2 == nil
+	b, _ := strconv.ParseInt(us, 10, 64)
+	return time.Unix(a, b*1000).UnixMilli()
 }
 
 // parseHolder fills h from the label an acquisition recorded, "acquired-ms host pid label" (empty
 // when taken by an older lockkit version).
 func parseHolder(h *Holder, m string, nowMS int64) {
-	if m == "" {
-		return
-	}
 	parts := strings.SplitN(m, " ", 4)
 	if at, err := strconv.ParseInt(parts[0], 10, 64); err == nil {
 		h.Acquired = time.UnixMilli(at)

@@ -70,18 +70,23 @@ func (n *Node) addr(i int) string {
 // Acquire is one attempt of r. Under WithReplicaAck, a grant too few replicas acknowledged is
 // given back and answered with an *AckError.
 func (n *Node) Acquire(ctx context.Context, r *AcquireReq) (AcquireResult, error) {
-	if r.Set != nil {
-		return n.takeAll(ctx, r)
+	parse := parseAcquire
+	if m := len(r.Set); m > 0 {
+		parse = func(v any) (AcquireResult, error) { return parseSet(v, m) }
 	}
-
-	res, acked, err := n.grant(ctx, n.acquireCall(r.Keys, r), parseAcquire)
+	res, acked, err := n.grant(ctx, n.acquireCall(r), parse)
 	if err != nil || !res.OK || acked >= int64(n.replicas) {
 		return res, err
 	}
 
-	rel := ReleaseReq{Keys: r.Keys, Token: r.Token, Hold: r.Hold, Fair: r.Fair, LockTTL: r.TTL}
+	rel := ReleaseReq{Keys: r.Keys, Set: r.Set, Fences: res.Fences, Token: r.Token, Hold: r.Hold, Fair: r.Fair,
+		LockTTL: r.TTL}
 	_, _ = n.Release(context.WithoutCancel(ctx), rel)
-	return AcquireResult{}, n.ackError("the lock", acked)
+	what := "the lock"
+	if r.Set != nil {
+		what = "the locks of " + r.Set[0].Name + "'s set"
+	}
+	return AcquireResult{}, n.ackError(what, acked)
 }
 
 // grant runs call, an acquisition or extension, and reads its reply with parse; under
@@ -105,9 +110,17 @@ func (n *Node) grant(ctx context.Context, call script.Call,
 	return res, acked, err
 }
 
-// acquireCall is the script call of an acquire attempt.
-func (n *Node) acquireCall(k *Keys, r *AcquireReq) script.Call {
+// acquireCall is the script call of an acquire attempt: of a set's locks with acquire_all.lua.
+func (n *Node) acquireCall(r *AcquireReq) script.Call {
+	k := r.Keys
 	switch {
+	case r.Set != nil:
+		locks := make([]string, len(r.Set))
+		for i, sk := range r.Set {
+			locks[i] = sk.Main
+		}
+		return (&script.AcquireAll{Locks: locks, Token: r.Token, TTL: MS(r.TTL), Hold: r.Hold, Label: n.label,
+			Waiting: r.Waiting.arg()}).Call()
 	case k.Sem != nil:
 		return (&script.SemAcquire{Permits: k.Main, Limits: k.Sem.Limits, Fences: k.Sem.Fences, Lock: k.Sem.Lock,
 			Queue: k.Queue, Deadlines: k.Deadlines, Token: r.Token, TTL: MS(r.TTL), Limit: r.Limit, Label: n.label,

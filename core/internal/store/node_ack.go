@@ -19,18 +19,15 @@ import (
 
 // master returns the client of the master that holds key, primed (prime), or nil when n's client
 // gives no connection of its own (then a pipeline carries the script and WAIT together).
-func (n *Node) master(ctx context.Context, key string) (*redis.Client, error) {
-	var m *redis.Client
+func (n *Node) master(ctx context.Context, key string) (m *redis.Client, err error) {
 	switch c := n.rdb.(type) {
 	case *redis.ClusterClient:
-		var err error
-		if m, err = c.MasterForKey(ctx, key); err != nil {
-			return nil, err
-		}
+		m, err = c.MasterForKey(ctx, key)
 	case *redis.Client: // a plain or a Sentinel failover client
 		m = c
-	default:
-		return nil, nil
+	}
+	if m == nil || err != nil {
+		return nil, err
 	}
 	return m, n.prime(ctx, m)
 }
@@ -68,48 +65,35 @@ func (n *Node) acked(ctx context.Context, call script.Call, need func(reply any)
 	if err != nil {
 		return 0, err
 	}
-	if m == nil {
-		return n.ackedPipeline(ctx, call, need)
+	var cmd *redis.Cmd
+	var cn *redis.Conn
+	var w *redis.IntCmd
+	if m != nil {
+		cn = m.Conn()
+		defer cn.Close()
+		cmd = call.Run(ctx, script.Via(n.send, cn)) // EVALSHA, and EVAL on NOSCRIPT
+	} else { // no connection of its own: the script and WAIT in one pipeline, WAIT whatever the reply
+		s := []renewSend{{call: call}}
+		w, _ = n.pipelined(ctx, n.rdb.Pipeline, s, true)
+		cmd = s[0].cmd
 	}
-	cn := m.Conn()
-	defer cn.Close()
-	v, err := call.Run(ctx, script.Via(n.send, cn)).Result() // EVALSHA, and EVAL on NOSCRIPT
+
+	v, err := cmd.Result()
 	if err != nil {
 		return 0, err
 	}
 	if ok, err := need(v); err != nil || !ok {
 		return int64(n.replicas), err
 	}
-	return n.wait(ctx, cn)
+	return n.wait(ctx, cn, w)
 }
 
-// wait sends WAIT on cn.
-func (n *Node) wait(ctx context.Context, cn *redis.Conn) (int64, error) {
+// wait sends WAIT on cn; with cn nil, it reads w, the WAIT that a pipeline carried.
+func (n *Node) wait(ctx context.Context, cn *redis.Conn, w *redis.IntCmd) (int64, error) {
+	if cn == nil {
+		return w.Result()
+	}
 	return cn.Do(ctx, "WAIT", n.replicas, MS(n.replicaWait)).Int64()
-}
-
-// ackedPipeline is acked over a client that gives no connection of its own: the script and WAIT
-// travel in one pipeline, so WAIT is sent whatever the reply.
-func (n *Node) ackedPipeline(ctx context.Context, call script.Call, need func(reply any) (bool, error)) (int64, error) {
-	send := func(ev *redis.Cmd) (*redis.Cmd, *redis.IntCmd) {
-		p := n.rdb.Pipeline()
-		_ = p.Process(ctx, ev)
-		w := redis.NewIntCmd(ctx, "WAIT", n.replicas, MS(n.replicaWait))
-		_ = p.Process(ctx, w)
-		_, _ = p.Exec(ctx)
-		return ev, w
-	}
-	ev, w := send(call.Cmd(ctx, n.send))
-	if script.IsNoScript(ev.Err()) {
-		ev, w = send(call.Eval(ctx))
-	}
-	if ev.Err() != nil {
-		return 0, ev.Err()
-	}
-	if ok, err := need(ev.Val()); err != nil || !ok {
-		return int64(n.replicas), err
-	}
-	return w.Result()
 }
 
 // renewAcked is a renewal round under WithReplicaAck: the scripts in one pipeline per master, then
@@ -161,13 +145,8 @@ func (n *Node) renewGroup(ctx context.Context, cn *redis.Conn, items []RenewItem
 
 	renewed := func(it RenewItem) bool { return it.OK && it.Err == nil }
 	if slices.ContainsFunc(part, renewed) {
-		var acked int64
-		var werr error // what each renewal fails with: WAIT's error, or too few acknowledgements
-		if cn != nil {
-			acked, werr = n.wait(ctx, cn)
-		} else {
-			acked, werr = w.Result()
-		}
+		// What each renewal fails with: WAIT's error, or too few acknowledgements.
+		acked, werr := n.wait(ctx, cn, w)
 		if werr == nil && acked < int64(n.replicas) {
 			werr = n.ackError("the renewal", acked)
 		}

@@ -30,7 +30,7 @@ func quorumErr[T any](rl *Redlock, op string, ok int, got []answer[T]) error {
 
 // NewRedlock returns the store over nodes (see core.NewRedlock); id is the Client's id.
 func NewRedlock(nodes []redis.UniversalClient, id string, cfg *Config) *Redlock {
-	rl := &Redlock{quorum: len(nodes)/2 + 1, timeout: cfg.NodeTimeout, rt: wait.NewFanRouter(nodes), opt: cfg,
+	rl := &Redlock{quorum: len(nodes)/2 + 1, rt: wait.NewFanRouter(nodes), opt: cfg,
 		work: &workers{tasks: make(chan task), done: make(chan struct{})},
 		rtts: make([]rtt, len(nodes)), flights: flights{m: map[flightKey]*rlAcquire{}}}
 	for _, n := range nodes {
@@ -40,20 +40,16 @@ func NewRedlock(nodes []redis.UniversalClient, id string, cfg *Config) *Redlock 
 	return rl
 }
 
-// Nodes are the Redlock's nodes, in the order given.
-func (rl *Redlock) Nodes() []*Node { return rl.nodes }
-
 // Quorum is how many nodes must agree.
 func (rl *Redlock) Quorum() int { return rl.quorum }
 
 // Redlock is the store over independent nodes (NewRedlock in core): acquisitions and renewals
 // need a quorum, releases go to every node.
 type Redlock struct {
-	opt     *Config
+	opt     *Config // NodeTimeout: WithNodeTimeout; 0: from the nodes' round trips (nodeTimeout)
 	nodes   []*Node
 	quorum  int
-	timeout time.Duration // WithNodeTimeout; 0: from the nodes' round trips (nodeTimeout)
-	rtts    []rtt         // each node's round-trip estimate
+	rtts    []rtt // each node's round-trip estimate
 	rt      wait.Router
 	timers  sync.Pool // of *time.Timer, stopped once used: the waits of releases
 	work    *workers  // run the requests to the nodes
@@ -75,7 +71,7 @@ func (rl *Redlock) Close() { rl.work.stop() }
 // releaseSet is release with ReleaseSet's write (r.Write), on every node that holds the lock.
 func (rl *Redlock) releaseSet(ctx context.Context, r *ReleaseReq) (int64, error) {
 	x := &rlRelease{req: *r, payload: rl.nodes[0].id, after: rl.inFlight(r.Keys, r.Token, r.Hold)}
-	rl.fanWithin(ctx, rl.nodeTimeout(r.LockTTL), 0, &x.fan, x)
+	x.within(ctx, rl, rl.nodeTimeout(r.LockTTL), 0, x)
 
 	// Too few replicas acknowledged (WithReplicaAck): released all the same, and reported.
 	var short []error
@@ -122,10 +118,7 @@ func (rl *Redlock) tally(got []answer[int64]) (int64, error) {
 // the batch (half the slack between a renewal and the validity deadline), at least the node
 // timeout: waiting for a node until the validity deadline would lose locks that a quorum renewed.
 func (rl *Redlock) Renew(ctx context.Context, items []RenewItem) error {
-	ttl := items[0].TTL
-	for _, it := range items {
-		ttl = min(ttl, it.TTL)
-	}
+	ttl := slices.MinFunc(items, func(a, b RenewItem) int { return cmp.Compare(a.TTL, b.TTL) }).TTL
 	rl.renewWithin(ctx, items, max(ttl/6, rl.nodeTimeout(ttl)), 0)
 	return nil
 }
@@ -217,26 +210,37 @@ func (rl *Redlock) TTL(ctx context.Context, r TTLReq) (time.Duration, bool, erro
 // inspectTimeout is the node timeout of Inspect and ForceRelease without WithNodeTimeout.
 const inspectTimeout = time.Second
 
-func (rl *Redlock) Inspect(ctx context.Context, r NameReq) (Info, error) {
-	got := each(ctx, rl, cmp.Or(rl.timeout, inspectTimeout), 0, func(ctx context.Context, _ int, n *Node) (Info, error) {
-		return n.Inspect(ctx, r)
-	})
-
-	answered := 0
-	count := map[string]int{}
-	var out Info
+// answered runs fn on every node within the node timeout (inspectTimeout without WithNodeTimeout)
+// and returns the answers given without error; fewer than a quorum: with a *QuorumError of op.
+func answered[T any](ctx context.Context, rl *Redlock, op string, fn func(ctx context.Context, _ int, n *Node) (T, error)) ([]T, error) {
+	got := each(ctx, rl, cmp.Or(rl.opt.NodeTimeout, inspectTimeout), 0, fn)
+	var ok []T
 	for _, a := range got {
-		if a.err != nil {
-			continue
-		}
-		answered++
-		out.Fence = max(out.Fence, a.v.Fence)
-		for _, h := range a.v.Holders {
-			count[h.Digest]++
+		if a.err == nil {
+			ok = append(ok, a.v)
 		}
 	}
-	if answered < rl.quorum {
-		return Info{}, quorumErr(rl, "inspect", answered, got)
+	if len(ok) < rl.quorum {
+		return ok, quorumErr(rl, op, len(ok), got)
+	}
+	return ok, nil
+}
+
+func (rl *Redlock) Inspect(ctx context.Context, r NameReq) (Info, error) {
+	got, err := answered(ctx, rl, "inspect", func(ctx context.Context, _ int, n *Node) (Info, error) {
+		return n.Inspect(ctx, r)
+	})
+	if err != nil {
+		return Info{}, err
+	}
+
+	count := map[string]int{}
+	var out Info
+	for _, x := range got {
+		out.Fence = max(out.Fence, x.Fence)
+		for _, h := range x.Holders {
+			count[h.Digest]++
+		}
 	}
 
 	for d, n := range count {
@@ -245,9 +249,8 @@ func (rl *Redlock) Inspect(ctx context.Context, r NameReq) (Info, error) {
 		}
 		var h Holder
 		fences := map[int64]int{}
-		for _, a := range got {
-			x := a.v
-			if a.err != nil || len(x.Holders) == 0 || x.Holders[0].Digest != d {
+		for _, x := range got {
+			if len(x.Holders) == 0 || x.Holders[0].Digest != d {
 				continue
 			}
 			if !out.Held || x.TTL < out.TTL {
@@ -282,19 +285,8 @@ func quorumFence(fences map[int64]int, quorum int) int64 {
 }
 
 func (rl *Redlock) ForceRelease(ctx context.Context, r NameReq) (bool, error) {
-	got := each(ctx, rl, cmp.Or(rl.timeout, inspectTimeout), 0, func(ctx context.Context, _ int, n *Node) (bool, error) {
+	got, err := answered(ctx, rl, "force release", func(ctx context.Context, _ int, n *Node) (bool, error) {
 		return n.ForceRelease(ctx, r)
 	})
-
-	gone, answered := false, 0
-	for _, a := range got {
-		if a.err == nil {
-			answered++
-			gone = gone || a.v
-		}
-	}
-	if answered < rl.quorum {
-		return gone, quorumErr(rl, "force release", answered, got)
-	}
-	return gone, nil
+	return slices.Contains(got, true), err
 }

@@ -13,7 +13,7 @@ import (
 // rlAcquire is one Redlock acquisition attempt: its request, the nodes' answers, and what becomes
 // of the grants that arrive after it stopped waiting for them. One allocation holds all of it.
 type rlAcquire struct {
-	answers[AcquireResult]
+	fan[AcquireResult]
 	// keys is a copy of the caller's keys: late answers (raised or given back) read it while the
 	// caller's becomes the hold's (Keys.Held writes its fence: a data race -race found).
 	keys Keys
@@ -136,7 +136,7 @@ func (rl *Redlock) Acquire(ctx context.Context, r *AcquireReq) (AcquireResult, e
 	if r.Guard != "" {
 		need = 0
 	}
-	late := rl.fanWithin(ctx, rl.nodeTimeout(r.TTL), need, &a.fan, a)
+	late := a.within(ctx, rl, rl.nodeTimeout(r.TTL), need, a)
 
 	res, err := a.outcome(ctx, start)
 	a.decide(err == nil && res.OK, res.Fence, late)
@@ -241,7 +241,7 @@ func (a *rlAcquire) undo() {
 
 // rlRelease is one Redlock release: the request and the nodes' answers, in one allocation.
 type rlRelease struct {
-	answers[int64] // the holds left per node (-1: the token holds none there)
+	fan[int64] // the holds left per node (-1: the token holds none there)
 
 	req     ReleaseReq
 	payload any

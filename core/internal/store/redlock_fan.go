@@ -9,58 +9,70 @@ import (
 // inlineNodes is how many nodes the per-call state of a fan-out holds without allocating.
 const inlineNodes = 5
 
-// fanJob is the per-node work of a fan-out: call keeps each answer aside, keep publishes it if it
-// came while the caller waited, so that the caller reads answers without racing a straggler.
+// fanJob is the per-node work of a fan-out: call keeps each answer aside (in the fan's own), and
+// the fan publishes it if it came while the caller waited, so that the caller reads answers
+// without racing a straggler.
 type fanJob interface {
 	// call runs the request on node i, in a worker, and reports whether it counts toward need.
 	call(ctx context.Context, i int) bool
-	// keep publishes node i's answer; it runs under the fan's lock while the caller still waits.
-	keep(i int)
 	// late runs in node i's goroutine when the node answered after the caller stopped waiting.
 	late(i int)
-	// init makes room for the answers of n nodes, before the requests start.
-	init(n int)
 }
 
-// fan is the state one fanned-out request shares between its caller and the nodes' goroutines.
-// It is embedded in the request's own state, so that a call costs one allocation for both.
-type fan struct {
+// fan is the state one fanned-out request shares between its caller and the nodes' goroutines,
+// with the nodes' answers: own, written by the nodes' goroutines; got, read once the wait ended:
+// those kept in time, errNodeTimeout for the others. It is embedded in the request's own state,
+// so that a call costs one allocation for both.
+type fan[T any] struct {
 	mu     sync.Mutex
 	rl     *Redlock
-	left   int // goroutines still running
-	good   int // answers that counted toward need
+	job    fanJob // the request (the state that embeds the fan)
+	left   int    // goroutines still running
+	good   int    // answers that counted toward need
 	need   int
 	gaveUp bool               // the caller stopped waiting
 	enough chan struct{}      // closed when need answers counted, or every node answered
 	cancel context.CancelFunc // of the nodes' context: called by the last node to answer
 	began  time.Time          // the requests' start, for the nodes' round-trip estimates
+
+	own, got []answer[T]
+	buf      [2 * inlineNodes]answer[T]
+	// fn is each's request (rlAcquire and rlRelease have a call of their own).
+	fn func(ctx context.Context, i int, n *Node) (T, error)
 }
 
 // start runs job on every node of rl, on workers with ctx; enough closes once need calls said true.
-func (f *fan) start(ctx context.Context, rl *Redlock, cancel context.CancelFunc, need int, job fanJob) {
+func (f *fan[T]) start(ctx context.Context, rl *Redlock, cancel context.CancelFunc, need int, job fanJob) {
 	nodes := len(rl.nodes)
 	if need <= 0 || need > nodes {
 		need = nodes + 1 // never reached: wait for every node
 	}
-	f.rl, f.left, f.need, f.cancel = rl, nodes, need, cancel
+	f.rl, f.job, f.left, f.need, f.cancel = rl, job, nodes, need, cancel
 	f.enough = make(chan struct{})
 	f.began = time.Now()
-	job.init(nodes)
+	s := f.buf[:]
+	if nodes > inlineNodes {
+		s = make([]answer[T], 2*nodes)
+	}
+	f.own, f.got = s[:nodes], s[nodes:2*nodes]
+	for i := range f.got {
+		f.got[i].err = errNodeTimeout
+	}
 
 	for i := range nodes {
-		rl.work.run(task{f: f, ctx: ctx, i: i, job: job})
+		rl.work.run(task{f: f, ctx: ctx, i: i})
 	}
 }
 
-// node runs job on node i, in a worker, and publishes its answer if the caller still waits.
-func (f *fan) node(ctx context.Context, i int, job fanJob) {
-	ok := job.call(ctx, i)
+// node runs the job on node i, in a worker, and publishes its answer if the caller still waits.
+func (f *fan[T]) node(ctx context.Context, i int) {
+	ok := f.job.call(ctx, i)
 	f.measure(ctx, i)
 
 	f.mu.Lock()
 	tooLate := f.gaveUp
 	if !tooLate {
-		job.keep(i)
+		f.got[i] = f.own[i]
 		if ok {
 			f.good++
 		}
@@ -77,23 +89,23 @@ func (f *fan) node(ctx context.Context, i int, job fanJob) {
 		f.cancel() // every node answered: the context has no more use
 	}
 	if tooLate {
-		job.late(i)
+		f.job.late(i)
 	}
 }
 
 // stop ends the caller's wait (later answers are late) and returns how many nodes had not answered.
-func (f *fan) stop() int {
+func (f *fan[T]) stop() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.gaveUp = true
 	return f.left
 }
 
-// fanWithin runs job on every node with one context, ctx bounded by t, waits until f says enough
-// or that context ends, and returns how many nodes had not answered. The context is cancelled
-// when the wait times out (stragglers are abandoned), or else by the last node to answer; the wait
-// honours its deadline even where go-redis does not (ContextTimeoutEnabled false).
-func (rl *Redlock) fanWithin(ctx context.Context, t time.Duration, need int, f *fan, job fanJob) int {
+// within runs job on every node of rl with one context, ctx bounded by t, waits until f says
+// enough or that context ends, and returns how many nodes had not answered. The context is
+// cancelled when the wait times out (stragglers are abandoned), or else by the last node to
+// answer; the wait honours its deadline even where go-redis does not (ContextTimeoutEnabled false).
+func (f *fan[T]) within(ctx context.Context, rl *Redlock, t time.Duration, need int, job fanJob) int {
 	nctx, cancel := context.WithTimeout(ctx, t)
 	f.start(nctx, rl, cancel, need, job)
 	select {
@@ -104,52 +116,34 @@ func (rl *Redlock) fanWithin(ctx context.Context, t time.Duration, need int, f *
 	return f.stop()
 }
 
+// fanNode is a fan as a worker sees it: node runs the request on node i.
+type fanNode interface {
+	node(ctx context.Context, i int)
+}
+
 // answer is one node's answer to a fanned-out request.
 type answer[T any] struct {
 	v   T
 	err error
 }
 
-// answers are a fan-out's answers, in one allocation with its state: own, written by the nodes'
-// goroutines; got, read once the wait ended: those kept in time, errNodeTimeout for the others.
-type answers[T any] struct {
-	fan
-	own, got []answer[T]
-	buf      [2 * inlineNodes]answer[T]
-	// fn is each's request (rlAcquire and rlRelease have a call of their own).
-	fn func(ctx context.Context, i int, n *Node) (T, error)
-}
-
-func (a *answers[T]) init(n int) {
-	s := a.buf[:]
-	if n > inlineNodes {
-		s = make([]answer[T], 2*n)
-	}
-	a.own, a.got = s[:n], s[n:2*n]
-	for i := range a.got {
-		a.got[i].err = errNodeTimeout
-	}
-}
-
-func (a *answers[T]) call(ctx context.Context, i int) bool {
-	g := &a.own[i]
-	g.v, g.err = a.fn(ctx, i, a.rl.nodes[i])
+func (f *fan[T]) call(ctx context.Context, i int) bool {
+	g := &f.own[i]
+	g.v, g.err = f.fn(ctx, i, f.rl.nodes[i])
 	return g.err == nil
 }
 
-func (a *answers[T]) keep(i int) { a.got[i] = a.own[i] }
-
 // late does nothing with a late answer (rlAcquire's does).
-func (a *answers[T]) late(int) {}
+func (f *fan[T]) late(int) {}
 
 // each runs fn on every node in parallel and returns their answers, errNodeTimeout for a node that
-// did not answer within t (see fanWithin). With need > 0 it returns once need nodes answered
+// did not answer within t (see within). With need > 0 it returns once need nodes answered
 // without error (a quorum that settles the outcome), so that the slowest node does not set the
 // latency; the other calls go on in the background, to their end or t.
 func each[T any](ctx context.Context, rl *Redlock, t time.Duration, need int,
 	fn func(ctx context.Context, i int, n *Node) (T, error)) []answer[T] {
-	j := &answers[T]{fn: fn}
-	rl.fanWithin(ctx, t, need, &j.fan, j)
+	j := &fan[T]{fn: fn}
+	j.within(ctx, rl, t, need, j)
 	return j.got
 }
 
@@ -167,10 +161,9 @@ const workerIdle = time.Second
 
 // task is one node's request of a fan-out.
 type task struct {
-	f   *fan
+	f   fanNode
 	ctx context.Context
 	i   int
-	job fanJob
 }
 
 // run hands t to an idle worker, or starts one; it never blocks.
@@ -189,7 +182,7 @@ func (w *workers) work(t task) {
 	worked := false
 	for {
 		if t.f != nil {
-			t.f.node(t.ctx, t.i, t.job)
+			t.f.node(t.ctx, t.i)
 			t, worked = task{}, true // keep nothing of the request alive while idle
 		}
 		select {

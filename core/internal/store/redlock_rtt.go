@@ -52,8 +52,8 @@ func (e *rtt) timeout(unknown time.Duration) time.Duration {
 // smallest of the nodes' timeouts (a node not measured yet counts as the longest), at least
 // TTL/20 and 10 ms, and at most TTL/3: a node slower than that could not renew the lock in time.
 func (rl *Redlock) nodeTimeout(ttl time.Duration) time.Duration {
-	if rl.timeout > 0 {
-		return rl.timeout
+	if rl.opt.NodeTimeout > 0 {
+		return rl.opt.NodeTimeout
 	}
 	lo := max(ttl/20, 10*time.Millisecond)
 	hi := max(ttl/3, lo)
@@ -68,9 +68,9 @@ func (rl *Redlock) nodeTimeout(ttl time.Duration) time.Duration {
 
 // measure records how long node i's request of a fan took, begun at f.began; ctx is the request's.
 // A request its caller cancelled says nothing of the node; WithNodeTimeout needs no estimate.
-func (f *fan) measure(ctx context.Context, i int) {
+func (f *fan[T]) measure(ctx context.Context, i int) {
 	err := ctx.Err()
-	if f.rl.timeout > 0 || (err != nil && !errors.Is(err, context.DeadlineExceeded)) {
+	if f.rl.opt.NodeTimeout > 0 || (err != nil && !errors.Is(err, context.DeadlineExceeded)) {
 		return
 	}
 	f.rl.rtts[i].add(time.Since(f.began), err != nil)

@@ -24,6 +24,7 @@ var errRenewReply = errors.New("unexpected renew reply")
 
 // renewSend is one script call of a renewal round: renew_many.lua for several locks (of one slot
 // on a cluster), or renew.lua or sem_renew.lua for one item. It renews items[order[lo:hi]].
+// (Node.acked sends its one call as one too, without a connection of its own.)
 type renewSend struct {
 	call   script.Call
 	cmd    *redis.Cmd
@@ -57,10 +58,8 @@ func (n *Node) renewPlan(b *renewBufs, items []RenewItem) {
 		}
 	}
 	plain := len(b.order)
-	mixed := false // TTLs differ
 	for i := range items {
 		if batchable(&items[i]) {
-			mixed = mixed || len(b.order) > plain && items[i].TTL != items[b.order[plain]].TTL
 			b.order = append(b.order, i)
 		}
 	}
@@ -80,7 +79,7 @@ func (n *Node) renewPlan(b *renewBufs, items []RenewItem) {
 		}
 		return cmp.Compare(items[x].TTL, items[y].TTL)
 	}
-	if n.cluster || mixed {
+	if !slices.IsSortedFunc(locks, apart) {
 		slices.SortStableFunc(locks, apart)
 	}
 
@@ -166,15 +165,29 @@ func (b *renewBufs) release(pool *sync.Pool) {
 	pool.Put(b)
 }
 
-// renewVia sends the renewals of items in a pipeline of newPipe's (those whose script the server
-// lacked again, as EVAL, in a second) and fills in their outcomes; it fails when every one did.
-// With wait, each pipeline ends with WAIT (see ackedPipeline), and the last WAIT is returned.
+// renewVia sends the renewals of items (pipelined) and fills in their outcomes; it fails when
+// every one did. With wait, it returns the last WAIT.
 func (n *Node) renewVia(ctx context.Context, newPipe func() redis.Pipeliner, items []RenewItem, wait bool) (*redis.IntCmd, error) {
 	b := n.renewBufs.Get().(*renewBufs)
 	defer b.release(&n.renewBufs)
 	n.renewPlan(b, items)
 	n.renewCalls(b, items)
+	w, err := n.pipelined(ctx, newPipe, b.sends, wait)
 
+	failed := 0
+	for j := range b.sends {
+		failed += b.sends[j].outcomes(items, b.order)
+	}
+	if failed < len(items) {
+		return w, nil
+	}
+	return w, err
+}
+
+// pipelined sends the calls of sends in a pipeline of newPipe's (those whose script the server
+// lacked again, as EVAL, in a second) and sets their cmd. With wait, each pipeline ends with WAIT
+// (see Node.acked), and the last WAIT is returned.
+func (n *Node) pipelined(ctx context.Context, newPipe func() redis.Pipeliner, sends []renewSend, wait bool) (*redis.IntCmd, error) {
 	var w *redis.IntCmd
 	exec := func(p redis.Pipeliner) error {
 		if wait {
@@ -186,16 +199,16 @@ func (n *Node) renewVia(ctx context.Context, newPipe func() redis.Pipeliner, ite
 	}
 
 	p := newPipe()
-	for j := range b.sends {
-		s := &b.sends[j]
+	for j := range sends {
+		s := &sends[j]
 		s.cmd = s.call.Cmd(ctx, n.send)
 		_ = p.Process(ctx, s.cmd)
 	}
 	err := exec(p)
 
 	var again redis.Pipeliner
-	for j := range b.sends {
-		s := &b.sends[j]
+	for j := range sends {
+		s := &sends[j]
 		if script.IsNoScript(s.cmd.Err()) {
 			if again == nil {
 				again = newPipe()
@@ -206,14 +219,6 @@ func (n *Node) renewVia(ctx context.Context, newPipe func() redis.Pipeliner, ite
 	}
 	if again != nil {
 		err = exec(again)
-	}
-
-	failed := 0
-	for j := range b.sends {
-		failed += b.sends[j].outcomes(items, b.order)
-	}
-	if failed < len(items) {
-		return w, nil
 	}
 	return w, err
 }

@@ -52,26 +52,6 @@ func giveBackAll(gb *GiveBacks, g []*Keys, r *AcquireReq, after error) {
 	}
 }
 
-// takeAll is one all-or-nothing attempt on the locks r.Set, names of one slot (acquire_all.lua).
-func (n *Node) takeAll(ctx context.Context, r *AcquireReq) (AcquireResult, error) {
-	ks := r.Set
-	locks := make([]string, len(ks))
-	for i, k := range ks {
-		locks[i] = k.Main
-	}
-	call := (&script.AcquireAll{Locks: locks, Token: r.Token, TTL: MS(r.TTL), Hold: r.Hold, Label: n.label,
-		Waiting: r.Waiting.arg()}).Call()
-	parse := func(v any) (AcquireResult, error) { return parseSet(v, len(ks)) }
-	res, acked, err := n.grant(ctx, call, parse)
-	if err != nil || !res.OK || acked >= int64(n.replicas) {
-		return res, err
-	}
-
-	rel := ReleaseReq{Set: ks, Token: r.Token, Hold: r.Hold, Fences: res.Fences}
-	_, _ = n.releaseAll(context.WithoutCancel(ctx), &rel)
-	return AcquireResult{}, n.ackError("the locks of "+ks[0].Name+"'s set", acked)
-}
-
 // parseSet reads acquire_all.lua's reply for n locks: the fences, one per lock, or the index of
 // the first lock another owner holds (BusyAt) and how long it stays held.
 func parseSet(v any, n int) (AcquireResult, error) {
