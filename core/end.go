@@ -16,6 +16,7 @@
 package core
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,9 +31,8 @@ import (
 type giveMode uint8
 
 const (
-	giveNone       giveMode = iota // nothing to give back: Redis said the lock is not ours
-	giveNow                        // release now, with giveUp's context
-	giveBackground                 // release in the background (giveBack): a hold declared expired
+	giveNone giveMode = iota // nothing to give back: a nested hold shares its outer hold's
+	giveNow                  // release now, with giveUp's context
 )
 
 // giveUp is a hold's end's steps 4 and 5, once begin ended it.
@@ -43,8 +43,7 @@ func (l *Lock) giveUp(ctx context.Context, why holdState, give giveMode, set *st
 
 	var res store.ReleaseResult
 	var err error
-	switch give {
-	case giveNow:
+	if give == giveNow {
 		sc := l.c.scratch.Take() // (l.k is this end's alone: begin let only one end through)
 		if sc != nil {
 			l.k.Lines = &sc.Lines
@@ -55,9 +54,6 @@ func (l *Lock) giveUp(ctx context.Context, why holdState, give giveMode, set *st
 			l.k.Lines = nil
 			l.c.scratch.Put(sc, err == nil)
 		}
-	case giveBackground:
-		// A renewal still on its way may re-extend the lock (owner-checked: nothing passed on).
-		l.c.giveBack(l, nil)
 	}
 
 	return l.finish(why, give == giveNow, res.Left, err)
@@ -103,7 +99,7 @@ func (l *Lock) finish(why holdState, sent bool, n int64, err error) error {
 				l.setState(stateHeld, nil)
 			}
 			err = unavailable("release", err)
-		case n == store.Vanished && l.c.wd.validNow(l):
+		case n == store.Vanished && l.entry != nil && !l.c.wd.expired(l.entry):
 			n = 0 // a replay after the next holder's key expired: released (store.Vanished)
 		case n < 0:
 			lost := &LostError{Name: l.k.Name, Reason: "not_owner"}
@@ -149,7 +145,9 @@ func (l *Lock) reportEnd(lost bool, holds int64, err error) {
 		return
 	}
 
-	held, last := l.c.wd.endOf(l)
+	l.c.wd.mu.Lock() // (endHeld and endLast are the watchdog's)
+	held, last := l.endHeld, l.endLast
+	l.c.wd.mu.Unlock()
 	in := HoldInfo{Lock: l, Held: held, Last: last, Holds: holds, Duration: time.Since(l.acquired), Err: err}
 	if lost {
 		in.Err = l.lostCause()
@@ -159,13 +157,14 @@ func (l *Lock) reportEnd(lost bool, holds int64, err error) {
 
 // endAll ends holds that end together (Close, WithMaxHold, nested holds; a lost entry in the same
 // steps), inner holds first: their contexts derive from their outer holds'. Every context ends, and
-// every loss is reported, before the first release is sent. It returns the first release error.
+// every loss is reported, before the first release is sent (a loss sends none). It returns the
+// first release error.
 func endAll(ctx context.Context, locks []*Lock, why holdState, cause func(*Lock) error, give giveMode) error {
-	ended := beginAll(locks, why, cause)
-	if why == stateLost {
-		reportLost(ended)
+	var first error
+	for _, l := range beginAll(locks, why, cause) {
+		first = cmp.Or(first, l.giveUp(ctx, why, give, nil))
 	}
-	return giveUpAll(ctx, ended, why, give)
+	return first
 }
 
 // beginAll is endAll's steps 1 and 2: it returns the holds it ended, in the order they ended.
@@ -185,24 +184,6 @@ func beginAll(locks []*Lock, why holdState, cause func(*Lock) error) []*Lock {
 		}
 	}
 	return ended
-}
-
-// reportLost is endAll's step 3 for holds lost: the hook's Lost, for each.
-func reportLost(ended []*Lock) {
-	for _, l := range ended {
-		l.reportEnd(true, 0, nil)
-	}
-}
-
-// giveUpAll is endAll's steps 4 and 5; it returns the first release error.
-func giveUpAll(ctx context.Context, ended []*Lock, why holdState, give giveMode) error {
-	var first error
-	for _, l := range ended {
-		if err := l.giveUp(ctx, why, give, nil); err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
 }
 
 func (l *Lock) setState(s holdState, cause error) {
@@ -261,20 +242,23 @@ func cancelLost(ls lostSet) []*Lock {
 }
 
 // finishLost is the rest of lost, for the holds cancelLost ended (ls has one at least): the hook's
-// Lost, the log line, then the give-back (giveBackground for an expired hold).
+// Lost, the log line, then, for an expired hold, the give-back in the background (giveBack).
 func (c *Client) finishLost(ls lostSet, ended []*Lock) {
-	give := giveNone
-	if ls.why == "expired" {
-		give = giveBackground
+	for _, l := range ended {
+		l.reportEnd(true, 0, nil)
 	}
-	reportLost(ended)
 
 	attrs := []slog.Attr{slog.String("name", ls.locks[0].k.Name), slog.String("reason", ls.why)}
 	if ls.err != nil {
 		attrs = append(attrs, slog.Any("error", ls.err))
 	}
 	c.log(slog.LevelWarn, "lock lost", attrs...) // (before the give-back, as the hook's Lost)
-	_ = giveUpAll(context.Background(), ended, stateLost, give)
+	for _, l := range ended {
+		if ls.why == "expired" && !l.nested { // (a nested hold shares its outer hold's acquisition)
+			// A renewal still on its way may re-extend the lock (owner-checked: nothing passed on).
+			c.giveBack(l, nil)
+		}
+	}
 }
 
 // endNested ends the holds nested in l (read-write) with l's why and cause; none can nest afterwards.

@@ -127,20 +127,6 @@ func (w *watchdog) detach(l *Lock) {
 	}
 }
 
-// validNow reports whether l's validity deadline is ahead: its lock cannot have expired.
-func (w *watchdog) validNow(l *Lock) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return l.entry != nil && time.Now().Before(l.entry.valid)
-}
-
-// endOf returns what l's end event carries (HoldInfo.Held and Last).
-func (w *watchdog) endOf(l *Lock) (held int, last bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return l.endHeld, l.endLast
-}
-
 // notOwner ends e (nil: none), whose token Redis said does not hold the lock, and reports it lost.
 func (w *watchdog) notOwner(e *entry) {
 	w.mu.Lock()
