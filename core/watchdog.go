@@ -20,8 +20,7 @@ type watchdog struct {
 	base    time.Time   // the heap's due times count from it (monotonic)
 	t       *time.Timer // the scheduler's timer, reset under mu (nil until the first lock)
 	stop    chan struct{}
-	done    chan struct{}
-	batches sync.WaitGroup
+	batches sync.WaitGroup // run, and the goroutines it and expire start
 	// renewing bounds the renewals in flight, besides their validity deadlines: close ends it.
 	renewing    context.Context
 	endRenewing context.CancelFunc
@@ -34,8 +33,8 @@ type watchdog struct {
 }
 
 func newWatchdog(c *Client) *watchdog {
-	w := &watchdog{c: c, held: make(map[string]*entry), stop: make(chan struct{}),
-		done: make(chan struct{}), base: time.Now(), rounds: sync.Pool{New: func() any { return new(round) }}}
+	w := &watchdog{c: c, held: make(map[string]*entry), stop: make(chan struct{}), base: time.Now(),
+		rounds: sync.Pool{New: func() any { return new(round) }}}
 	w.renewing, w.endRenewing = context.WithCancel(context.Background())
 	return w
 }
@@ -113,9 +112,7 @@ func (w *watchdog) detach(l *Lock) {
 		return
 	}
 
-	if i := slices.Index(e.locks, l); i >= 0 {
-		e.locks = slices.Delete(e.locks, i, i+1)
-	}
+	e.locks = slices.DeleteFunc(e.locks, func(x *Lock) bool { return x == l })
 	if len(e.locks) == 0 {
 		w.unschedule(e)
 		l.endHeld, l.endLast = -e.counted, true // (see Lock.endHeld)
@@ -185,14 +182,11 @@ func (w *watchdog) close(ctx context.Context) []*Lock {
 	for w.h.Len() > 0 {
 		locks = append(locks, w.lose(w.h.Min(), "closed", nil).locks...)
 	}
-	started := w.t != nil
 	w.mu.Unlock()
 
 	close(w.stop)
 	stop := context.AfterFunc(ctx, w.endRenewing)
-	if started {
-		<-w.done
-	}
+	w.batches.Wait()
 	stop()
 	w.endRenewing()
 	return locks

@@ -81,7 +81,7 @@ func (w *watchdog) expire(e *entry) {
 		return
 	}
 	ls := w.lose(e, "expired", e.lastErr)
-	w.batches.Add(1) // (under w.mu, before close can mark the watchdog stopped: run waits for it)
+	w.batches.Add(1) // (under w.mu, before close can mark the watchdog stopped: close waits for it)
 	w.mu.Unlock()
 
 	ended := cancelLost(ls)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"runtime"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -63,13 +64,12 @@ func (w *watchdog) add(l *Lock, sent time.Time, held int) bool {
 	if w.t == nil {
 		w.wakeAt = w.wakeFor(e.due())
 		w.t = time.NewTimer(time.Until(w.wakeAt))
-		go w.run()
+		w.batches.Go(w.run)
 	}
 	return true
 }
 
 func (w *watchdog) run() {
-	defer close(w.done)
 	defer w.t.Stop()
 	for {
 		r := w.rounds.Get().(*round)
@@ -80,11 +80,7 @@ func (w *watchdog) run() {
 			w.c.lost(ls)
 		}
 		if len(ended) > 0 {
-			w.batches.Add(1)
-			go func() {
-				defer w.batches.Done()
-				w.c.endHolds(ended)
-			}()
+			w.batches.Go(func() { w.c.endHolds(ended) })
 		}
 		if len(r.batch) > 0 {
 			w.dispatch(r)
@@ -95,7 +91,6 @@ func (w *watchdog) run() {
 		select {
 		case <-w.t.C:
 		case <-w.stop:
-			w.batches.Wait()
 			return
 		}
 	}
@@ -176,16 +171,6 @@ type round struct {
 	left  atomic.Int32 // dispatch's goroutines still sending it
 }
 
-// roundDone returns r, whose renewals are all recorded, to w.rounds without its entries.
-func (w *watchdog) roundDone(r *round) {
-	if cap(r.batch) > maxRoundKept {
-		return // (a round of every lock at once, after a stall: not worth keeping)
-	}
-	clear(r.batch) // (collect takes them from length 0)
-	clear(r.items)
-	w.rounds.Put(r)
-}
-
 // maxRoundKept is the largest round whose slices are kept for reuse.
 const maxRoundKept = 1 << 16
 
@@ -197,7 +182,8 @@ const collectYield = 256
 const maxRenewers = 2
 
 // dispatch sends a round of renewals as pipelines of at most batchSize scripts, on at most
-// maxRenewers goroutines; the last to finish hands the round's slices back (roundDone).
+// maxRenewers goroutines; the last to finish returns r, its renewals all recorded, to w.rounds
+// without its entries.
 func (w *watchdog) dispatch(r *round) {
 	batch, items := r.batch, r.items
 	size := w.c.opt.batchSize
@@ -207,17 +193,18 @@ func (w *watchdog) dispatch(r *round) {
 	n := min(chunks, maxRenewers)
 	r.left.Store(int32(n))
 	for range n {
-		w.batches.Add(1)
-		go func() {
-			defer w.batches.Done()
+		w.batches.Go(func() {
 			for i := int(next.Add(1)) - 1; i < chunks; i = int(next.Add(1)) - 1 {
 				lo, hi := i*size, min((i+1)*size, len(batch))
 				w.renew(batch[lo:hi:hi], items[lo:hi:hi])
 			}
-			if r.left.Add(-1) == 0 {
-				w.roundDone(r)
+			// (a round of every lock at once, after a stall, is not worth keeping)
+			if r.left.Add(-1) == 0 && cap(r.batch) <= maxRoundKept {
+				clear(r.batch) // (collect takes them from length 0)
+				clear(r.items)
+				w.rounds.Put(r)
 			}
-		}()
+		})
 	}
 }
 
@@ -226,12 +213,7 @@ func (w *watchdog) renew(batch []*entry, items []store.RenewItem) {
 	sent := time.Now()
 
 	w.mu.Lock()
-	deadline := batch[0].valid
-	for _, e := range batch {
-		if e.valid.Before(deadline) {
-			deadline = e.valid
-		}
-	}
+	deadline := slices.MinFunc(batch, func(a, b *entry) int { return a.valid.Compare(b.valid) }).valid
 	w.mu.Unlock()
 
 	w.pipelines.Add(1)
