@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lockkit/lockkit/internal/redisinfo"
@@ -34,49 +35,45 @@ type evictionCheck struct {
 	log   func(level slog.Level, msg string, attrs ...slog.Attr)
 	every time.Duration
 
+	started atomic.Bool     // the check started, or close kept it from starting
+	ctx     context.Context // the check's: close ends it
+	stop    context.CancelFunc
+	done    chan struct{} // closed when the check has ended (or, closed first, never started)
+
 	mu      sync.Mutex
-	stopped bool
-	cancel  context.CancelFunc // ends the running check; nil until it starts
-	done    chan struct{}
 	checked map[string]bool // run_ids checked
 	denied  bool            // a server denied INFO (said once; the check stops)
 	quiet   bool            // an error other than a denial was said (at Debug level) once
 }
 
 func newEvictionCheck(nodes []redis.UniversalClient, log func(slog.Level, string, ...slog.Attr)) *evictionCheck {
-	return &evictionCheck{nodes: nodes, log: log, every: evictionEvery, done: make(chan struct{}),
+	e := &evictionCheck{nodes: nodes, log: log, every: evictionEvery, done: make(chan struct{}),
 		checked: map[string]bool{}}
+	e.ctx, e.stop = context.WithCancel(context.Background())
+	return e
 }
 
 // start starts the check unless it is running or stopped.
 func (e *evictionCheck) start() {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.cancel != nil || e.stopped {
-		return
+	if !e.started.Load() && e.started.CompareAndSwap(false, true) {
+		go e.run()
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	e.cancel = cancel
-	go e.run(ctx)
 }
 
 // close stops the check and waits for it.
 func (e *evictionCheck) close() {
-	e.mu.Lock()
-	e.stopped = true
-	cancel := e.cancel
-	e.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-e.done
+	e.stop()
+	if e.started.CompareAndSwap(false, true) {
+		close(e.done) // (it never started: nothing to wait for)
 	}
+	<-e.done
 }
 
-func (e *evictionCheck) run(ctx context.Context) {
+func (e *evictionCheck) run() {
 	defer close(e.done)
-	for e.round(ctx) {
+	for e.round(e.ctx) {
 		select {
-		case <-ctx.Done():
+		case <-e.ctx.Done():
 			return
 		case <-time.After(e.every):
 		}
@@ -99,7 +96,7 @@ func (e *evictionCheck) round(ctx context.Context) bool {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return !e.denied && !e.stopped
+	return !e.denied
 }
 
 // node checks the server rdb reaches, named name.
