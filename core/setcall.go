@@ -18,6 +18,7 @@ type setCall struct {
 	waits bool
 	ttl   time.Duration
 	start time.Time
+	tries int // the attempts made
 	wait.Call
 	locks  []*Lock         // in the order of the names given
 	groups [][]*Lock       // by slot, in slot order, each sorted by name
@@ -56,59 +57,51 @@ func (sc *setCall) prepare(full []string) {
 	sc.fences, sc.sent = make([][]int64, len(sc.groups)), make([]time.Time, len(sc.groups))
 }
 
-// run makes attempts until every group is taken, or the call ends.
-func (sc *setCall) run(ctx context.Context) (*LockSet, error) {
-	first := sc.locks[0]
+// run makes the call's attempts (store.TakeSet, which leaves nothing held by a failed one) until
+// every group is taken; it returns the set, or the error that ended the call.
+func (sc *setCall) run(ctx context.Context) (set *LockSet, err error) {
+	c, first := sc.c, sc.locks[0]
 	info := WaitInfo{Name: first.k.Name, Key: first.k.Main, TTL: sc.ttl}
 	for _, l := range sc.locks {
 		info.Names = append(info.Names, l.k.Name)
 	}
-	hctx := hooked(ctx, sc.c.hook.WaitStart, info)
-
-	set, attempts, err := sc.attempts(hctx)
-	if f := sc.c.hook.WaitDone; f != nil {
-		info.Attempts, info.Duration, info.Outcome, info.Err = attempts, time.Since(sc.start), outcome(err), err
-		f(hctx, info)
+	ctx = hooked(ctx, c.hook.WaitStart, info)
+	if f := c.hook.WaitDone; f != nil {
+		defer func() {
+			info.Attempts, info.Duration, info.Outcome, info.Err = sc.tries, time.Since(sc.start), outcome(err), err
+			f(ctx, info)
+		}()
 	}
-	return set, err
-}
-
-// attempts makes the call's attempts (store.TakeSet, which leaves nothing held by a failed one);
-// it returns the set, or the error that ended the call.
-func (sc *setCall) attempts(ctx context.Context) (set *LockSet, n int, err error) {
-	c := sc.c
 	if sc.waits && sc.ao.maxWait > 0 {
-		t := time.NewTimer(sc.ao.maxWait)
-		defer t.Stop()
-		sc.Deadline = t.C
+		sc.Deadline = time.After(sc.ao.maxWait) // (collected unstopped, Go 1.23 on)
 	}
 
 	defer func() { sc.Leave(err == nil) }()
-	for n = 1; ; n++ {
+	for {
 		if err := ctx.Err(); err != nil {
-			return nil, n - 1, sc.notAcquired(nil, 0, n-1, err)
+			return nil, sc.notAcquired(nil, 0, err)
 		}
-		sc.req.Waiting = waitMark(sc.waits, n > 1)
+		sc.tries++
+		sc.req.Waiting = waitMark(sc.waits, sc.tries > 1)
 		busy, retry, err := store.TakeSet(ctx, c.st, c.backs, sc.keys, &sc.req, sc.fences, sc.sent)
 		if err != nil {
 			busy, retry, err = nil, 0, unavailable("acquire", err)
 		}
 		if f := c.hook.Attempt; f != nil {
-			f(ctx, WaitInfo{Name: sc.locks[0].k.Name, Key: sc.locks[0].k.Main, TTL: sc.ttl, Attempts: n,
+			f(ctx, WaitInfo{Name: first.k.Name, Key: first.k.Main, TTL: sc.ttl, Attempts: sc.tries,
 				Woken: sc.W != nil, Acquired: err == nil && busy == nil, RetryAfter: retry, Err: err})
 		}
 
 		switch {
 		case err != nil:
 			if cerr := ctx.Err(); cerr != nil {
-				return nil, n, sc.notAcquired(nil, 0, n, cerr)
+				return nil, sc.notAcquired(nil, 0, cerr)
 			}
-			return nil, n, err
+			return nil, err
 		case busy == nil:
-			set, err := sc.handOut(ctx)
-			return set, n, err
+			return sc.handOut(ctx)
 		case !sc.waits:
-			return nil, n, sc.notAcquired(busy, retry, n, nil)
+			return nil, sc.notAcquired(busy, retry, nil)
 		}
 
 		// Wait for the release of the lock found taken (or its expiry), then try again.
@@ -126,9 +119,9 @@ func (sc *setCall) attempts(ctx context.Context) (set *LockSet, n int, err error
 		}
 		switch why { // (a cancelled context ends the call at the top of the next attempt)
 		case wait.Closed:
-			return nil, n, ErrClosed
+			return nil, ErrClosed
 		case wait.Deadline:
-			return nil, n, sc.notAcquired(busy, retry, n, nil)
+			return nil, sc.notAcquired(busy, retry, nil)
 		}
 	}
 }
@@ -163,10 +156,10 @@ func (sc *setCall) handOut(ctx context.Context) (*LockSet, error) {
 }
 
 // notAcquired is the error of a set call that ended without its locks.
-func (sc *setCall) notAcquired(busy *store.Keys, retry time.Duration, attempts int, cause error) error {
+func (sc *setCall) notAcquired(busy *store.Keys, retry time.Duration, cause error) error {
 	name := sc.locks[0].k.Name
 	if busy != nil {
 		name = busy.Name
 	}
-	return notAcquired(name, retry, attempts, sc.waits, sc.start, cause)
+	return notAcquired(name, retry, sc.tries, sc.waits, sc.start, cause)
 }

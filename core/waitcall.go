@@ -63,13 +63,18 @@ func (wc *waitCall) run(ctx context.Context) (err error) {
 	defer func() { wc.finish(ctx, err) }()
 
 	if wc.waits && wc.ao.maxWait > 0 {
-		dt := time.NewTimer(wc.ao.maxWait)
-		defer dt.Stop()
-		wc.Deadline = dt.C
+		wc.Deadline = time.After(wc.ao.maxWait) // (collected unstopped, Go 1.23 on)
 	}
 	if wc.Handoff {
-		if err := wc.handoffStart(); err != nil {
-			return err
+		// Queued in Redis: the call polls often enough to stay queued, and joins the local queue
+		// before its first attempt if it can, so that a grant right after it finds it.
+		wc.MaxBack = min(wc.MaxBack, wc.c.opt.waiterTTL/3)
+		wc.Backoff = min(wc.Backoff, wc.MaxBack)
+		if wc.waits {
+			wc.l.req.WaiterTTL = wc.c.opt.waiterTTL
+			if wc.c.room.Subscribed(wc.l.k.Channel) && !wc.Join(wc.l.k.Channel) {
+				return ErrClosed
+			}
 		}
 	}
 
@@ -242,21 +247,6 @@ func notAcquired(name string, retry time.Duration, attempts int, waits bool, sta
 		return errors.Join(e, cause)
 	}
 	return e
-}
-
-// handoffStart prepares a call queued in Redis: it polls often enough to stay queued, and joins
-// the local queue before its first attempt if it can, so that a grant right after it finds it.
-func (wc *waitCall) handoffStart() error {
-	wc.MaxBack = min(wc.MaxBack, wc.c.opt.waiterTTL/3)
-	wc.Backoff = min(wc.Backoff, wc.MaxBack)
-	if !wc.waits {
-		return nil
-	}
-	wc.l.req.WaiterTTL = wc.c.opt.waiterTTL
-	if wc.c.room.Subscribed(wc.l.k.Channel) && !wc.Join(wc.l.k.Channel) {
-		return ErrClosed
-	}
-	return nil
 }
 
 // claim takes the lock or permit a release granted to the call while it waited, or reports not
