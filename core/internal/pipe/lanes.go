@@ -1,6 +1,7 @@
 package pipe
 
 import (
+	"cmp"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,9 +73,7 @@ func (l *lanes) next(now time.Time) {
 	cnt := l.n.Swap(0)
 	start := l.start
 	l.start = now
-	if l.every == 0 {
-		l.every = probeEvery
-	}
+	l.every = cmp.Or(l.every, probeEvery)
 	cur := 0
 	if l.split.Load() {
 		cur = 1

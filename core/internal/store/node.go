@@ -129,10 +129,7 @@ func (n *Node) acquireCall(r *AcquireReq) script.Call {
 		return (&script.AcquireFair{Lock: k.Main, Queue: k.Queue, Deadlines: k.Deadlines, Token: r.Token, TTL: MS(r.TTL),
 			Timeout: MS(r.WaiterTTL), Hold: r.Hold, Label: n.label, Pub: n.pubCmd, Entry: r.Entry}).Call()
 	}
-	floor, ttl := r.Floor, r.TTLArg
-	if floor == nil {
-		floor = ""
-	}
+	floor, ttl := cmp.Or(r.Floor, any("")), r.TTLArg
 	if ttl == nil {
 		ttl = MS(r.TTL)
 	}
