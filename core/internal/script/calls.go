@@ -3,30 +3,33 @@ package script
 // One typed builder per script (package doc): string fields are keys, `any` fields arguments
 // (boxed once by callers that reuse them); an optional last key ("") or argument (nil) is left out.
 
-// LockArg is a call's lock key as an argument: the holder's boxed copy when it keeps one (a lock's
-// acquire and release then share the one allocation its Keys made), else lock boxed for this call.
-func LockArg(lock string, boxed any) any {
-	if boxed != nil {
-		return boxed
+// lockCall starts s's call in line's room (see Line) with lock as its first key, and second, if
+// not "", as its second. The lock key goes as an argument: the holder's boxed copy when it keeps
+// one (a lock's acquire and release then share the one allocation its Keys made), else lock boxed
+// for this call.
+func lockCall(s *Script, line *Line, lock string, boxed any, second string) Call {
+	c := s.call(line.take(3+9), 1, 9)
+	if boxed == nil {
+		boxed = lock
 	}
-	return lock
+	c.argv = append(c.argv, boxed)
+	if second != "" {
+		c.argv = append(c.argv, second)
+		c.argv[2] = 2
+	}
+	return c
 }
 
 // Acquire calls acquire.lua: take a lock, re-enter it, or say how long it stays taken.
 type Acquire struct {
 	Lock, Guard                                    string
 	Token, TTL, Label, Waiting, Hold, Floor, Entry any
-	LockArg                                        any `script:"-"` // Lock boxed once (see LockArg)
+	LockArg                                        any `script:"-"` // Lock boxed once (see lockCall)
 }
 
 // CallIn builds the call in line's room, when it is free (see Line).
 func (a *Acquire) CallIn(line *Line) Call {
-	c := Scripts().Acquire.call(line.take(3+9), 1, 9)
-	c.argv = append(c.argv, LockArg(a.Lock, a.LockArg))
-	if a.Guard != "" {
-		c.argv = append(c.argv, a.Guard)
-		c.argv[2] = 2
-	}
+	c := lockCall(Scripts().Acquire, line, a.Lock, a.LockArg, a.Guard)
 	c.argv = append(c.argv, a.Token, a.TTL, a.Label)
 	// The trailing defaults are left out (the script reads them as nil): no entry, no floor (nil
 	// or ""), hold "0", waiting "0" (or nil, ""). Each argument costs Redis a Lua string.
@@ -63,17 +66,12 @@ func (a *AcquireFair) Call() Call {
 type Release struct {
 	Lock, Set                                     string
 	Token, Fence, Msg, Hold, Pub, Value, ValueTTL any
-	LockArg                                       any `script:"-"` // Lock boxed once (see LockArg)
+	LockArg                                       any `script:"-"` // Lock boxed once (see lockCall)
 }
 
 // CallIn builds the call in line's room, when it is free (see Line).
 func (a *Release) CallIn(line *Line) Call {
-	c := Scripts().Release.call(line.take(3+9), 1, 9)
-	c.argv = append(c.argv, LockArg(a.Lock, a.LockArg))
-	if a.Set != "" {
-		c.argv = append(c.argv, a.Set)
-		c.argv[2] = 2
-	}
+	c := lockCall(Scripts().Release, line, a.Lock, a.LockArg, a.Set)
 	c.argv = append(c.argv, a.Token, a.Fence, a.Msg)
 	// The trailing defaults are left out (the script reads them as nil): hold "0", pub "PUBLISH".
 	// Each argument costs Redis a Lua string.

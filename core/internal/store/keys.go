@@ -19,8 +19,8 @@ type Keys struct {
 	Deadlines string   // its waiters' deadlines: main + ":queue:deadlines"
 	Sem       *SemKeys // a semaphore's other keys (Permits), nil for a lock
 	Fence     int64    // the fence of the acquisition held (see Held)
-	// MainArg is a lock's Main boxed once (script.LockArg): its acquire and release calls share
-	// it. Nil for a semaphore's keys.
+	// MainArg is a lock's Main boxed once (the LockArg of script.Acquire and script.Release): its
+	// acquire and release calls share it. Nil for a semaphore's keys.
 	MainArg any
 	// Lines is room for the command lines of a lock's first acquire attempt and of its release
 	// (script.Line), held by its Lock; nil: each call allocates its own.
