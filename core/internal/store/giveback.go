@@ -47,7 +47,19 @@ func (g *GiveBacks) Give(k Keys, token, hold any, fair bool, ttl time.Duration, 
 	g.mu.Lock()
 	closing := g.done
 	if !closing {
-		g.wg.Add(1)
+		g.wg.Go(func() {
+			ctx, cancel := context.WithTimeout(g.ctx, min(ttl, 5*time.Second))
+			defer cancel()
+			pipe.Settle(ctx, after)
+			for _, d := range [...]time.Duration{0, 50 * time.Millisecond, 500 * time.Millisecond} {
+				if (d > 0 && !wait.Sleep(ctx, d)) || attempt(ctx) {
+					return
+				}
+			}
+			if last != nil {
+				g.failed(k.Name, ttl, last)
+			}
+		})
 	}
 	g.mu.Unlock()
 	if closing {
@@ -55,22 +67,7 @@ func (g *GiveBacks) Give(k Keys, token, hold any, fair bool, ttl time.Duration, 
 		pipe.Settle(ctx, after)
 		attempt(ctx)
 		cancel()
-		return
 	}
-	go func() {
-		defer g.wg.Done()
-		ctx, cancel := context.WithTimeout(g.ctx, min(ttl, 5*time.Second))
-		defer cancel()
-		pipe.Settle(ctx, after)
-		for _, d := range [...]time.Duration{0, 50 * time.Millisecond, 500 * time.Millisecond} {
-			if (d > 0 && !wait.Sleep(ctx, d)) || attempt(ctx) {
-				return
-			}
-		}
-		if last != nil {
-			g.failed(k.Name, ttl, last)
-		}
-	}()
 }
 
 // Close waits for the give-backs under way, cutting them short when ctx ends, and ends Context.
