@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/lockkit/lockkit/internal/redisinfo"
@@ -35,7 +34,7 @@ type evictionCheck struct {
 	log   func(level slog.Level, msg string, attrs ...slog.Attr)
 	every time.Duration
 
-	started atomic.Bool     // the check started, or close kept it from starting
+	started sync.Once       // starts the check, or (by close first) keeps it from starting
 	ctx     context.Context // the check's: close ends it
 	stop    context.CancelFunc
 	done    chan struct{} // closed when the check has ended (or, closed first, never started)
@@ -55,17 +54,13 @@ func newEvictionCheck(nodes []redis.UniversalClient, log func(slog.Level, string
 
 // start starts the check unless it is running or stopped.
 func (e *evictionCheck) start() {
-	if !e.started.Load() && e.started.CompareAndSwap(false, true) {
-		go e.run()
-	}
+	e.started.Do(func() { go e.run() })
 }
 
 // close stops the check and waits for it.
 func (e *evictionCheck) close() {
 	e.stop()
-	if e.started.CompareAndSwap(false, true) {
-		close(e.done) // (it never started: nothing to wait for)
-	}
+	e.started.Do(func() { close(e.done) }) // (never started: nothing to wait for)
 	<-e.done
 }
 
