@@ -46,25 +46,6 @@ type lostSet struct {
 	err   error
 }
 
-// nest adds the read-write hold l to its outer hold's entry, or reports false if that one is ending.
-func (w *watchdog) nest(l *Lock) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	o := l.outer
-	e := o.entry
-	if w.stopped || e == nil || e.gone || o.closed || !slices.Contains(e.locks, o) {
-		return false
-	}
-
-	e.locks = append(e.locks, l)
-	l.entry = e
-	e.setMaxAt()
-	if e.idx >= 0 {
-		w.schedule(e) // (l's WithMaxHold may be due before the next wake-up)
-	}
-	return true
-}
-
 func (w *watchdog) interval(ttl time.Duration) time.Duration {
 	return time.Duration(float64(ttl) * w.c.opt.renewRatio)
 }
@@ -194,21 +175,18 @@ func (w *watchdog) close(ctx context.Context) []*Lock {
 
 // ended removes from e, in the heap, the locks whose WithMaxHold deadline passed at now; w.mu held.
 func (w *watchdog) ended(e *entry, now time.Time) []*Lock {
+	due := func(l *Lock) bool { return !l.maxAt.IsZero() && !now.Before(l.maxAt) }
 	var out []*Lock
-	kept := e.locks[:0]
 	for _, l := range e.locks {
-		if !l.maxAt.IsZero() && !now.Before(l.maxAt) {
+		if due(l) {
 			out = append(out, l)
-		} else {
-			kept = append(kept, l)
 		}
 	}
-	if len(kept) == 0 {
-		return w.lose(e, "", nil).locks // all of them (kept wrote nothing: e.locks is intact)
+	if len(out) == len(e.locks) {
+		return w.lose(e, "", nil).locks // all of them
 	}
 
-	clear(e.locks[len(kept):])
-	e.locks = kept
+	e.locks = slices.DeleteFunc(e.locks, due)
 	e.setMaxAt()
 	w.fix(e)
 	return out

@@ -15,16 +15,28 @@ import (
 // add registers a freshly acquired Lock, sent being when its acquire request was sent; held is what
 // the hook was told the acquisition adds to the locks the Client holds (HoldInfo.Held).
 func (w *watchdog) add(l *Lock, sent time.Time, held int) bool {
-	if l.nested {
-		return w.nest(l) // renewed with the hold it is nested in (watchdog.go)
-	}
-
 	var stale lostSet
 	defer func() { w.c.lost(stale) }() // (after w.mu is unlocked)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.stopped {
 		return false
+	}
+
+	if o := l.outer; l.nested {
+		// A read-write hold nested in o is renewed with it, unless o is ending.
+		e := o.entry
+		if e == nil || e.gone || o.closed || !slices.Contains(e.locks, o) {
+			return false
+		}
+
+		e.locks = append(e.locks, l)
+		l.entry = e
+		e.setMaxAt()
+		if e.idx >= 0 {
+			w.schedule(e) // (l's WithMaxHold may be due before the next wake-up)
+		}
+		return true
 	}
 
 	e := w.held[l.k.Main]
@@ -288,15 +300,14 @@ func (w *watchdog) renew(batch []*entry, items []store.RenewItem) {
 func (w *watchdog) renewed(e *entry, it *store.RenewItem, sent time.Time) {
 	e.lastErr = nil
 	ttl := it.TTL
-	if it.Seq != e.seq {
+	if it.Seq == e.seq {
+		e.next = sent.Add(w.interval(ttl))
+	} else {
 		// Extend changed the TTL while this renewal was in flight: Redis keeps at least it.TTL, but
 		// the holder counts on no more than the TTL it asked for last.
 		ttl = min(ttl, e.ttl)
 	}
 	if v := sent.Add(ttl - w.c.opt.drift(ttl)); v.After(e.valid) {
 		w.setValid(e, v)
-	}
-	if it.Seq == e.seq {
-		e.next = sent.Add(w.interval(ttl))
 	}
 }
