@@ -69,7 +69,6 @@ func (s *LockSet) Release(ctx context.Context) error {
 		return invalid("ctx is nil")
 	}
 
-	c := s.locks[0].c
 	ctx, cancel := releaseContext(ctx, s.locks[0].ttl)
 	defer cancel()
 
@@ -88,7 +87,7 @@ func (s *LockSet) Release(ctx context.Context) error {
 			continue
 		}
 
-		res, err := c.st.Release(ctx, store.ReleaseReq{Set: ks, Token: live[0].token, Hold: live[0].holdID,
+		res, err := s.locks[0].c.st.Release(ctx, store.ReleaseReq{Set: ks, Token: live[0].token, Hold: live[0].holdID,
 			LockTTL: live[0].ttl})
 		for i, l := range live {
 			var n int64
@@ -185,8 +184,8 @@ func (c *Client) acquireAll(ctx context.Context, names []string, ttl time.Durati
 	}
 	c.evict.start()
 
-	sc := setCall{c: c, ao: ao, waits: waits, ttl: ttl, start: time.Now()}
+	sc := setCall{c: c, ao: ao, waits: waits, start: time.Now()}
 	sc.Call = wait.Call{Q: c.room, Backoff: c.opt.backoffMin, MaxBack: c.opt.backoffMax}
-	sc.prepare(full)
-	return sc.run(ctx)
+	sc.prepare(full, ttl)
+	return sc.run(ctx, full)
 }

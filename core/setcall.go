@@ -16,7 +16,6 @@ type setCall struct {
 	c     *Client
 	ao    acquireOptions
 	waits bool
-	ttl   time.Duration
 	start time.Time
 	tries int // the attempts made
 	wait.Call
@@ -29,12 +28,12 @@ type setCall struct {
 }
 
 // prepare makes the set's locks (one fresh token for all), grouped by slot (one group off a Cluster).
-func (sc *setCall) prepare(full []string) {
+func (sc *setCall) prepare(full []string, ttl time.Duration) {
 	c, token := sc.c, store.NewToken()
-	sc.req = store.AcquireReq{Token: token, Hold: any("0"), TTL: sc.ttl}
+	sc.req = store.AcquireReq{Token: token, Hold: any("0"), TTL: ttl}
 	slot := map[*Lock]int{}
 	for _, name := range full {
-		l := &Lock{c: c, ttl: sc.ttl, limit: sc.ao.maxHold, token: token, holdID: sc.req.Hold}
+		l := &Lock{c: c, ttl: ttl, limit: sc.ao.maxHold, token: token, holdID: sc.req.Hold}
 		l.k.Init(c.opt.prefix, name)
 		sc.locks = append(sc.locks, l)
 		if c.st.Caps().Router.Sharded() {
@@ -58,13 +57,11 @@ func (sc *setCall) prepare(full []string) {
 }
 
 // run makes the call's attempts (store.TakeSet, which leaves nothing held by a failed one) until
-// every group is taken; it returns the set, or the error that ended the call.
-func (sc *setCall) run(ctx context.Context) (set *LockSet, err error) {
+// every group is taken; it returns the set, or the error that ended the call. names are the
+// locks' names, in their order (WaitInfo.Names).
+func (sc *setCall) run(ctx context.Context, names []string) (set *LockSet, err error) {
 	c, first := sc.c, sc.locks[0]
-	info := WaitInfo{Name: first.k.Name, Key: first.k.Main, TTL: sc.ttl}
-	for _, l := range sc.locks {
-		info.Names = append(info.Names, l.k.Name)
-	}
+	info := WaitInfo{Name: first.k.Name, Key: first.k.Main, TTL: sc.req.TTL, Names: names}
 	ctx = hooked(ctx, c.hook.WaitStart, info)
 	if f := c.hook.WaitDone; f != nil {
 		defer func() {
@@ -88,7 +85,7 @@ func (sc *setCall) run(ctx context.Context) (set *LockSet, err error) {
 			busy, retry, err = nil, 0, unavailable("acquire", err)
 		}
 		if f := c.hook.Attempt; f != nil {
-			f(ctx, WaitInfo{Name: first.k.Name, Key: first.k.Main, TTL: sc.ttl, Attempts: sc.tries,
+			f(ctx, WaitInfo{Name: first.k.Name, Key: first.k.Main, TTL: sc.req.TTL, Attempts: sc.tries,
 				Woken: sc.W != nil, Acquired: err == nil && busy == nil, RetryAfter: retry, Err: err})
 		}
 
@@ -142,9 +139,8 @@ func (sc *setCall) handOut(ctx context.Context) (*LockSet, error) {
 	var prev *Lock
 	for gi, g := range sc.groups {
 		for i, l := range g {
-			l.fence = sc.fences[gi][i]
 			l.outer = prev // a lock acquired with the set's context re-enters the set's lock of its name
-			if _, err := c.handOut(ctx, parent, l, l.fence, 1, sc.sent[gi]); err != nil {
+			if _, err := c.handOut(ctx, parent, l, sc.fences[gi][i], 1, sc.sent[gi]); err != nil {
 				return nil, err // (closed: handOut released l; Close releases the others)
 			}
 			parent, prev = l.Context(), l
