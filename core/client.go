@@ -174,9 +174,6 @@ func (c *Client) Do(ctx context.Context, name string, ttl time.Duration, fn func
 	return fn(l.Context())
 }
 
-// closeWhenDown bounds Close's releases while Redis does not answer (issue #45).
-const closeWhenDown = 200 * time.Millisecond
-
 // Close releases every lock the Client holds (their contexts are cancelled with ErrClosed as the
 // cause), wakes every waiter with ErrClosed and stops the Client's goroutines. Calls after Close
 // return ErrClosed. It returns the first release error. A nil ctx is refused with ErrInvalid and
@@ -194,9 +191,10 @@ func (c *Client) Close(ctx context.Context) error {
 		return nil
 	}
 	if c.down.Load() {
-		// Redis did not answer the last request: the releases would only wait for go-redis's dials.
+		// Redis did not answer the last request: the releases would only wait for go-redis's dials
+		// (issue #45).
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, closeWhenDown)
+		ctx, cancel = context.WithTimeout(ctx, 200*time.Millisecond)
 		defer cancel()
 	}
 
@@ -235,9 +233,22 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 	}
 
 	c.evict.start()
-	l := &Lock{c: c, ttl: ttl, fair: ao.fair, limit: ao.maxHold, kind: kindOfOptions(&ao)}
-	if err := c.selfExcluded(ctx, l, name); err != nil {
-		return nil, err
+	l := &Lock{c: c, ttl: ttl, fair: ao.fair, limit: ao.maxHold}
+	switch {
+	case ao.rw == rwWrite:
+		l.kind = kindWrite
+	case ao.rw != 0:
+		l.kind = kindRead
+	case ao.permits != 0:
+		l.kind = kindPermit
+	}
+
+	// A hold of name by this Client in ctx of a kind l cannot nest in (kind.nestsIn): l would wait
+	// for that hold to end.
+	h := holdIn(ctx, func(h *Lock) bool { return h.c == c && h.k.Name == name && h.heldErr() == nil })
+	if h != nil && !l.kind.nestsIn(h.kind) {
+		return nil, invalid("%q is held by this context's %s: a %s of the same name would wait for it (one name, one lock; release it first)",
+			name, h.kind, l.kind)
 	}
 
 	var sc *store.Scratch
@@ -252,7 +263,29 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, wa
 	if err != nil {
 		return nil, err
 	}
-	return c.take(ctx, l, waits, ao, sc)
+
+	// Run the acquire call (its request in sc, if not nil), then hand the Lock out.
+	wc := waitCall{c: c, l: l, ao: ao, waits: waits, start: time.Now()} // (waitcall.go)
+	wc.Call = wait.Call{Q: c.room, Handoff: ao.fair || l.kind.queued(), Backoff: c.opt.backoffMin, MaxBack: c.opt.backoffMax}
+	info := WaitInfo{Name: l.k.Name, Key: l.k.Main, TTL: l.ttl, Limit: l.Limit(), Mode: l.Mode()}
+	hctx := hooked(ctx, c.hook.WaitStart, info)
+
+	err = wc.run(hctx)
+	l.req = nil // (a held lock does not keep its request)
+	if sc != nil {
+		// (Only then: over Redlock a node's request may still read l.k, see Scratches.Take.)
+		l.k.Lines = nil
+		c.scratch.Put(sc, err == nil || answered(err))
+	}
+
+	if f := c.hook.WaitDone; f != nil {
+		info.Attempts, info.Duration, info.Outcome, info.Err = wc.attempts, time.Since(wc.start), outcome(err), err
+		f(hctx, info)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return c.handOut(ctx, hctx, l, wc.res.Fence, wc.res.Holds, wc.sent)
 }
 
 // initLock prepares l to take the lock name: afresh, or re-entering the hold that ctx carries or
@@ -295,31 +328,6 @@ func (c *Client) initLock(ctx context.Context, l *Lock, ao *acquireOptions, name
 	return sc
 }
 
-// take runs a prepared Lock's acquire call (its request in sc, if not nil) and hands the Lock out.
-func (c *Client) take(ctx context.Context, l *Lock, waits bool, ao acquireOptions, sc *store.Scratch) (*Lock, error) {
-	wc := waitCall{c: c, l: l, ao: ao, waits: waits, start: time.Now()} // (waitcall.go)
-	wc.Call = wait.Call{Q: c.room, Handoff: ao.fair || l.kind.queued(), Backoff: c.opt.backoffMin, MaxBack: c.opt.backoffMax}
-	info := WaitInfo{Name: l.k.Name, Key: l.k.Main, TTL: l.ttl, Limit: l.Limit(), Mode: l.Mode()}
-	hctx := hooked(ctx, c.hook.WaitStart, info)
-
-	err := wc.run(hctx)
-	l.req = nil // (a held lock does not keep its request)
-	if sc != nil {
-		// (Only then: over Redlock a node's request may still read l.k, see Scratches.Take.)
-		l.k.Lines = nil
-		c.scratch.Put(sc, err == nil || answered(err))
-	}
-
-	if f := c.hook.WaitDone; f != nil {
-		info.Attempts, info.Duration, info.Outcome, info.Err = wc.attempts, time.Since(wc.start), outcome(err), err
-		f(hctx, info)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return c.handOut(ctx, hctx, l, wc.res.Fence, wc.res.Holds, wc.sent)
-}
-
 // handOut makes l, acquired with fence and holds by an attempt sent at sent, a held lock: its
 // maximum hold, the Acquired hook (under hctx), its context, its place in the watchdog.
 func (c *Client) handOut(ctx, hctx context.Context, l *Lock, fence, holds int64, sent time.Time) (*Lock, error) {
@@ -360,15 +368,4 @@ func (c *Client) handOut(ctx, hctx context.Context, l *Lock, fence, holds int64,
 func answered(err error) bool {
 	return (errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrGuarded)) &&
 		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
-}
-
-// selfExcluded refuses l, an acquisition of name, through the context of this Client's hold of
-// name of a kind it cannot nest in (kind.nestsIn): it would wait for that hold to end.
-func (c *Client) selfExcluded(ctx context.Context, l *Lock, name string) error {
-	h := holdIn(ctx, func(h *Lock) bool { return h.c == c && h.k.Name == name && h.heldErr() == nil })
-	if h != nil && !l.kind.nestsIn(h.kind) {
-		return invalid("%q is held by this context's %s: a %s of the same name would wait for it (one name, one lock; release it first)",
-			name, h.kind, l.kind)
-	}
-	return nil
 }

@@ -8,19 +8,6 @@ import (
 	"github.com/lockkit/lockkit/core/internal/store"
 )
 
-// kindOfOptions is the kind of an acquisition about to be made with ao.
-func kindOfOptions(ao *acquireOptions) kind {
-	switch {
-	case ao.rw == rwWrite:
-		return kindWrite
-	case ao.rw != 0:
-		return kindRead
-	case ao.permits != 0:
-		return kindPermit
-	}
-	return kindLock
-}
-
 // Option configures a Client.
 type Option func(*options)
 
@@ -38,8 +25,9 @@ type options struct {
 	logger       *slog.Logger  // WithLogger; nil: slog.Default()
 }
 
-func defaultOptions() options {
-	return options{
+// buildOptions applies opts over the defaults and checks the result.
+func buildOptions(opts []Option) (options, error) {
+	o := options{
 		Config:      store.Config{Pipeline: 8}, // WithPipelining's default threshold
 		prefix:      "lockkit:",
 		renewRatio:  1.0 / 3,
@@ -49,11 +37,6 @@ func defaultOptions() options {
 		batchSize:   1000,
 		driftFactor: 0.01,
 	}
-}
-
-// buildOptions applies opts over the defaults and checks the result.
-func buildOptions(opts []Option) (options, error) {
-	o := defaultOptions()
 	for i, f := range opts {
 		if f == nil {
 			return o, invalid("Option %d is nil", i)

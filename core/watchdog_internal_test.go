@@ -10,7 +10,8 @@ import (
 // A renewal reply that lands after Extend changed the TTL (defect 2 of issue #16) cannot lengthen
 // the validity beyond what the new TTL allows, nor move the renewal Extend scheduled.
 func TestWatchdog_staleRenewalReply_cannotOutlastExtend(t *testing.T) {
-	w := newWatchdog(&Client{opt: defaultOptions()})
+	opt, _ := buildOptions(nil)
+	w := newWatchdog(&Client{opt: opt})
 	sent := time.Now()
 	e := &entry{ttl: 6 * time.Second, idx: -1}
 	it := store.RenewItem{TTL: e.ttl, Seq: e.seq} // in flight with the old TTL
