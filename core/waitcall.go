@@ -60,7 +60,15 @@ func (wc *waitCall) run(ctx context.Context) (err error) {
 	}
 
 	wc.l.req.Fair = wc.ao.fair
-	defer func() { wc.finish(ctx, err) }()
+	defer func() {
+		// Leave the local queue and, if the lock was not taken, a fair call the Redis-side one.
+		wc.Leave(err == nil) // (a grant not taken is handed on by the dequeue below)
+		if err != nil && wc.Handoff && wc.waits && wc.attempts > 0 {
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			_, _ = wc.c.st.Release(dctx, store.ReleaseReq{Keys: &wc.l.k, Waiter: wc.l.req})
+			cancel()
+		}
+	}()
 
 	if wc.waits && wc.ao.maxWait > 0 {
 		wc.Deadline = time.After(wc.ao.maxWait) // (collected unstopped, Go 1.23 on)
@@ -88,7 +96,7 @@ func (wc *waitCall) run(ctx context.Context) (err error) {
 		} else {
 			if err := ctx.Err(); err != nil && wc.attempts > 0 {
 				// Cancelled while subscribing or woken: no new attempt, which could take the lock
-				// for a call that gave up (finish hands on a lock granted meanwhile).
+				// for a call that gave up (leaving hands on a lock granted meanwhile).
 				return wc.notAcquired(err)
 			}
 			if done, err := wc.attempt(ctx); done {
@@ -222,16 +230,6 @@ func (wc *waitCall) parked(ctx context.Context, why wait.Parked) error {
 	return nil
 }
 
-// finish leaves the local queue and, for a fair call that did not get the lock, the Redis-side one.
-func (wc *waitCall) finish(ctx context.Context, err error) {
-	wc.Leave(err == nil) // (a grant not taken is handed on by the dequeue below)
-	if err != nil && wc.Handoff && wc.waits && wc.attempts > 0 {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		_, _ = wc.c.st.Release(dctx, store.ReleaseReq{Keys: &wc.l.k, Waiter: wc.l.req})
-		cancel()
-	}
-}
-
 func (wc *waitCall) notAcquired(cause error) error {
 	return notAcquired(wc.l.k.Name, wc.res.RetryAfter, wc.attempts, wc.waits, wc.start, cause)
 }
@@ -255,7 +253,7 @@ func notAcquired(name string, retry time.Duration, attempts int, waits bool, sta
 // is half gone, or with WithReplicaAck (the grant's write was not waited for).
 func (wc *waitCall) claim(ctx context.Context) (bool, error) {
 	if wc.W == nil || !wc.Handoff || ctx.Err() != nil {
-		return false, nil // (cancelled: the call ends, and finish hands a grant on)
+		return false, nil // (cancelled: the call ends, and leaving hands a grant on)
 	}
 	g := wc.c.room.TakeGrant(wc.W)
 	lease := wc.l.ttl
