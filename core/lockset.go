@@ -69,6 +69,7 @@ func (s *LockSet) Release(ctx context.Context) error {
 		return invalid("ctx is nil")
 	}
 
+	c := s.locks[0].c
 	ctx, cancel := releaseContext(ctx, s.locks[0].ttl)
 	defer cancel()
 
@@ -87,7 +88,7 @@ func (s *LockSet) Release(ctx context.Context) error {
 			continue
 		}
 
-		res, err := s.locks[0].c.st.Release(ctx, store.ReleaseReq{Set: ks, Token: live[0].token, Hold: live[0].holdID,
+		res, err := c.st.Release(ctx, store.ReleaseReq{Set: ks, Token: live[0].token, Hold: live[0].holdID,
 			LockTTL: live[0].ttl})
 		for i, l := range live {
 			var n int64
