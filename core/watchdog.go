@@ -30,6 +30,7 @@ type watchdog struct {
 	wakeAt             time.Time // when the scheduler's timer fires next
 	late               lateness  // how late it fires, and the guard kept for it (watchdog_late.go)
 	rounds             sync.Pool // of *round: a renewal round's buffers (watchdog_round.go)
+	aside              []*entry  // the entries collect has set aside, out of the heap
 }
 
 func newWatchdog(c *Client) *watchdog {
@@ -162,6 +163,11 @@ func (w *watchdog) close(ctx context.Context) []*Lock {
 	var locks []*Lock
 	for w.h.Len() > 0 {
 		locks = append(locks, w.lose(w.h.Min(), "closed", nil).locks...)
+	}
+	for _, e := range w.aside { // (collect yielded w.mu)
+		if !e.gone {
+			locks = append(locks, w.lose(e, "closed", nil).locks...)
+		}
 	}
 	w.mu.Unlock()
 

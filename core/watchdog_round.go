@@ -123,7 +123,6 @@ func (w *watchdog) collect(r *round) (lost []lostSet, ended []*Lock) {
 
 	r.batch, r.items = r.batch[:0], r.items[:0]
 	r.short = 0
-	var aside []*entry
 
 loop:
 	for seen := 1; w.h.Len() > 0; seen++ {
@@ -149,7 +148,7 @@ loop:
 			r.items = append(r.items, store.RenewItem{K: e.k, Token: e.token, TTL: e.ttl, Seq: e.seq})
 		case !e.due().After(now.Add(g)):
 			w.h.Remove(e)
-			aside = append(aside, e)
+			w.aside = append(w.aside, e)
 		default:
 			break loop
 		}
@@ -161,12 +160,13 @@ loop:
 		e := w.h.Min()
 		wait = min(max(e.due().Sub(now.Add(g)), 0), w.interval(e.ttl)/4)
 	}
-	for _, e := range aside {
+	for _, e := range w.aside {
 		if !e.gone { // (ended while collect let others have w.mu)
 			wait = min(wait, max(e.dueEarly(w.late.guard(e.ttl), w.lead(e)).Sub(now), 0))
 			w.fix(e)
 		}
 	}
+	w.aside = nil
 
 	w.wakeAt = now.Add(wait)
 	w.t.Reset(wait)
